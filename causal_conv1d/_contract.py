@@ -1,0 +1,283 @@
+"""The contracts every part of the project shares (see DESIGN.md in the repository).
+
+Variant names, wheel file names, the local version label, the torch pin, index layout,
+environment variable names and the build-record schema are defined here once.
+
+This module must stay importable without torch and without the compiled extension: the
+build driver (``build_matrix``), the index generator (``index_site``) and ``setup.py`` load it
+by file path through ``build_support.contract``. Only the standard library and ``packaging``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import urllib.parse
+from typing import Optional
+
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+__all__ = [
+    "PROJECT_NAME",
+    "DIST_NAME",
+    "PACKAGE_VERSION",
+    "PYTHON_TAG",
+    "ABI_TAG",
+    "REQUIRES_PYTHON",
+    "DEFAULT_INDEX_URL",
+    "ENV_FORCE_BUILD",
+    "ENV_SKIP_CUDA_BUILD",
+    "ENV_FORCE_CXX11_ABI",
+    "ENV_INDEX_URL",
+    "ENV_LOCAL_VERSION",
+    "BUILD_INFO_FILENAME",
+    "BUILD_INFO_KEYS",
+    "InvalidVariant",
+    "InvalidWheelName",
+    "Variant",
+    "WheelName",
+    "accel_from_cuda",
+    "cuda_from_accel",
+    "official_cxx11_abi",
+    "torch_requirement",
+    "local_version",
+    "wheel_filename",
+    "parse_wheel_name",
+    "variant_from_local_version",
+    "variant_index_url",
+    "project_page_url",
+    "quote_path",
+]
+
+PROJECT_NAME = "causal-conv1d"  #: the distribution name as pip sees it (PEP 503 normalised)
+DIST_NAME = "causal_conv1d"  #: the name in wheel files and the import name
+PACKAGE_VERSION = "1.6.1"  #: follows upstream causal-conv1d: drop-in for code that pins it
+PYTHON_TAG = "cp39"  #: one abi3 wheel serves every CPython >= 3.9 (torch narrows it further)
+ABI_TAG = "abi3"
+REQUIRES_PYTHON = ">=3.9"
+
+#: The project's published site. Stamped at release time; always overridable by ENV_INDEX_URL.
+DEFAULT_INDEX_URL = "https://causal-conv1d.github.io/causal-conv1d/"
+
+ENV_FORCE_BUILD = "CAUSAL_CONV1D_FORCE_BUILD"  #: TRUE: skip the index, compile locally
+ENV_SKIP_CUDA_BUILD = "CAUSAL_CONV1D_SKIP_CUDA_BUILD"  #: TRUE: build no CUDA extension
+ENV_FORCE_CXX11_ABI = "CAUSAL_CONV1D_FORCE_CXX11_ABI"  #: TRUE/FALSE: override the C++ ABI
+ENV_INDEX_URL = "CAUSAL_CONV1D_INDEX_URL"  #: base URL (or file://) of the site
+ENV_LOCAL_VERSION = "CAUSAL_CONV1D_LOCAL_VERSION"  #: local version label to stamp
+
+#: The build record inside every wheel, next to the package's __init__.py.
+BUILD_INFO_FILENAME = "_build_info.json"
+#: Keys of the build record, each always present (null where it does not apply).
+BUILD_INFO_KEYS = (
+    "version",  # full package version, local label included, e.g. "1.6.1+cu128.torch2.7"
+    "variant",  # variant name, e.g. "torch2.7-cu128"
+    "torch_version",  # torch.__version__ built against, e.g. "2.7.1+cu128"
+    "cuda_version",  # torch.version.cuda built against, or null for a CPU build
+    "cxx11_abi",  # bool: torch._C._GLIBCXX_USE_CXX11_ABI of the torch built against
+    "cuda_archs",  # list of "X.Y" compute capabilities compiled for; [] for a CPU build
+    "with_cuda",  # bool: whether the CUDA kernels were compiled in
+    "platform",  # the platform tag the wheel was built for, e.g. "linux_x86_64"
+    "source_commit",  # git commit of the source tree, or null
+)
+
+_VARIANT_RE = re.compile(
+    r"^torch(?P<major>\d+)\.(?P<minor>\d+)-(?P<accel>cpu|cu\d{3,4})(?:-cxx11abi(?P<abi>[01]))?$"
+)
+_LOCAL_RE = re.compile(r"^(?P<accel>cpu|cu\d{3,4})\.torch(?P<major>\d+)\.(?P<minor>\d+)(?:\.cxx11abi(?P<abi>[01]))?$")
+
+
+class InvalidVariant(ValueError):
+    """A variant name, accelerator or torch version that breaks the variant contract."""
+
+
+class InvalidWheelName(ValueError):
+    """A wheel file name that breaks the wheel contract."""
+
+
+def accel_from_cuda(cuda_version: Optional[str]) -> str:
+    """``"12.8"`` -> ``"cu128"``; ``None`` (a CPU torch) -> ``"cpu"``."""
+    if cuda_version is None:
+        return "cpu"
+    m = re.match(r"^(\d+)\.(\d+)", str(cuda_version))
+    if not m:
+        raise InvalidVariant(f"Invalid CUDA version (expected 'MAJOR.MINOR'): {cuda_version!r}")
+    return f"cu{int(m.group(1))}{int(m.group(2))}"
+
+
+def cuda_from_accel(accel: str) -> Optional[str]:
+    """``"cu128"`` -> ``"12.8"``; ``"cu130"`` -> ``"13.0"``; ``"cpu"`` -> ``None``."""
+    if accel == "cpu":
+        return None
+    m = re.match(r"^cu(\d+)$", accel)
+    if not m or len(m.group(1)) < 3:
+        raise InvalidVariant(f"Invalid accelerator (expected 'cpu' or 'cuXYZ'): {accel!r}")
+    digits = m.group(1)
+    # CUDA majors 10..99 take two digits; the minor is always the last digit.
+    return f"{int(digits[:-1])}.{int(digits[-1])}"
+
+
+def official_cxx11_abi(torch_minor: tuple[int, int], accel: str) -> bool:
+    """The C++ ABI (``_GLIBCXX_USE_CXX11_ABI``) of PyTorch's official Linux build of a variant.
+
+    torch <= 2.5: pre-cxx11; 2.6: cu118/cu124 pre-cxx11, cu126 (and cpu) cxx11; >= 2.7: cxx11.
+    """
+    if torch_minor <= (2, 5):
+        return False
+    if torch_minor == (2, 6):
+        return accel not in ("cu118", "cu124")
+    return True
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class Variant:
+    """The unit of binary compatibility: torch minor, accelerator and (when unofficial) C++ ABI.
+
+    ``cxx11_abi`` is None when the ABI is the official one for that torch build; a variant with
+    an explicit ABI that differs from the official one gets a ``-cxx11abi0/1`` suffix.
+    """
+
+    torch_minor: tuple[int, int]
+    accel: str
+    cxx11_abi: Optional[bool] = None
+
+    def __post_init__(self) -> None:
+        cuda_from_accel(self.accel)  # validates
+        if self.cxx11_abi is not None and self.cxx11_abi == official_cxx11_abi(self.torch_minor, self.accel):
+            object.__setattr__(self, "cxx11_abi", None)  # normalise: official ABI has no suffix
+
+    @classmethod
+    def from_torch(cls, torch_version: str, cuda_version: Optional[str], cxx11_abi: Optional[bool] = None) -> "Variant":
+        """The variant of a torch build, e.g. ``("2.7.1+cu128", "12.8", True)``."""
+        try:
+            v = Version(torch_version)
+        except InvalidVersion:
+            raise InvalidVariant(f"Invalid torch version: {torch_version!r}") from None
+        return cls((v.major, v.minor), accel_from_cuda(cuda_version), cxx11_abi)
+
+    @classmethod
+    def parse(cls, name: str) -> "Variant":
+        """Parse ``torch2.7-cu128`` / ``torch2.5-cpu-cxx11abi1``."""
+        m = _VARIANT_RE.match(name)
+        if not m:
+            raise InvalidVariant(
+                f"Invalid variant name (expected 'torchX.Y-cuXYZ' or 'torchX.Y-cpu'): {name!r}"
+            )
+        abi = None if m.group("abi") is None else m.group("abi") == "1"
+        return cls((int(m.group("major")), int(m.group("minor"))), m.group("accel"), abi)
+
+    @property
+    def torch(self) -> str:
+        return f"{self.torch_minor[0]}.{self.torch_minor[1]}"
+
+    @property
+    def cuda(self) -> Optional[str]:
+        return cuda_from_accel(self.accel)
+
+    @property
+    def is_official(self) -> bool:
+        """Whether this is the ABI of PyTorch's official build (only those get published wheels)."""
+        return self.cxx11_abi is None
+
+    @property
+    def abi(self) -> bool:
+        """The C++ ABI this variant's binaries use."""
+        return official_cxx11_abi(self.torch_minor, self.accel) if self.cxx11_abi is None else self.cxx11_abi
+
+    @property
+    def name(self) -> str:
+        suffix = "" if self.cxx11_abi is None else f"-cxx11abi{int(self.cxx11_abi)}"
+        return f"torch{self.torch}-{self.accel}{suffix}"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def torch_requirement(torch_minor: tuple[int, int]) -> str:
+    """The Requires-Dist pin of a wheel: ``torch>=2.7,<2.8``."""
+    major, minor = torch_minor
+    return f"torch>={major}.{minor},<{major}.{minor + 1}"
+
+
+def local_version(variant: Variant) -> str:
+    """The local version label: ``cu128.torch2.7`` (``.cxx11abi0/1`` added for unofficial ABIs)."""
+    label = f"{variant.accel}.torch{variant.torch}"
+    if variant.cxx11_abi is not None:
+        label += f".cxx11abi{int(variant.cxx11_abi)}"
+    return label
+
+
+def variant_from_local_version(label: str) -> Variant:
+    m = _LOCAL_RE.match(label)
+    if not m:
+        raise InvalidVariant(f"Invalid local version label (expected 'cuXYZ.torchX.Y'): {label!r}")
+    abi = None if m.group("abi") is None else m.group("abi") == "1"
+    return Variant((int(m.group("major")), int(m.group("minor"))), m.group("accel"), abi)
+
+
+def wheel_filename(version: str, variant: Variant, platform: str) -> str:
+    """``causal_conv1d-1.6.1+cu128.torch2.7-cp39-abi3-manylinux_2_28_x86_64.whl``."""
+    base = Version(version).base_version if "+" in version else version
+    return f"{DIST_NAME}-{base}+{local_version(variant)}-{PYTHON_TAG}-{ABI_TAG}-{platform}.whl"
+
+
+@dataclasses.dataclass(frozen=True)
+class WheelName:
+    """A parsed wheel file name of this project."""
+
+    filename: str
+    version: Version  # full version, local label included
+    variant: Variant
+    tags: frozenset  # frozenset[packaging.tags.Tag]
+    platforms: tuple  # platform tags, sorted
+
+    @property
+    def public_version(self) -> str:
+        return self.version.public
+
+
+def parse_wheel_name(filename: str) -> WheelName:
+    """Parse and validate a wheel file name against the wheel contract.
+
+    Raises InvalidWheelName naming what is wrong.
+    """
+    try:
+        name, version, _build, tags = parse_wheel_filename(filename)
+    except (InvalidWheelFilename, InvalidVersion) as exc:
+        raise InvalidWheelName(f"Invalid wheel filename ({exc}): {filename!r}") from None
+    if name != canonicalize_name(PROJECT_NAME):
+        raise InvalidWheelName(f"Invalid wheel filename (not a {PROJECT_NAME} wheel): {filename!r}")
+    if not version.local:
+        raise InvalidWheelName(
+            f"Invalid wheel filename (no local version label '+cuXYZ.torchX.Y'): {filename!r}"
+        )
+    try:
+        variant = variant_from_local_version(version.local)
+    except InvalidVariant as exc:
+        raise InvalidWheelName(f"Invalid wheel filename ({exc}): {filename!r}") from None
+    for tag in tags:
+        if tag.interpreter != PYTHON_TAG or tag.abi != ABI_TAG:
+            raise InvalidWheelName(
+                f"Invalid wheel filename (expected {PYTHON_TAG}-{ABI_TAG}, got {tag.interpreter}-{tag.abi}): {filename!r}"
+            )
+    return WheelName(filename, version, variant, frozenset(tags), tuple(sorted({t.platform for t in tags})))
+
+
+def quote_path(path: str) -> str:
+    """URL-quote a path segment by segment; ``+`` becomes ``%2B``."""
+    return "/".join(urllib.parse.quote(part, safe="") for part in path.split("/"))
+
+
+def _base(index_url: str) -> str:
+    return index_url if index_url.endswith("/") else index_url + "/"
+
+
+def variant_index_url(index_url: str, variant: Variant) -> str:
+    """The PEP 503 root of a variant: ``<site>/whl/<variant>/`` (what ``--extra-index-url`` takes)."""
+    return f"{_base(index_url)}whl/{variant.name}/"
+
+
+def project_page_url(index_url: str, variant: Variant) -> str:
+    """The PEP 503 project page of a variant: ``<site>/whl/<variant>/causal-conv1d/``."""
+    return f"{variant_index_url(index_url, variant)}{PROJECT_NAME}/"
+

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The test command (README, "Tests"): from a clean clone, set up .venv and run the whole suite.
+# GPU tests skip without a GPU. Exit code: pytest's, except "no tests collected" (5) is a failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python3}
+VENV=.venv
+TORCH_SPEC=${CAUSAL_CONV1D_TEST_TORCH:-torch==2.13.0}
+
+step() { printf '\n== %s\n' "$*"; }
+
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  missing=()
+  for pkg in chromium shellcheck; do command -v "$pkg" >/dev/null || missing+=("$pkg"); done
+  if [ ${#missing[@]} -gt 0 ]; then
+    step "apt-get install ${missing[*]} (landing-page and workflow tests)"
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null \
+      || echo "warning: could not install ${missing[*]}; the tests that need them will skip" >&2
+  fi
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  step "creating $VENV"
+  "$PY" -m venv "$VENV"
+fi
+step "installing $TORCH_SPEC and the test tools"
+"$VENV/bin/python" -m pip install -q --upgrade pip
+"$VENV/bin/python" -m pip install -q "$TORCH_SPEC" -r requirements-dev.txt
+
+step "building the extension in place (CPU build for a CPU torch)"
+start=$(date +%s)
+"$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps -e .
+echo "built in $(( $(date +%s) - start )) s"
+
+step "pytest"
+set +e
+"$VENV/bin/python" -m pytest "$@"
+rc=$?
+set -e
+if [ "$rc" = 5 ]; then
+  echo "error: pytest collected no tests; that is a failure here, not a success" >&2
+  exit 1
+fi
+exit "$rc"

@@ -1,0 +1,27 @@
+"""Project-wide pytest configuration: markers that skip cleanly, shared helpers.
+
+Each part keeps its own fixtures in tests/<area>/conftest.py.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+
+def _cuda_available() -> bool:
+    if importlib.util.find_spec("torch") is None:
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if _cuda_available():
+        return
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU (run on the device machine: see README, Development)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip_gpu)
