@@ -17,8 +17,26 @@ sys.path.insert(0, str(ROOT))
 
 from setuptools import find_packages, setup  # noqa: E402
 
-from build_support import extension  # noqa: E402
+from build_support import build_info, extension, toolchain  # noqa: E402
 from build_support.contract import contract  # noqa: E402
+
+#: setup.py commands that compile: only these diagnose the machine and need torch. Metadata and
+#: sdist commands (egg_info, dist_info, sdist) work without torch.
+BUILD_COMMANDS = {"build", "build_ext", "bdist_wheel", "install", "develop", "editable_wheel", "bdist_egg"}
+
+
+def prepare_build() -> tuple[list, dict]:
+    """(ext_modules, cmdclass). For a compiling command, diagnose the machine first and export
+    CUDA_HOME/CPATH/TORCH_CUDA_ARCH_LIST/MAX_JOBS -- before extension.* imports
+    torch.utils.cpp_extension, which reads CUDA_HOME at import."""
+    if not BUILD_COMMANDS.intersection(sys.argv[1:]):
+        return [], build_info.wrap_cmdclass({})
+    diagnosis = toolchain.diagnose(ROOT / "build")
+    print("causal-conv1d: local build\n" + toolchain.format_report(diagnosis), file=sys.stderr, flush=True)
+    if diagnosis.fatal:
+        raise SystemExit("causal-conv1d: cannot build:\n" + "\n".join(p.text() for p in diagnosis.fatal))
+    toolchain.apply(diagnosis)
+    return extension.ext_modules(), build_info.wrap_cmdclass(extension.cmdclass())
 
 
 def package_version() -> str:
@@ -30,14 +48,16 @@ def package_version() -> str:
     return f"{contract.PACKAGE_VERSION}+{label}"
 
 
+EXT_MODULES, CMDCLASS = prepare_build()
+
 setup(
     name=contract.PROJECT_NAME,
     version=package_version(),
     packages=find_packages(include=["causal_conv1d", "causal_conv1d.*"]),
     package_data={"causal_conv1d": [contract.BUILD_INFO_FILENAME]},
     install_requires=extension.install_requires(),
-    ext_modules=extension.ext_modules(),
-    cmdclass=extension.cmdclass(),
+    ext_modules=EXT_MODULES,
+    cmdclass=CMDCLASS,
     options={"bdist_wheel": {"py_limited_api": contract.PYTHON_TAG}},
     zip_safe=False,
 )

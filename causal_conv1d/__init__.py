@@ -1,11 +1,24 @@
 """causal-conv1d: causal depthwise conv1d kernels (CUDA and CPU) behind upstream's API."""
 
+import sys as _sys
+
 from causal_conv1d._guard import check_build_record as _check_build_record
 
-__version__ = _check_build_record()  # raises ImportError naming the right index before _C loads
-
-from causal_conv1d import _C  # noqa: E402,F401  (registers the torch ops)
-from causal_conv1d import _ops  # noqa: E402,F401  (fake kernels + autograd)
-from causal_conv1d.causal_conv1d_interface import causal_conv1d_fn, causal_conv1d_update  # noqa: E402
+try:
+    __version__ = _check_build_record()  # raises ImportError naming the right index before _C loads
+    from causal_conv1d import _C  # noqa: F401  (registers the torch ops)
+except ImportError as _exc:
+    # `python -m causal_conv1d doctor` exists for exactly the installs that fail here. While `-m`
+    # locates __main__, sys.argv[0] is "-m" (Python docs, "-m"): only then the error is kept for
+    # doctor to report and the rest of the package is not loaded.
+    if _sys.argv[:1] != ["-m"]:
+        raise
+    _IMPORT_ERROR: "ImportError | None" = _exc
+    __version__ = "unknown"
+else:
+    _IMPORT_ERROR = None
+if _IMPORT_ERROR is None:
+    from causal_conv1d import _ops  # noqa: E402,F401  (fake kernels + autograd)
+    from causal_conv1d.causal_conv1d_interface import causal_conv1d_fn, causal_conv1d_update  # noqa: E402
 
 __all__ = ["causal_conv1d_fn", "causal_conv1d_update", "__version__"]

@@ -25,3 +25,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip_gpu)
+
+
+@pytest.fixture(scope="session")
+def cpu_wheel() -> "Path":
+    """A real CPU wheel of this project (job torch2.13-cpu-linux-x86_64), built by native mode.
+
+    Built once per source state and cached under build/test-wheels/<hash of csrc, causal_conv1d,
+    setup.py, build_support>/, so reruns are instant (see build_matrix.native.cached_wheel).
+    """
+    from pathlib import Path
+
+    from build_matrix.native import cached_wheel
+
+    root = Path(__file__).resolve().parent.parent
+    return cached_wheel("torch2.13-cpu-linux-x86_64", root / "build" / "test-wheels")

@@ -1,0 +1,357 @@
+"""Benchmark of the causal-conv1d CUDA kernels (issue 8). One command, on any CUDA machine:
+
+    python benchmarks/bench.py [--json OUT.json] [--quick]
+
+Measures the copy ceiling (large device-to-device copy, bytes read + written), every target row
+of issue 8, practical Mamba shapes, decode updates, and the torch.nn.functional.conv1d baseline.
+Each case is checked against a float64 reference before it is timed. Timings are the median of
+CUDA-event timings after warm-up, with inputs rotated across enough buffers to exceed the L2
+cache. Small shapes and decode updates are also timed inside a CUDA graph (kernel cost without
+launch cost). `--cpu` times the CPU forward (B4 D1024 L4096 fp32) against F.conv1d instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import glob
+import importlib
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "gpu"))
+from ref import conv_ref, rel_err, tol_for, update_ref  # noqa: E402
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+def load_ops() -> tuple[Any, Optional[Any]]:
+    """(torch.ops.causal_conv1d, the causal_conv1d package or None when it does not import)."""
+    pkg = None
+    try:
+        pkg = importlib.import_module("causal_conv1d")
+    except Exception as exc:  # noqa: BLE001
+        print(f"note: `import causal_conv1d` failed ({exc!r}); timing the torch ops only", file=sys.stderr)
+        libs = sorted(glob.glob(str(ROOT / "causal_conv1d" / "_C*.so")))
+        libs += [f for p in sys.path if p for f in sorted(glob.glob(os.path.join(p, "causal_conv1d", "_C*.so")))]
+        if not libs:
+            raise SystemExit("no built causal_conv1d/_C*.so: build first (scripts/gpu-check.sh)")
+        torch.ops.load_library(libs[0])
+    return torch.ops.causal_conv1d, pkg
+
+
+def time_fn(fn: Callable[[int], Any], nbuf: int, warmup: int = 10, iters: int = 50) -> float:
+    """Median microseconds of fn(i) (i cycles over the nbuf input sets)."""
+    for i in range(warmup):
+        fn(i % nbuf)
+    torch.cuda.synchronize()
+    times = []
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    for i in range(iters):
+        starts[i].record()
+        fn(i % nbuf)
+        ends[i].record()
+    torch.cuda.synchronize()
+    times = [s.elapsed_time(e) * 1000.0 for s, e in zip(starts, ends)]
+    return statistics.median(times)
+
+
+def time_graph(fn: Callable[[int], Any], nbuf: int, reps: int = 20) -> float:
+    """Per-call microseconds of fn replayed inside a CUDA graph (reps calls per replay)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for i in range(3):
+            fn(i % nbuf)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for i in range(reps):
+            fn(i % nbuf)
+    for _ in range(3):
+        g.replay()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(20):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        torch.cuda.synchronize()
+        ts.append(a.elapsed_time(b) * 1000.0 / reps)
+    return statistics.median(ts)
+
+
+def copy_ceiling() -> float:
+    n = 1 << 30  # 1 GiB
+    a = torch.empty(n, dtype=torch.uint8, device="cuda").random_()
+    b = torch.empty_like(a)
+    t = time_fn(lambda i: b.copy_(a), 1, warmup=5, iters=30)
+    return 2 * n / (t * 1e-6) / 1e9
+
+
+def n_buffers(bytes_per_set: int) -> int:
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    return max(2, min(16, math.ceil(3 * l2 / max(1, bytes_per_set))))
+
+
+def make_x(B, D, L, dtype, layout, pitch=0):
+    if layout == "cf":
+        return torch.randn(B, D, L, device="cuda", dtype=dtype)
+    P = pitch or D
+    return torch.randn(B, L, P, device="cuda", dtype=dtype)[:, :, :D].transpose(1, 2)
+
+
+# name, kind, B, D, L, dtype, layout, W, pitch, target (µs, or fraction of copy), upstream µs
+TARGET_ROWS = [
+    ("fwd bf16 cf B4 D4096 L4096", "fwd", 4, 4096, 4096, "bf16", "cf", 4, 0, ("frac", 0.90), 93),
+    ("fwd bf16 cl B4 D4096 L4096", "fwd", 4, 4096, 4096, "bf16", "cl", 4, 0, ("frac", 0.85), 131),
+    ("bwd bf16 cf B4 D4096 L4096", "bwd", 4, 4096, 4096, "bf16", "cf", 4, 0, ("frac", 0.75), 286),
+    ("bwd bf16 cl B4 D4096 L4096", "bwd", 4, 4096, 4096, "bf16", "cl", 4, 0, ("frac", 0.70), 312),
+    ("fwd fp32 cf B4 D4096 L4096", "fwd", 4, 4096, 4096, "fp32", "cf", 4, 0, ("frac", 0.93), 136),
+    ("fwd bf16 cf B16 D1024 L512 (small)", "fwd", 16, 1024, 512, "bf16", "cf", 4, 0, ("eager_us", 12), 58),
+    ("update bf16 B256 D8192", "update", 256, 8192, 1, "bf16", "cf", 4, 0, ("eager_us", 10), 59),
+    ("update bf16 B1 D8192", "update", 1, 8192, 1, "bf16", "cf", 4, 0, ("eager_us", 8), 51),
+]
+
+PRACTICAL_ROWS = [
+    ("fwd bf16 cl Mamba2-2.7B B8 L2048 D5376 pitch", "fwd", 8, 5376, 2048, "bf16", "cl", 4, 2 * 5376 + 256),
+    ("bwd bf16 cl Mamba2-2.7B B8 L2048 D5376 pitch", "bwd", 8, 5376, 2048, "bf16", "cl", 4, 2 * 5376 + 256),
+    ("fwd bf16 cf 7B B1 L8192 D10240", "fwd", 1, 10240, 8192, "bf16", "cf", 4, 0),
+    ("fwd bf16 cl 7B B1 L8192 D10240", "fwd", 1, 10240, 8192, "bf16", "cl", 4, 0),
+    ("fwd bf16 cl 7B B4 L4096 D10240", "fwd", 4, 10240, 4096, "bf16", "cl", 4, 0),
+    ("bwd bf16 cl 7B B4 L4096 D10240", "bwd", 4, 10240, 4096, "bf16", "cl", 4, 0),
+    ("fwd bf16 cl 32k B1 L32768 D5376", "fwd", 1, 5376, 32768, "bf16", "cl", 4, 0),
+    ("fwd fp16 cf B4 D4096 L4096", "fwd", 4, 4096, 4096, "fp16", "cf", 4, 0),
+    ("fwd fp32 cl B4 D4096 L4096", "fwd", 4, 4096, 4096, "fp32", "cl", 4, 0),
+    ("bwd fp32 cf B4 D4096 L4096", "bwd", 4, 4096, 4096, "fp32", "cf", 4, 0),
+    ("fwd bf16 cf W2 B4 D4096 L4096", "fwd", 4, 4096, 4096, "bf16", "cf", 2, 0),
+    ("fwd bf16 cf W3 B4 D4096 L4096", "fwd", 4, 4096, 4096, "bf16", "cf", 3, 0),
+    ("fwd bf16 cl W2 B4 D4096 L4096", "fwd", 4, 4096, 4096, "bf16", "cl", 2, 0),
+    ("fwd bf16 cf W8 B4 D4096 L4096", "fwd", 4, 4096, 4096, "bf16", "cf", 8, 0),
+]
+
+UPDATE_ROWS = [
+    (f"update bf16 B{b} D{d} S3{'' if m == 'plain' else ' ' + m}", "update", b, d, 1, "bf16", m, 4, 0)
+    for d in (5376, 10240)
+    for b in (1, 16, 64, 256, 512)
+    for m in ("plain",)
+] + [
+    ("update bf16 B64 D5376 circular S8", "update", 64, 5376, 1, "bf16", "circular", 4, 0),
+    ("update bf16 B64 D5376 indexed", "update", 64, 5376, 1, "bf16", "indexed", 4, 0),
+    ("update bf16 B64 D5376 (B,S,D) state", "update", 64, 5376, 1, "bf16", "bsd", 4, 0),
+]
+
+
+def run_case(ops, pkg, case, ceiling: float, quick: bool) -> dict[str, Any]:
+    name, kind, B, D, L, dts, layout, W = case[:8]
+    pitch = case[8] if len(case) > 8 else 0
+    target = case[9] if len(case) > 9 else None
+    upstream = case[10] if len(case) > 10 else None
+    dtype = DTYPES[dts]
+    esz = torch.tensor([], dtype=dtype).element_size()
+    w = (torch.randn(D, W, device="cuda") / W**0.5).to(dtype)
+    bias = torch.randn(D, device="cuda").to(dtype)
+    row: dict[str, Any] = {"name": name, "kind": kind, "B": B, "D": D, "L": L, "dtype": dts, "layout": layout, "W": W}
+    iters = 20 if quick else 50
+    if kind in ("fwd", "bwd"):
+        per_set = (2 if kind == "fwd" else 3) * B * D * L * esz
+        nbuf = n_buffers(per_set)
+        xs = [make_x(B, D, L, dtype, layout, pitch) for _ in range(nbuf)]
+        if kind == "fwd":
+            out, _ = ops.fwd(xs[0], w, bias, None, None, False, True)
+            ref, _ = conv_ref(xs[0], w, bias, silu=True)
+            err = rel_err(out, ref)
+            row["rel_err"] = err
+            assert err < tol_for(dtype), f"{name}: rel err {err}"
+            del ref
+            t = time_fn(lambda i: ops.fwd(xs[i], w, bias, None, None, False, True), nbuf, iters=iters)
+            moved = 2 * B * D * L * esz
+            wf = w.unsqueeze(1)
+
+            def base(i):
+                return F.silu(F.conv1d(xs[i], wf, bias, padding=W - 1, groups=D)[..., :L])
+
+            tb = time_fn(base, nbuf, iters=max(10, iters // 2))
+        else:
+            douts = [make_x(B, D, L, dtype, layout) for _ in range(nbuf)]
+            xr = xs[0].detach().double().requires_grad_()
+            wr = w.detach().double().requires_grad_()
+            br = bias.detach().double().requires_grad_()
+            ref, _ = conv_ref(xr, wr, br, silu=True)
+            ref.backward(douts[0].double())
+            dx, dw, db, _ = ops.bwd(xs[0], w, bias, douts[0], None, None, None, False, True)
+            err = max(rel_err(dx, xr.grad), rel_err(dw, wr.grad), rel_err(db, br.grad))
+            row["rel_err"] = err
+            assert err < tol_for(dtype), f"{name}: rel err {err}"
+            del ref, xr, wr, br
+            t = time_fn(lambda i: ops.bwd(xs[i], w, bias, douts[i], None, None, None, False, True), nbuf, iters=iters)
+            moved = 3 * B * D * L * esz
+            wg = w.detach().unsqueeze(1).requires_grad_()
+            bg = bias.detach().requires_grad_()
+            xg = [x.detach().requires_grad_() for x in xs[:2]]
+            outs = [F.silu(F.conv1d(x, wg, bg, padding=W - 1, groups=D)[..., :L]) for x in xg]
+
+            def base(i):
+                return torch.autograd.grad(outs[i % 2], (xg[i % 2], wg, bg), douts[i % 2], retain_graph=True)
+
+            tb = time_fn(base, 2, iters=max(10, iters // 2))
+        row.update(us=t, gbps=moved / (t * 1e-6) / 1e9, conv1d_us=tb)
+        row["frac_copy"] = row["gbps"] / ceiling
+        row["speedup_vs_conv1d"] = tb / t
+        if kind == "fwd" and B * D * L <= 16 * 1024 * 512:
+            row["graph_us"] = time_graph(lambda i: ops.fwd(xs[i], w, bias, None, None, False, True), nbuf)
+            if pkg is not None:
+                fn = pkg.causal_conv1d_fn
+                row["api_eager_us"] = time_fn(lambda i: fn(xs[i], w, bias, activation="silu"), nbuf, iters=iters)
+    else:  # update
+        S = 8 if layout == "circular" else 3
+        cache = 2 * B if layout == "indexed" else B
+        per_set = (2 * B * D + 2 * cache * D * S) * esz
+        nbuf = n_buffers(per_set)
+        xs = [torch.randn(B, D, 1, device="cuda", dtype=dtype) for _ in range(nbuf)]
+        if layout == "bsd":
+            states = [torch.randn(cache, S, D, device="cuda", dtype=dtype).transpose(1, 2) for _ in range(nbuf)]
+        else:
+            states = [torch.randn(cache, D, S, device="cuda", dtype=dtype) for _ in range(nbuf)]
+        cs = torch.randint(0, 1000, (B,), device="cuda", dtype=torch.int32) if layout == "circular" else None
+        idx = None
+        if layout == "indexed":
+            idx = torch.randperm(cache, device="cuda")[:B].to(torch.int32)
+            idx[::7] = -1
+        if B <= 64:
+            st_ref = states[0].clone()
+            ref = update_ref(xs[0], st_ref, w, bias, True, cs, idx)
+            out = ops.update(xs[0], states[0], w, bias, True, cs, idx)
+            assert torch.equal(states[0], st_ref), f"{name}: state not bit-exact"
+            err = rel_err(out, ref)
+            row["rel_err"] = err
+            assert err < tol_for(dtype), f"{name}: rel err {err}"
+        t = time_fn(lambda i: ops.update(xs[i], states[i], w, bias, True, cs, idx), nbuf, iters=iters)
+        moved = (2 + (2 * S if layout != "circular" else W)) * B * D * esz  # x, out, state read + written
+        row.update(us=t, gbps=moved / (t * 1e-6) / 1e9, frac_copy=None)
+        row["graph_us"] = time_graph(lambda i: ops.update(xs[i], states[i], w, bias, True, cs, idx), nbuf)
+        if pkg is not None and layout == "plain":
+            fn = pkg.causal_conv1d_update
+            x2 = [x.squeeze(-1) for x in xs]
+            row["api_eager_us"] = time_fn(lambda i: fn(x2[i], states[i], w, bias, activation="silu"), nbuf, iters=iters)
+    if target is not None:
+        row["target"] = list(target)
+        row["upstream_us"] = upstream
+        if target[0] == "frac":
+            row["met"] = row["frac_copy"] >= target[1]
+        else:
+            eager = row.get("api_eager_us", row["us"])
+            row["met"] = eager <= target[1]
+    torch.cuda.empty_cache()
+    return row
+
+
+def fmt(v, spec):
+    return "-" if v is None else format(v, spec)
+
+
+def print_table(rows: list[dict[str, Any]], ceiling: float) -> str:
+    lines = [f"copy ceiling: {ceiling:.0f} GB/s (bytes read + written)", ""]
+    hdr = f"{'case':52s} {'µs':>8s} {'GB/s':>7s} {'%copy':>6s} {'xconv1d':>8s} {'graph µs':>9s} {'api µs':>8s} {'target':>12s} {'met':>4s}"
+    lines.append(hdr)
+    lines.append("-" * len(hdr))
+    for r in rows:
+        tgt = "-"
+        if "target" in r:
+            tgt = f">={r['target'][1]:.0%}" if r["target"][0] == "frac" else f"<={r['target'][1]}us"
+        lines.append(
+            f"{r['name']:52s} {fmt(r['us'], '8.1f')} {fmt(r.get('gbps'), '7.0f')} "
+            f"{fmt(None if r.get('frac_copy') is None else 100 * r['frac_copy'], '6.1f')} "
+            f"{fmt(r.get('speedup_vs_conv1d'), '8.2f')} {fmt(r.get('graph_us'), '9.2f')} {fmt(r.get('api_eager_us'), '8.1f')} "
+            f"{tgt:>12s} {('yes' if r['met'] else 'NO') if 'met' in r else '-':>4s}"
+        )
+    return "\n".join(lines)
+
+
+def cpu_bench() -> dict[str, Any]:
+    ops, _ = load_ops()
+    B, D, L, W = 4, 1024, 4096, 4
+    x = torch.randn(B, D, L)
+    w = torch.randn(D, W) / 2
+    b = torch.randn(D)
+    out, _ = ops.fwd(x, w, b, None, None, False, True)
+    ref, _ = conv_ref(x, w, b, silu=True)
+    assert rel_err(out, ref) < 1e-5
+
+    def tm(fn, n=20):
+        for _ in range(3):
+            fn()
+        ts = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+        return statistics.median(ts) * 1e6
+
+    t = tm(lambda: ops.fwd(x, w, b, None, None, False, True))
+    tb = tm(lambda: F.silu(F.conv1d(x, w.unsqueeze(1), b, padding=W - 1, groups=D)[..., :L]))
+    return {"name": "cpu fwd fp32 B4 D1024 L4096", "us": t, "conv1d_us": tb, "speedup": tb / t,
+            "threads": torch.get_num_threads()}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", type=Path, default=None, help="write all rows as JSON here")
+    ap.add_argument("--quick", action="store_true", help="fewer iterations")
+    ap.add_argument("--cpu", action="store_true", help="the CPU forward row only")
+    args = ap.parse_args()
+    if args.cpu:
+        r = cpu_bench()
+        print(f"{r['name']}: {r['us']:.0f} µs, F.conv1d {r['conv1d_us']:.0f} µs, {r['speedup']:.2f}x ({r['threads']} threads)")
+        if args.json:
+            args.json.write_text(json.dumps(r, indent=2))
+        return 0
+    if not torch.cuda.is_available():
+        raise SystemExit("no CUDA device: run on a GPU machine (or pass --cpu)")
+    ops, pkg = load_ops()
+    torch.manual_seed(0)
+    ceiling = copy_ceiling()
+    rows = []
+    for case in TARGET_ROWS + PRACTICAL_ROWS + UPDATE_ROWS:
+        try:
+            rows.append(run_case(ops, pkg, case, ceiling, args.quick))
+        except Exception as exc:  # noqa: BLE001 - report and keep going; the table says FAILED
+            print(f"FAILED {case[0]}: {exc!r}", file=sys.stderr)
+            rows.append({"name": case[0], "us": None, "error": repr(exc)})
+    rows_ok = [r for r in rows if r.get("us") is not None]
+    table = print_table(rows_ok, ceiling)
+    print(table)
+    for r in rows:
+        if "error" in r:
+            print(f"FAILED {r['name']}: {r['error']}")
+    if args.json:
+        meta = {
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "card": torch.cuda.get_device_name(0),
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "copy_ceiling_gbps": ceiling,
+        }
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=args.json.parent, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump({"meta": meta, "rows": rows, "table": table}, f, indent=2)
+        os.replace(tmp, args.json)
+    return 1 if any("error" in r for r in rows) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

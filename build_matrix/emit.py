@@ -1,0 +1,81 @@
+"""Emitters: GitHub Actions matrix shards and per-job cibuildwheel environments.
+
+GitHub Actions allows at most 256 jobs per matrix, so the job list is cut into shards of at most
+``MAX_SHARD`` jobs. Jobs are ordered by (torch minor, accel, platform) and keep their ids (the
+plan's job ids) in every shard, so a job's id never depends on the sharding.
+
+Matrix entries (``include`` list items) carry only what a workflow needs to pick a runner and
+find the job again: ``id``, ``variant``, ``torch``, ``accel``, ``cuda``, ``platform``, ``os``,
+``arch``, ``runs_on``, ``python``. The step then loads the job's full environment with
+``python -m build_matrix emit env --job ID --format github >> "$GITHUB_ENV"``.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from build_matrix.plan import Job, Plan
+
+__all__ = ["MAX_SHARD", "matrix_entry", "shards", "github_output", "format_env", "ENV_FORMATS"]
+
+MAX_SHARD = 256  #: GitHub Actions' limit of jobs per matrix
+ENV_FORMATS = ("json", "shell", "github", "dotenv")
+
+
+def matrix_entry(job: Job) -> dict[str, Any]:
+    """One ``include`` item of a GitHub Actions matrix."""
+    return {
+        "id": job.id,
+        "variant": job.variant.name,
+        "torch": job.torch,
+        "accel": job.accel,
+        "cuda": job.cuda or "",
+        "platform": job.platform,
+        "os": job.os,
+        "arch": job.arch,
+        "runs_on": job.runs_on,
+        "python": job.python,
+    }
+
+
+def shards(plan: Plan, *, size: int = MAX_SHARD) -> list[dict[str, Any]]:
+    """``[{"name": "shard-0", "count": n, "include": [...]}, ...]``; each shard has <= ``size`` jobs."""
+    if not 1 <= size <= MAX_SHARD:
+        raise ValueError(f"Invalid shard size (expected 1..{MAX_SHARD}): {size!r}")
+    jobs = list(plan.jobs)
+    out = []
+    for i in range(0, len(jobs), size):
+        chunk = [matrix_entry(j) for j in jobs[i:i + size]]
+        out.append({"name": f"shard-{len(out)}", "count": len(chunk), "include": chunk})
+    return out
+
+
+def github_output(shard_list: Sequence[dict[str, Any]]) -> str:
+    """Lines for ``$GITHUB_OUTPUT``: ``shards=N`` and ``shard-K={"include": [...]}`` per shard."""
+    lines = [f"shards={len(shard_list)}"]
+    lines.append("names=" + json.dumps([s["name"] for s in shard_list], separators=(",", ":")))
+    for shard in shard_list:
+        lines.append(f"{shard['name']}=" + json.dumps({"include": shard["include"]}, separators=(",", ":")))
+    return "\n".join(lines) + "\n"
+
+
+def format_env(env: dict[str, str], fmt: str) -> str:
+    """One job's environment as ``json``, ``shell`` (export lines), ``github`` ($GITHUB_ENV) or ``dotenv``."""
+    if fmt == "json":
+        return json.dumps(env, indent=2) + "\n"
+    if fmt == "shell":
+        return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
+    if fmt == "dotenv":
+        return "".join(f"{k}={json.dumps(v)}\n" for k, v in env.items())
+    if fmt == "github":
+        # Multiline syntax: values may hold quotes, '&&' and '{wheel}' placeholders verbatim.
+        out = []
+        for k, v in env.items():
+            delim = f"EOF_{uuid.uuid5(uuid.NAMESPACE_OID, k + v).hex[:12]}"
+            out.append(f"{k}<<{delim}\n{v}\n{delim}\n")
+        return "".join(out)
+    raise ValueError(f"Invalid environment format (expected one of {', '.join(ENV_FORMATS)}): {fmt!r}")

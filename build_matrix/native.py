@@ -1,0 +1,599 @@
+"""``python -m build_matrix build --job ID --native --out DIR``: one job's wheel, on this machine.
+
+The same steps cibuildwheel runs in its containers, without containers:
+
+1. a fresh venv (``--venv`` reuses one) with the build tools and exactly the job's torch;
+2. the torch actually installed is verified against the job's variant (torch minor, CUDA
+   build, C++ ABI) -- a wrong torch fails here, not as an ``undefined symbol`` later;
+3. a pre-flight diagnosis in that venv (``build_support.toolchain``): compiler, CUDA toolkit
+   (``CUDA_HOME``, nvcc on PATH, /usr/local/cuda or NVIDIA's pip packages), arch list, MAX_JOBS;
+4. ``pip wheel --no-build-isolation`` of this source tree with ``CAUSAL_CONV1D_LOCAL_VERSION``,
+   ``CAUSAL_CONV1D_FORCE_BUILD=TRUE``, ``TORCH_CUDA_ARCH_LIST``, ``MAX_JOBS``, ``NVCC_THREADS``
+   and ccache when present; every build output goes to a temporary directory (the source
+   tree gets no ``build/`` or ``*.egg-info``), progress and the compile time are printed;
+5. ``auditwheel repair`` with torch/CUDA libraries excluded (:mod:`build_matrix.repair`);
+6. the wheel checks (:mod:`build_matrix.wheelcheck`); a failed check fails the build;
+7. the wheel is moved into DIR atomically. On any failure DIR gets nothing.
+
+Errors are :class:`build_matrix.errors.BuildError` (exit 10) and, for a wheel that fails a
+check, :class:`build_matrix.errors.CheckError` (exit 11); an unknown job is ``UnknownJob`` (3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from packaging.version import InvalidVersion, Version
+
+from build_matrix import repair, wheelcheck
+from build_matrix.errors import BuildError, CheckError
+from build_support.contract import REPO_ROOT, contract
+
+__all__ = [
+    "BuildOptions",
+    "BuildReport",
+    "build_job",
+    "default_max_jobs",
+    "source_hash",
+    "cached_wheel",
+    "configure_parser",
+    "run",
+]
+
+#: Build-environment packages besides torch: pyproject's [build-system] requires plus ninja.
+BUILD_TOOLS = ("setuptools>=69", "wheel", "packaging>=24", "ninja")
+GB_PER_CUDA_JOB = 4.0  #: peak memory of one nvcc job on these kernels, with headroom
+GB_PER_CXX_JOB = 1.5
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildOptions:
+    """Everything a native build needs besides the job; each field has a command-line flag."""
+
+    out: Path
+    torch_spec: Optional[str] = None  # default: torch==<job.torch_version>
+    torch_index_url: Optional[str] = None  # default: the job's; "" = pip's configured indexes only
+    cuda_archs: Optional[str] = None  # default: the job's TORCH_CUDA_ARCH_LIST
+    python: str = sys.executable
+    venv: Optional[Path] = None  # reuse this venv (created when missing) instead of a fresh one
+    max_jobs: Optional[int] = None
+    nvcc_threads: Optional[int] = None
+    keep_temp: bool = False
+    report: Optional[Path] = None  # write a JSON report here
+
+
+@dataclasses.dataclass
+class BuildReport:
+    """What a build produced and how long it took (``--report`` writes it as JSON)."""
+
+    job: str
+    wheel: Optional[str] = None
+    platform: Optional[str] = None
+    repaired: Optional[bool] = None
+    repair_note: str = ""
+    torch: Optional[str] = None
+    cuda_archs: Optional[str] = None
+    max_jobs: Optional[int] = None
+    nvcc_threads: Optional[int] = None
+    ccache: bool = False
+    compile_s: Optional[float] = None
+    total_s: Optional[float] = None
+    checks: list[dict[str, str]] = dataclasses.field(default_factory=list)
+
+
+def _say(msg: str) -> None:
+    print(f"[build] {msg}", flush=True)
+
+
+def _mem_available_gb() -> Optional[float]:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / (1024 * 1024)
+    except OSError:
+        return None
+    return None
+
+
+def default_max_jobs(cuda: bool) -> int:
+    """Parallel compile jobs: limited by cores and by free memory (nvcc jobs take GBs)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    mem = _mem_available_gb()
+    per_job = GB_PER_CUDA_JOB if cuda else GB_PER_CXX_JOB
+    by_mem = cores if mem is None else max(1, int(mem // per_job))
+    return max(1, min(cores, by_mem))
+
+
+def _run(cmd: list[str], *, what: str, env: Optional[dict[str, str]] = None, cwd: Optional[Path] = None,
+         fix: str = "") -> subprocess.CompletedProcess[str]:
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
+    except OSError as exc:
+        raise BuildError(f"{what} failed: cannot run {cmd[0]!r} ({exc}).{(' ' + fix) if fix else ''}") from None
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
+        raise BuildError(f"{what} failed (exit {proc.returncode}).{(' ' + fix) if fix else ''}\n{tail}")
+    return proc
+
+
+def _venv_python(venv: Path) -> Path:
+    return venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def _ensure_venv(venv: Path, python: str) -> Path:
+    py = _venv_python(venv)
+    if py.exists():
+        _say(f"reusing venv {venv}")
+        return py
+    _say(f"creating venv {venv} ({python})")
+    _run([python, "-m", "venv", str(venv)], what=f"creating a venv with {python}",
+         fix="Install the venv module (apt-get install python3-venv) or pass --python.")
+    return py
+
+
+def _torch_spec(job: Any, opts: BuildOptions) -> str:
+    return opts.torch_spec or f"torch=={job.torch_version}"
+
+
+def _reachable(url: str, timeout: float = 8.0) -> bool:
+    """Whether an index answers at all (any HTTP status counts; DNS/connect failures do not)."""
+    import urllib.error
+    import urllib.request
+
+    if url.startswith("file:"):
+        return True
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def _index_args(job: Any, opts: BuildOptions) -> list[str]:
+    """``--extra-index-url`` for torch: an explicit --torch-index-url always; the job's PyTorch
+    index only when it answers (an unreachable index costs pip several retries per package)."""
+    if opts.torch_index_url is not None:
+        return ["--extra-index-url", opts.torch_index_url] if opts.torch_index_url else []
+    url = job.torch_index_url
+    if url and not _reachable(url):
+        _say(f"the job's torch index {url} is unreachable from here: using pip's configured indexes "
+             "(the installed torch is verified against the job below; --torch-index-url overrides)")
+        return []
+    return ["--extra-index-url", url] if url else []
+
+
+def _install(py: Path, job: Any, opts: BuildOptions) -> None:
+    spec = _torch_spec(job, opts)
+    index = _index_args(job, opts)
+    _say(f"installing {spec} and the build tools {' '.join(BUILD_TOOLS)}"
+         + (f" (extra index {index[1]})" if index else " (pip's configured indexes)"))
+    start = time.monotonic()
+    _run([str(py), "-m", "pip", "install", "--disable-pip-version-check", "--upgrade", *BUILD_TOOLS],
+         what="installing the build tools", fix="Check pip's index configuration (pip config list).")
+    _run(
+        [str(py), "-m", "pip", "install", "--disable-pip-version-check", *index, spec],
+        what=f"installing {spec}",
+        fix=(
+            f"Check that {spec} exists for this Python/platform; override with --torch-spec "
+            f"(e.g. 'torch=={job.torch_version}+{job.variant.accel}') and --torch-index-url "
+            f"(e.g. https://download.pytorch.org/whl/{job.variant.accel}; '' for pip's configured indexes)."
+        ),
+    )
+    _say(f"installed in {time.monotonic() - start:.0f} s")
+
+
+def _torch_facts(py: Path) -> dict[str, Any]:
+    code = (
+        "import json, torch; print(json.dumps({'version': torch.__version__, 'cuda': torch.version.cuda, "
+        "'cxx11_abi': bool(torch._C._GLIBCXX_USE_CXX11_ABI), 'hip': getattr(torch.version, 'hip', None)}))"
+    )
+    proc = _run([str(py), "-c", code], what="importing torch in the build venv",
+                fix="The torch that pip installed does not import; try another --torch-spec.")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _verify_torch(job: Any, facts: dict[str, Any], opts: BuildOptions) -> None:
+    variant = job.variant
+    try:
+        v = Version(facts["version"])
+    except InvalidVersion:
+        raise BuildError(f"torch reports an invalid version {facts['version']!r}") from None
+    problems = []
+    if (v.major, v.minor) != tuple(variant.torch_minor):
+        problems.append(f"torch {facts['version']} is not torch {variant.torch}")
+    accel = contract.accel_from_cuda(facts["cuda"]) if not facts.get("hip") else "rocm"
+    if accel != variant.accel:
+        problems.append(f"torch {facts['version']} is a {accel} build, the job needs {variant.accel}")
+    if facts["cxx11_abi"] != variant.abi:
+        problems.append(f"torch {facts['version']} uses cxx11 ABI={facts['cxx11_abi']}, {variant} needs {variant.abi}")
+    if problems:
+        raise BuildError(
+            "the installed torch does not match job " + job.id + ": " + "; ".join(problems)
+            + f". Pass --torch-spec 'torch=={variant.torch}.*+{variant.accel}' --torch-index-url "
+            f"https://download.pytorch.org/whl/{variant.accel} (or a local wheel path as --torch-spec)."
+        )
+
+
+def _preflight(py: Path, env: dict[str, str], build_dir: Path) -> dict[str, Any]:
+    """``build_support.toolchain.diagnose()`` run inside the build venv; fatal problems raise."""
+    code = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path; "
+        "from build_support import toolchain; d = toolchain.diagnose(build_dir=Path(sys.argv[2])); "
+        "print(json.dumps({'report': toolchain.format_report(d), 'env': d.env, "
+        "'fatal': [p.text() for p in d.fatal], 'archs': d.archs, 'max_jobs': d.max_jobs, "
+        "'build_cuda': d.build_cuda}))"
+    )
+    proc = subprocess.run([str(py), "-c", code, str(REPO_ROOT), str(build_dir)], capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-20:])
+        raise BuildError(f"the build pre-flight (build_support.toolchain.diagnose) crashed:\n{tail}")
+    facts = json.loads(proc.stdout.strip().splitlines()[-1])
+    for line in facts["report"].splitlines():
+        _say(line)
+    if facts["fatal"]:
+        raise BuildError("this machine cannot build the job:\n" + "\n".join(facts["fatal"]))
+    return facts
+
+
+#: Headers torch's ATen/cuda/CUDAContextLight.h includes beyond the CUDA runtime.
+MATH_HEADERS = ("cusparse.h", "cublas_v2.h", "cublasLt.h", "cusolverDn.h")
+
+
+def _add_math_headers(py: Path, env: dict[str, str]) -> None:
+    """Make cuBLAS/cuSPARSE/cuSOLVER headers visible when the toolkit lacks them.
+
+    A compiler-only toolkit (nvcc + cudart + cccl, e.g. NVIDIA's pip wheels or a minimal
+    install) has no cusparse.h, but the CUDA torch in the build venv depends on nvidia-cublas,
+    nvidia-cusparse... whose wheels carry the headers: append their include dirs to CPATH
+    (after the toolkit's own, so its cuda_runtime.h still wins).
+    """
+    home = Path(env["CUDA_HOME"]) if env.get("CUDA_HOME") else None
+    if home is not None and all((home / "include" / h).exists() for h in MATH_HEADERS):
+        return
+    venv = py.parent.parent
+    dirs = sorted({str(h.parent) for pattern in ("lib/python*/site-packages/nvidia/*/include",)
+                   for inc in venv.glob(pattern) for h in inc.glob("*.h") if h.name in MATH_HEADERS})
+    if not dirs:
+        _say(f"warning: no {', '.join(MATH_HEADERS)} in the toolkit or the build venv; sources that include "
+             "ATen/cuda/CUDAContext.h will not compile (install the toolkit's libcublas/libcusparse/libcusolver "
+             "development packages)")
+        return
+    current = [p for p in env.get("CPATH", "").split(os.pathsep) if p]
+    env["CPATH"] = os.pathsep.join(current + [d for d in dirs if d not in current])
+    _say(f"cuBLAS/cuSPARSE/cuSOLVER headers from the build venv's NVIDIA wheels: {', '.join(dirs)}")
+
+
+def _ccache_env(tmp: Path, env: dict[str, str], nvcc: Optional[str]) -> bool:
+    """Route c++/gcc (and nvcc) through ccache when it is installed."""
+    ccache = shutil.which("ccache")
+    if not ccache:
+        return False
+    shim = tmp / "ccache-bin"
+    shim.mkdir(exist_ok=True)
+    for name in ("c++", "g++", "gcc", "cc"):
+        if shutil.which(name) and not (shim / name).exists():
+            (shim / name).symlink_to(ccache)
+    env["PATH"] = f"{shim}{os.pathsep}{env.get('PATH', '')}"
+    if nvcc:
+        env["PYTORCH_NVCC"] = f"{ccache} {nvcc}"
+    return True
+
+
+_PROGRESS_RE = re.compile(r"^\[\d+/\d+\]|error|Error|warning: unused|Building wheel|Created wheel|running build_ext")
+
+
+def _compile(py: Path, env: dict[str, str], dist: Path, log: Path) -> float:
+    cmd = [str(py), "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--disable-pip-version-check",
+           "-v", "-w", str(dist), str(REPO_ROOT)]
+    _say("compiling: " + " ".join(cmd))
+    start = time.monotonic()
+    with open(log, "w", encoding="utf-8") as fh:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                                cwd=str(REPO_ROOT))
+        assert proc.stdout is not None
+        done = threading.Event()
+
+        def heartbeat() -> None:  # ninja's output arrives in bursts: say that the build is alive
+            while not done.wait(60):
+                print(f"[build {time.monotonic() - start:6.0f}s] still compiling...", flush=True)
+
+        threading.Thread(target=heartbeat, daemon=True).start()
+        for line in proc.stdout:
+            fh.write(line)
+            text = line.rstrip()
+            if _PROGRESS_RE.search(text) and len(text) < 400:
+                print(f"[build {time.monotonic() - start:6.0f}s] {text.strip()}", flush=True)
+        rc = proc.wait()
+        done.set()
+    elapsed = time.monotonic() - start
+    if rc != 0:
+        tail = "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-40:])
+        raise BuildError(f"compiling the wheel failed (exit {rc}) after {elapsed:.0f} s; full log: {log}\n{tail}")
+    _say(f"compile time: {elapsed:.0f} s")
+    return elapsed
+
+
+def _build_env(job: Any, opts: BuildOptions, tmp: Path, archs: Optional[str], jobs: int, threads: int) -> dict[str, str]:
+    env = dict(os.environ)
+    for var in (contract.ENV_SKIP_CUDA_BUILD, contract.ENV_FORCE_CXX11_ABI, "PIP_REQUIRE_VIRTUALENV"):
+        env.pop(var, None)  # the job decides CUDA and ABI; a stray override would mislabel the wheel
+    if job.variant.cuda is None:
+        env[contract.ENV_SKIP_CUDA_BUILD] = "TRUE"
+        env.pop("TORCH_CUDA_ARCH_LIST", None)
+    elif archs:
+        env["TORCH_CUDA_ARCH_LIST"] = archs
+    env[contract.ENV_LOCAL_VERSION] = contract.local_version(job.variant)
+    env[contract.ENV_FORCE_BUILD] = "TRUE"
+    env["MAX_JOBS"] = str(jobs)
+    env["NVCC_THREADS"] = str(threads)
+    # All setuptools outputs (build/, *.egg-info) into the temp dir: the source tree stays clean
+    # and concurrent builds of the same tree do not share object files.
+    cfg = tmp / "setuptools-dirs.cfg"
+    (tmp / "st-build").mkdir(exist_ok=True)
+    (tmp / "st-egg").mkdir(exist_ok=True)
+    cfg.write_text(f"[build]\nbuild_base = {tmp / 'st-build'}\n[egg_info]\negg_base = {tmp / 'st-egg'}\n")
+    env["DIST_EXTRA_CONFIG"] = str(cfg)
+    return env
+
+
+def _atomic_move(src: Path, out: Path) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    final = out / src.name
+    partial = out / f".{src.name}.partial"
+    try:
+        shutil.copy2(src, partial)
+        os.replace(partial, final)
+    finally:
+        if partial.exists():
+            partial.unlink()
+    return final
+
+
+def _check_tools() -> None:
+    import importlib.util
+
+    missing = [m for m in ("auditwheel", "abi3audit", "check_wheel_contents", "elftools") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise BuildError(
+            f"the build driver's Python lacks {', '.join(missing)} (needed to repair and check wheels): "
+            "pip install -r requirements-dev.txt"
+        )
+
+
+def build_job(job: Any, opts: BuildOptions) -> BuildReport:
+    """Build, repair, check and deliver one job's wheel; returns what happened (raises on failure)."""
+    if sys.platform != "linux":
+        raise BuildError(
+            f"native builds run on Linux (this is {sys.platform}); on Windows use cibuildwheel with "
+            "ci/install-cuda-windows.ps1 (see docs/building.md)"
+        )
+    plat_arch = os.uname().machine
+    if job.arch not in (plat_arch, {"x86_64": "amd64"}.get(plat_arch)):
+        raise BuildError(f"job {job.id} is for {job.arch}; this machine is {plat_arch}: pick a *-linux-{plat_arch} job")
+    _check_tools()
+    report = BuildReport(job=job.id)
+    started = time.monotonic()
+    tmp = Path(tempfile.mkdtemp(prefix=f"causal-conv1d-{job.id}-"))
+    ok = False
+    try:
+        py = _ensure_venv(opts.venv or tmp / "venv", opts.python)
+        _install(py, job, opts)
+        facts = _torch_facts(py)
+        _say(f"torch {facts['version']} (CUDA {facts['cuda']}, cxx11 ABI {facts['cxx11_abi']})")
+        _verify_torch(job, facts, opts)
+        report.torch = facts["version"]
+
+        cuda = job.variant.cuda is not None
+        archs = opts.cuda_archs or (job.cuda_archs if cuda else None)
+        if cuda and archs:
+            wheelcheck.parse_arch_list(archs)  # validates: a clear error before a long build
+        jobs = opts.max_jobs or (int(os.environ["MAX_JOBS"]) if os.environ.get("MAX_JOBS", "").isdigit() else default_max_jobs(cuda))
+        cores = os.cpu_count() or 1
+        threads = opts.nvcc_threads or max(1, min(4, cores // jobs))
+        env = _build_env(job, opts, tmp, archs, jobs, threads)
+        facts_pf = _preflight(py, env, tmp / "cuda_home")
+        env.update({k: v for k, v in facts_pf["env"].items() if v and k not in ("MAX_JOBS", "TORCH_CUDA_ARCH_LIST")})
+        if cuda and not facts_pf["build_cuda"]:
+            raise BuildError(f"job {job.id} needs the CUDA extension but the pre-flight would build CPU only")
+        if cuda:
+            _add_math_headers(py, env)
+        nvcc = str(Path(env["CUDA_HOME"]) / "bin" / "nvcc") if cuda and env.get("CUDA_HOME") else None
+        report.ccache = _ccache_env(tmp, env, nvcc)
+        report.cuda_archs, report.max_jobs, report.nvcc_threads = archs, jobs, threads
+        _say(f"job {job.id}: variant {job.variant}, local version {env[contract.ENV_LOCAL_VERSION]}, "
+             f"archs {archs or '-'}, MAX_JOBS={jobs}, NVCC_THREADS={threads}, ccache {'on' if report.ccache else 'off'}")
+
+        dist = tmp / "dist"
+        report.compile_s = _compile(py, env, dist, tmp / "build.log")
+        built = sorted(dist.glob("*.whl"))
+        if len(built) != 1:
+            raise BuildError(f"pip wheel produced {len(built)} wheels in {dist}, expected 1: {[w.name for w in built]}")
+
+        _say(f"repairing {built[0].name}")
+        result = repair.repair_linux(built[0], tmp / "repaired")
+        report.platform, report.repaired, report.repair_note = result.platform, result.repaired, result.note
+        _say(result.note)
+
+        cuobjdump = wheelcheck.find_cuobjdump([py.parent, *sorted(py.parent.parent.glob("lib/python*/site-packages/nvidia/cu*/bin"))]) if cuda else wheelcheck.find_cuobjdump()
+        expectation = wheelcheck.Expectation(
+            variant=job.variant, arch=job.arch,
+            cuda_archs=wheelcheck.parse_arch_list(archs) if cuda and archs else None,
+            require_cuobjdump=cuda,
+        )
+        results = wheelcheck.check_wheel(result.wheel, expectation, cuobjdump=cuobjdump)
+        report.checks = [dataclasses.asdict(r) for r in results]
+        for r in results:
+            print(r.line(), flush=True)
+        failed = [r.check for r in results if r.status == "fail"]
+        if failed:
+            raise CheckError(f"wheel {result.wheel.name} failed the check(s): {', '.join(failed)} (details above)")
+
+        final = _atomic_move(result.wheel, opts.out)
+        report.wheel = str(final)
+        report.total_s = time.monotonic() - started
+        _say(f"wrote {final} (compile {report.compile_s:.0f} s, total {report.total_s:.0f} s)")
+        ok = True
+        return report
+    finally:
+        if opts.report is not None:
+            opts.report.parent.mkdir(parents=True, exist_ok=True)
+            tmp_report = opts.report.with_name(opts.report.name + ".tmp")
+            tmp_report.write_text(json.dumps(dataclasses.asdict(report), indent=2))
+            os.replace(tmp_report, opts.report)
+        if ok and not opts.keep_temp:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            _say(f"temporary files kept in {tmp}" + ("" if ok else " (build log: build.log)"))
+
+
+# --------------------------------------------------------------------------------------------
+# A build cache for tests and local rehearsals
+
+#: What a wheel is built from; the cache key hashes these (ignored build products excluded).
+SOURCE_PATHS = ("csrc", "causal_conv1d", "setup.py", "build_support")
+_SKIP_PARTS = ("__pycache__", ".egg-info")
+_SKIP_SUFFIXES = (".pyc", ".pyo", ".so", ".pyd", ".o")
+
+
+def source_hash(root: Path = REPO_ROOT) -> str:
+    """sha256 (16 hex) over the paths and bytes of :data:`SOURCE_PATHS`, build products excluded."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for rel in SOURCE_PATHS:
+        base = root / rel
+        files = [base] if base.is_file() else sorted(p for p in base.rglob("*") if p.is_file())
+        for path in files:
+            name = path.relative_to(root).as_posix()
+            if any(part in name for part in _SKIP_PARTS) or name.endswith(_SKIP_SUFFIXES):
+                continue
+            if path.name == contract.BUILD_INFO_FILENAME:
+                continue
+            digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def cached_wheel(job_id: str, cache_root: Path, *, cuda_archs: Optional[str] = None,
+                 extra_args: tuple[str, ...] = (), timeout: float = 3600) -> Path:
+    """The wheel of ``job_id`` for the current sources, built natively on first use.
+
+    Cached under ``cache_root/<source hash>/<job>[-archs<...>]/`` (so a rerun with unchanged
+    sources is instant); the build venv is kept in ``cache_root/venvs/<job>`` across source
+    changes. Concurrent callers wait on a lock file instead of building twice. Raises
+    BuildError with the build log's tail when the build fails.
+    """
+    import fcntl
+
+    key = job_id + (f"-archs{cuda_archs.replace(';', '_').replace('+', 'p')}" if cuda_archs else "")
+    out = cache_root / source_hash() / key
+    found = sorted(out.glob("*.whl"))
+    if len(found) == 1:
+        return found[0]
+    cache_root.mkdir(parents=True, exist_ok=True)
+    with open(cache_root / f".{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        found = sorted(out.glob("*.whl"))
+        if len(found) == 1:
+            return found[0]
+        log = cache_root / f"{key}.log"
+        cmd = [sys.executable, "-m", "build_matrix", "build", "--job", job_id, "--native", "--out", str(out),
+               "--venv", str(cache_root / "venvs" / job_id), "--report", str(out.parent / f"{key}.report.json"),
+               *(["--cuda-archs", cuda_archs] if cuda_archs else []), *extra_args]
+        with open(log, "w") as fh:
+            proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=REPO_ROOT, timeout=timeout)
+        if proc.returncode != 0:
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
+            raise BuildError(f"native build of {job_id} failed (exit {proc.returncode}); log {log}:\n{tail}")
+        found = sorted(out.glob("*.whl"))
+        if len(found) != 1:
+            raise BuildError(f"native build of {job_id} left {len(found)} wheels in {out}")
+        return found[0]
+
+
+# --------------------------------------------------------------------------------------------
+# CLI
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``python -m build_matrix build``."""
+    parser.description = (
+        "Build one job's wheel. --native builds on this machine (Linux): a fresh venv with exactly the "
+        "job's torch, pip wheel without build isolation, auditwheel repair (torch/CUDA libraries "
+        "excluded), the wheel checks, then an atomic move into --out. Nothing is written to --out on failure."
+    )
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = (
+        "torch resolution: by default pip installs torch==<the job's torch_version> from pip's configured\n"
+        "indexes plus the job's PyTorch index (--extra-index-url). Where that index is unreachable or the\n"
+        "version is elsewhere (a mirror, a local wheel), override it: --torch-spec takes any pip requirement\n"
+        "or wheel path (e.g. 'torch==2.13.0+cpu' or /opt/wheels/torch-2.13.0+cpu-....whl), --torch-index-url\n"
+        "another index ('' = only pip's configured indexes). The installed torch is always verified against\n"
+        "the job's variant (torch minor, CUDA build, C++ ABI) before compiling.\n\n"
+        "Examples:\n"
+        "  python -m build_matrix build --job torch2.13-cpu-linux-x86_64 --native --out wheelhouse\n"
+        "  python -m build_matrix build --job torch2.14-cu130-linux-x86_64 --native --out wheelhouse --cuda-archs 9.0"
+    )
+    parser.add_argument("--job", required=True, help="job id from `python -m build_matrix plan`, e.g. torch2.13-cpu-linux-x86_64")
+    parser.add_argument("--native", action="store_true", help="build on this machine, without containers (required)")
+    parser.add_argument("--out", required=True, type=Path, help="directory that receives the finished wheel")
+    parser.add_argument("--torch-spec", help="pip requirement or wheel path for torch (default: torch==<job torch_version>)")
+    parser.add_argument("--torch-index-url", help="extra index for torch (default: the job's PyTorch index; '' = none)")
+    parser.add_argument("--cuda-archs", help="TORCH_CUDA_ARCH_LIST override, e.g. '9.0' (default: the job's list)")
+    parser.add_argument("--python", default=sys.executable, help="interpreter for the build venv (default: this one)")
+    parser.add_argument("--venv", type=Path, help="reuse this venv (created when missing) instead of a fresh temporary one")
+    parser.add_argument("--max-jobs", type=int, help="parallel compile jobs (default: $MAX_JOBS, else from cores and free memory)")
+    parser.add_argument("--nvcc-threads", type=int, help="nvcc --threads (default: cores / max-jobs, at most 4)")
+    parser.add_argument("--keep-temp", action="store_true", help="keep the temporary build directory")
+    parser.add_argument("--report", type=Path, help="write a JSON report (wheel, tag, compile time, checks) here")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of ``python -m build_matrix build``; errors propagate as BuildMatrixError."""
+    if not args.native:
+        raise BuildError(
+            "only native builds run from this command: add --native (cibuildwheel builds run from CI with "
+            "the environment of `python -m build_matrix plan --format json`; see docs/building.md)"
+        )
+    for name in ("max_jobs", "nvcc_threads"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise BuildError(f"Invalid --{name.replace('_', '-')} (expected a positive number): {value!r}")
+    if args.cuda_archs:
+        try:
+            wheelcheck.parse_arch_list(args.cuda_archs)
+        except ValueError as exc:
+            raise BuildError(str(exc)) from None
+    from build_matrix import compat
+    from build_matrix.plan import make_plan
+
+    job = make_plan(compat.load(getattr(args, "data", None))).job(args.job)
+    opts = BuildOptions(
+        out=args.out.resolve(),
+        torch_spec=args.torch_spec,
+        torch_index_url=args.torch_index_url,
+        cuda_archs=args.cuda_archs,
+        python=args.python,
+        venv=args.venv.resolve() if args.venv else None,
+        max_jobs=args.max_jobs,
+        nvcc_threads=args.nvcc_threads,
+        keep_temp=args.keep_temp,
+        report=args.report.resolve() if args.report else None,
+    )
+    report = build_job(job, opts)
+    print(report.wheel)
+    return 0

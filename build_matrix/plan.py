@@ -1,0 +1,427 @@
+"""The build plan: every user combination, the build jobs, and which job serves which combination.
+
+A *combination* is what a user has: torch minor x accelerator build x CPython x C++ ABI x platform.
+A *job* is what we build: one (variant, platform). The wheel is ``cp39-abi3``, so one job serves
+every CPython >= 3.9 that its torch build ships for (free-threaded CPythons cannot load abi3
+extensions: those combinations are unavailable, with that reason).
+
+Stable API (``build_matrix.native`` codes against it)::
+
+    make_plan(data=None, *, torch=None, accels=None, platforms=None, pythons=None,
+              torch_index_base=None) -> Plan
+    plan.jobs: list[Job]            # sorted by (torch minor, accel, platform)
+    plan.job(job_id) -> Job         # raises build_matrix.errors.UnknownJob (with suggestions)
+    plan.combinations: list[Combination]
+    plan.to_dict()                  # the JSON of `python -m build_matrix plan --format json`
+
+Filters: ``torch`` is a spec string or a list of them: ``"2.7"``, ``"2.6-2.9"`` (inclusive),
+``"2.10-"`` (open), ``">=2.6,<2.10"`` (PEP 440); ``accels`` / ``platforms`` / ``pythons`` are lists
+or comma-separated strings. Unknown values raise :class:`build_matrix.errors.UnknownValue`
+naming the close valid ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Sequence
+from typing import Any, Optional, Union
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import Version
+
+from build_matrix import compat, repair
+from build_matrix.errors import UnknownJob, UnknownValue
+from build_support.contract import contract
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "ABI_NAMES",
+    "Combination",
+    "Job",
+    "Plan",
+    "make_plan",
+    "python_tag",
+    "wheel_platform_tag",
+]
+
+SCHEMA_VERSION = 1  #: bumped only on an incompatible change of Plan.to_dict()'s layout
+ABI_NAMES = ("cxx11", "pre-cxx11", "msvc")  #: the "abi" of a combination (msvc: Windows, no choice)
+ABI3_STATEMENT = (
+    "Wheels are cp39-abi3: one build job per (variant, platform) serves every CPython >= 3.9 that "
+    "its torch build ships for; free-threaded CPythons (3.13t, 3.14t, ...) cannot load abi3 "
+    "extensions and build from source."
+)
+
+Filter = Union[str, Sequence[str], None]
+
+
+def python_tag(python: str) -> str:
+    """``"3.10"`` -> ``"cp310"``, ``"3.13t"`` -> ``"cp313t"``."""
+    major, minor, ft = compat.python_key(python)
+    return f"cp{major}{minor}{'t' if ft else ''}"
+
+
+def wheel_platform_tag(platform: str, manylinux: Optional[str]) -> str:
+    """The platform tag our wheel gets: ``manylinux_2_28_x86_64``, ``manylinux2014_aarch64``, ``win_amd64``."""
+    if platform == "windows-amd64":
+        return "win_amd64"
+    arch = platform.split("-", 1)[1]
+    return f"{manylinux}_{arch}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Combination:
+    """One user combination and how (or why not) it is served."""
+
+    torch: str  # "2.7"
+    accel: str  # "cu128" | "cpu"
+    python: str  # "3.12" | "3.13t"
+    abi: str  # "cxx11" | "pre-cxx11" on Linux, "msvc" on Windows
+    platform: str  # "linux-x86_64" | "linux-aarch64" | "windows-amd64"
+    status: str  # "covered" | "unavailable"
+    job: Optional[str]  # the covering job's id, or None
+    reason: str  # why it is unavailable, or which wheel serves it
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """One build job: one wheel of one variant for one platform.
+
+    Fields (all stable):
+
+    - ``id``: ``f"{variant}-{platform}"``, e.g. ``"torch2.13-cpu-linux-x86_64"``
+    - ``variant``: ``contract.Variant``; ``torch`` ("2.13") and ``accel`` ("cpu") are its parts
+    - ``platform`` ("linux-x86_64" | "linux-aarch64" | "windows-amd64"), ``os`` ("linux" | "windows"),
+      ``arch`` ("x86_64" | "aarch64" | "amd64"), ``runs_on`` (GitHub runner label)
+    - ``torch_version``: the exact torch release to install (the minor's latest patch, "2.13.0")
+    - ``torch_index_url``: PyTorch's index for the accel ("https://download.pytorch.org/whl/cpu")
+    - ``cuda``: "13.0" or None; ``cuda_archs``: TORCH_CUDA_ARCH_LIST ("" for cpu)
+    - ``cxx11_abi``: the C++ ABI of PyTorch's build of the variant (meaningful on Linux)
+    - ``manylinux``: "manylinux2014" | "manylinux_2_28" (None on Windows);
+      ``wheel_platform``: the platform tag the wheel gets ("manylinux_2_28_x86_64", "win_amd64")
+    - ``wheel_filename``: the wheel file the job produces (contract.wheel_filename)
+    - ``python``: the one CPython it builds with (lowest non-free-threaded >= 3.9 torch ships for)
+    - ``cpp_std``: "17" | "20"; ``covers_pythons``: every CPython the abi3 wheel serves
+    - ``environment``: the complete cibuildwheel configuration (CIBW_* variables)
+    """
+
+    id: str
+    variant: Any  # contract.Variant (loaded by path, so not importable as a type here)
+    platform: str
+    os: str
+    arch: str
+    runs_on: str
+    torch_version: str
+    torch_index_url: str
+    cuda: Optional[str]
+    cuda_archs: str
+    cxx11_abi: bool
+    manylinux: Optional[str]
+    wheel_platform: str
+    wheel_filename: str
+    python: str
+    cpp_std: str
+    covers_pythons: tuple[str, ...]
+    environment: dict[str, str]
+
+    def __hash__(self) -> int:  # environment is a dict: hash by the (unique) id
+        return hash(self.id)
+
+    @property
+    def torch(self) -> str:
+        return self.variant.torch
+
+    @property
+    def accel(self) -> str:
+        return self.variant.accel
+
+    @property
+    def cibw_identifier(self) -> str:
+        """The one identifier ``cibuildwheel --print-build-identifiers`` must print for this job."""
+        return self.environment["CIBW_BUILD"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "variant": self.variant.name,
+            "torch": self.torch,
+            "accel": self.accel,
+            "platform": self.platform,
+            "os": self.os,
+            "arch": self.arch,
+            "runs_on": self.runs_on,
+            "python": self.python,
+            "covers_pythons": list(self.covers_pythons),
+            "torch_version": self.torch_version,
+            "torch_index_url": self.torch_index_url,
+            "cuda": self.cuda,
+            "cuda_archs": self.cuda_archs,
+            "cxx11_abi": self.cxx11_abi,
+            "manylinux": self.manylinux,
+            "wheel_platform": self.wheel_platform,
+            "wheel_filename": self.wheel_filename,
+            "cpp_std": self.cpp_std,
+            "environment": dict(self.environment),
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """The result of :func:`make_plan`."""
+
+    data: compat.CompatData
+    filters: dict[str, Any]
+    combinations: list[Combination]
+    jobs: list[Job]
+
+    def job(self, job_id: str) -> Job:
+        """The job with that id; raises UnknownJob (with close ids) when there is none."""
+        for job in self.jobs:
+            if job.id == job_id:
+                return job
+        raise UnknownJob(job_id, [j.id for j in self.jobs])
+
+    def summary(self) -> dict[str, Any]:
+        covered = sum(1 for c in self.combinations if c.status == "covered")
+        # Non-abi3 wheels would need one job per (variant, platform, CPython) for the same coverage.
+        per_python = len({(c.torch, c.accel, c.platform, c.python) for c in self.combinations if c.status == "covered"})
+        return {
+            "combinations": len(self.combinations),
+            "covered": covered,
+            "unavailable": len(self.combinations) - covered,
+            "jobs": len(self.jobs),
+            "per_python_jobs": per_python,
+            "jobs_saved_ratio": round(per_python / len(self.jobs), 2) if self.jobs else None,
+            "abi3": ABI3_STATEMENT,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document of ``plan --format json`` (schema in docs/build_matrix.md)."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "generator": "python -m build_matrix plan",
+            "data": {"path": self.data.path, "updated": self.data.meta.get("updated", "")},
+            "filters": self.filters,
+            "abi3": ABI3_STATEMENT,
+            "summary": self.summary(),
+            "jobs": [j.to_dict() for j in self.jobs],
+            "combinations": [c.to_dict() for c in self.combinations],
+        }
+
+
+def _as_list(value: Filter) -> Optional[list[str]]:
+    if value is None:
+        return None
+    items = value.split(",") if isinstance(value, str) else list(value)
+    out: list[str] = []
+    for item in items:
+        out.extend(part.strip() for part in str(item).split(",") if part.strip())
+    return out
+
+
+def _select(kind: str, wanted: Filter, valid: list[str]) -> list[str]:
+    items = _as_list(wanted)
+    if items is None:
+        return list(valid)
+    for item in items:
+        if item not in valid:
+            raise UnknownValue(kind, item, valid)
+    return [v for v in valid if v in items]
+
+
+_RANGE_RE = re.compile(r"^(\d+\.\d+)?\s*(?:-|\.\.)\s*(\d+\.\d+)?$")
+
+
+def _select_torch(wanted: Filter, minors: list[str]) -> list[str]:
+    if isinstance(wanted, str) and wanted.strip()[:1] in "<>=!~":
+        items: Optional[list[str]] = [wanted.replace(" ", "")]  # one PEP 440 specifier set
+    else:
+        items = _as_list(wanted)
+    if items is None:
+        return list(minors)
+    chosen: set[str] = set()
+    for item in items:
+        if item in minors:
+            chosen.add(item)
+            continue
+        if item[:1] in "<>=!~":
+            try:
+                spec = SpecifierSet(item)
+            except InvalidSpecifier:
+                raise UnknownValue("torch", item, minors, hint="Use 'X.Y', 'X.Y-X.Z' or a PEP 440 specifier such as '>=2.6,<2.10'.") from None
+            picked = [m for m in minors if Version(m) in spec]
+        else:
+            m = _RANGE_RE.match(item)
+            if not m or not (m.group(1) or m.group(2)):
+                raise UnknownValue("torch", item, minors, hint="Use 'X.Y', 'X.Y-X.Z', 'X.Y-' or '>=X.Y,<X.Z'.")
+            for end in (m.group(1), m.group(2)):
+                if end and end not in minors:
+                    raise UnknownValue("torch", end, minors)
+            low = compat.minor_key(m.group(1)) if m.group(1) else (0, 0)
+            high = compat.minor_key(m.group(2)) if m.group(2) else (999, 999)
+            picked = [v for v in minors if low <= compat.minor_key(v) <= high]
+        if not picked:
+            raise UnknownValue("torch", item, minors, hint="It selects no torch release.")
+        chosen.update(picked)
+    return [m for m in minors if m in chosen]
+
+
+def _index_base(data: compat.CompatData, override: Optional[str]) -> str:
+    base = override or os.environ.get(compat.INDEX_ENV) or data.torch_index_base
+    return base.rstrip("/")
+
+
+def _environment(data: compat.CompatData, *, job_id: str, variant: Any, platform: compat.Platform,
+                 python: str, torch_version: str, index_url: str, cuda: Optional[str], archs: str,
+                 manylinux: Optional[str], wheel_filename: str) -> dict[str, str]:
+    """The complete cibuildwheel configuration of one job (every CIBW_* it depends on)."""
+    b = data.build
+    linux = platform.os == "linux"
+    ident = f"{python_tag(python)}-{'manylinux_' + platform.arch if linux else 'win_amd64'}"
+    deps = " ".join(f'"{r}"' for r in b.build_requires)
+    torch_req = f'"torch=={torch_version}"'
+    env: dict[str, str] = {
+        "CIBW_PLATFORM": platform.os,
+        "CIBW_BUILD": ident,
+        "CIBW_ARCHS": platform.cibw_arch,
+        "CIBW_BUILD_VERBOSITY": "1",
+        "CIBW_BUILD_FRONTEND": "build; args: --no-isolation",
+        "CIBW_BEFORE_ALL": (f"bash ci/install-cuda-manylinux.sh {cuda}" if (linux and cuda) else ""),
+        "CIBW_BEFORE_BUILD": (
+            f"python -m pip install {torch_req} --index-url {index_url} && python -m pip install {deps}"
+        ),
+        "CIBW_BEFORE_TEST": f"python -m pip install {torch_req} --index-url {index_url}",
+    }
+    if linux:
+        env[f"CIBW_MANYLINUX_{platform.arch.upper()}_IMAGE"] = manylinux or ""
+    cenv = {"TORCH_CUDA_ARCH_LIST": archs} if cuda else {}
+    cenv.update({
+        contract.ENV_LOCAL_VERSION: contract.local_version(variant),
+        contract.ENV_FORCE_BUILD: "TRUE",
+        "MAX_JOBS": str(b.max_jobs_cuda if cuda else b.max_jobs_cpu),
+        "NVCC_THREADS": str(b.nvcc_threads),
+    })
+    if cuda is None:
+        cenv[contract.ENV_SKIP_CUDA_BUILD] = "TRUE"
+    elif linux:
+        cenv["CUDA_HOME"] = f"/usr/local/cuda-{cuda}"
+        cenv["PATH"] = f"/usr/local/cuda-{cuda}/bin:$PATH"
+    env["CIBW_ENVIRONMENT"] = " ".join(f'{k}="{v}"' for k, v in cenv.items())
+    # Repair with build_matrix.repair's exclude lists, then run `check` on the repaired wheel.
+    # Linux runs the command in bash ({dest_dir} is a fresh folder per wheel, so the glob is that
+    # wheel); Windows runs it in cmd (no globbing), so the wheel is named: delvewheel keeps names.
+    check_tools = "python -m pip install abi3audit check-wheel-contents pyelftools"
+    if linux:
+        check = f"{check_tools} && python -m build_matrix check --job {job_id} {{dest_dir}}/*.whl"
+        env["CIBW_REPAIR_WHEEL_COMMAND"] = f"{repair.auditwheel_command()} && {check}"
+    else:
+        check = f"{check_tools} && python -m build_matrix check --job {job_id} {{dest_dir}}\\{wheel_filename}"
+        env["CIBW_REPAIR_WHEEL_COMMAND"] = f"python -m pip install delvewheel && {repair.delvewheel_command()} && {check}"
+    env["CIBW_TEST_COMMAND"] = (
+        'python -c "import torch, causal_conv1d; from causal_conv1d import causal_conv1d_fn; '
+        "x = torch.randn(2, 8, 16); w = torch.randn(8, 4); "
+        'print(causal_conv1d.__version__, causal_conv1d_fn(x, w, activation=None).shape)"'
+    )
+    return env
+
+
+def _classify(data: compat.CompatData, rel: compat.TorchRelease, accel: str, python: str, abi: str,
+              platform: str, min_python: SpecifierSet) -> Optional[str]:
+    """Why the combination is unavailable, or None when a job of ours serves it."""
+    cuda = contract.cuda_from_accel(accel)
+    label = f"torch {rel.minor}"
+    if accel not in rel.builds:
+        have = ", ".join(rel.builds)
+        return f"{label} has no {accel} build (it has {have})"
+    if not rel.has_build(accel, platform):
+        return f"{label} has no {accel} build for {platform} (only {', '.join(rel.builds[accel])})"
+    if python not in rel.pythons_for(accel, platform):
+        return f"{label} {accel} does not ship for CPython {python} on {platform}"
+    if python.endswith("t"):
+        return f"free-threaded CPython {python} cannot load abi3 wheels; build from source"
+    if Version(python) not in min_python:
+        return f"causal-conv1d needs CPython {min_python}"
+    if platform.startswith("linux"):
+        official = contract.official_cxx11_abi(rel.key, accel)
+        if (abi == "cxx11") != official:
+            variant = contract.Variant(rel.key, accel, abi == "cxx11")
+            return (f"PyTorch's {label} {accel} build uses the {'cxx11' if official else 'pre-cxx11'} ABI; "
+                    f"a {abi} torch builds locally as variant {variant.name}")
+    if cuda is not None and cuda not in data.cuda:  # parse() guarantees it; kept for direct callers
+        return f"no arch list for CUDA {cuda}"
+    return None
+
+
+def make_plan(data: Optional[compat.CompatData] = None, *, torch: Filter = None, accels: Filter = None,
+              platforms: Filter = None, pythons: Filter = None,
+              torch_index_base: Optional[str] = None) -> Plan:
+    """Enumerate combinations and jobs (see module docstring). ``data`` defaults to ``compat.load()``."""
+    if data is None:
+        data = compat.load()
+    minors = _select_torch(torch, data.minors())
+    accel_list = _select("accel", accels, data.accels())
+    platform_list = _select("platform", platforms, list(data.platforms))
+    python_list = _select("python", pythons, data.pythons())
+    base = _index_base(data, torch_index_base)
+    min_python = SpecifierSet(contract.REQUIRES_PYTHON)
+
+    jobs: dict[str, Job] = {}
+    combinations: list[Combination] = []
+    for minor in minors:
+        rel = data.torch[minor]
+        for accel in accel_list:
+            cuda = contract.cuda_from_accel(accel)
+            variant = contract.Variant(rel.key, accel)
+            for plat_name in platform_list:
+                plat = data.platforms[plat_name]
+                job: Optional[Job] = None
+                if rel.has_build(accel, plat_name):
+                    serves = tuple(
+                        p for p in rel.pythons_for(accel, plat_name)
+                        if not p.endswith("t") and Version(p) in min_python
+                    )
+                    if serves:
+                        job_id = f"{variant.name}-{plat_name}"
+                        cxx11 = variant.abi
+                        manylinux = data.abi_policy(cxx11).manylinux if plat.os == "linux" else None
+                        archs = data.cuda[cuda].archs_for(plat.arch) if cuda else ""
+                        index_url = f"{base}/{accel}"
+                        wplat = wheel_platform_tag(plat_name, manylinux)
+                        wheel_filename = contract.wheel_filename(contract.PACKAGE_VERSION, variant, wplat)
+                        job = Job(
+                            id=job_id, variant=variant, platform=plat_name, os=plat.os, arch=plat.arch,
+                            runs_on=plat.runs_on, torch_version=rel.latest, torch_index_url=index_url,
+                            cuda=cuda, cuda_archs=archs, cxx11_abi=cxx11, manylinux=manylinux,
+                            wheel_platform=wplat,
+                            wheel_filename=wheel_filename,
+                            python=serves[0], cpp_std=rel.cpp_std, covers_pythons=serves,
+                            environment=_environment(
+                                data, job_id=job_id, variant=variant, platform=plat, python=serves[0],
+                                torch_version=rel.latest, index_url=index_url, cuda=cuda, archs=archs,
+                                manylinux=manylinux, wheel_filename=wheel_filename),
+                        )
+                abis = ("cxx11", "pre-cxx11") if plat.os == "linux" else ("msvc",)
+                for python in python_list:
+                    for abi in abis:
+                        reason = _classify(data, rel, accel, python, abi, plat_name, min_python)
+                        if reason is None and job is not None:
+                            jobs[job.id] = job
+                            combinations.append(Combination(
+                                minor, accel, python, abi, plat_name, "covered", job.id,
+                                f"served by {job.wheel_filename}"))
+                        else:
+                            combinations.append(Combination(
+                                minor, accel, python, abi, plat_name, "unavailable", None,
+                                reason or "no CPython this job could build with"))
+    filters = {
+        "torch": minors if torch is not None else None,
+        "accels": accel_list if accels is not None else None,
+        "platforms": platform_list if platforms is not None else None,
+        "pythons": python_list if pythons is not None else None,
+    }
+    return Plan(data=data, filters=filters, combinations=combinations, jobs=list(jobs.values()))

@@ -1,0 +1,166 @@
+"""The one compiled extension, ``causal_conv1d._C``: sources, flags, CUDA/CPU choice.
+
+setup.py calls :func:`install_requires`, :func:`ext_modules` and :func:`cmdclass`. torch and
+``torch.utils.cpp_extension`` are imported inside these functions only, so that setup.py (and
+``build_support.toolchain``) can prepare the environment (CUDA_HOME, PATH, ...) first.
+
+Environment variables honoured here (names from causal_conv1d/_contract.py where shared):
+
+* ``CAUSAL_CONV1D_SKIP_CUDA_BUILD=TRUE``: build the CPU kernels only, even with a CUDA torch.
+* ``CAUSAL_CONV1D_FORCE_CXX11_ABI=TRUE/FALSE``: override ``-D_GLIBCXX_USE_CXX11_ABI``
+  (default: the running torch's).
+* ``NVCC_THREADS``: nvcc ``--threads`` (default 4).
+* ``TORCH_CUDA_ARCH_LIST``: CUDA archs; read by torch's own helper.
+* ``MAX_JOBS``: parallel compile jobs; read by torch's BuildExtension (ninja).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+from build_support.contract import contract
+
+__all__ = ["install_requires", "ext_modules", "cmdclass", "with_cuda", "EXT_NAME", "PY_LIMITED_API"]
+
+ROOT = Path(__file__).resolve().parent.parent
+EXT_NAME = "causal_conv1d._C"
+# The limited API version: cp39-abi3 (contract.PYTHON_TAG). torch's BuildExtension passes its own
+# -DPy_LIMITED_API for py_limited_api extensions (3.10 in torch 2.13); only csrc/ops.cpp includes
+# Python.h, and it pins this value itself, so no -D flag of ours competes with torch's.
+PY_LIMITED_API = "0x03090000"
+DEFAULT_NVCC_THREADS = "4"
+
+_TRUE = ("1", "TRUE", "ON", "YES")
+_FALSE = ("0", "FALSE", "OFF", "NO")
+
+
+def _env_flag(name: str) -> Optional[bool]:
+    """TRUE/FALSE (case-insensitive, also 1/0, ON/OFF, YES/NO) -> bool; unset or empty -> None."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    if raw.upper() in _TRUE:
+        return True
+    if raw.upper() in _FALSE:
+        return False
+    raise ValueError(f"Invalid value for {name} (expected TRUE or FALSE): {raw!r}")
+
+
+def _torch_minor() -> tuple[int, int]:
+    import torch
+    from packaging.version import Version
+
+    v = Version(torch.__version__)
+    return (v.major, v.minor)
+
+
+def install_requires() -> list[str]:
+    """The runtime requirement: the torch minor this extension is compiled against."""
+    try:
+        minor = _torch_minor()
+    except ImportError:  # metadata-only invocations (sdist, egg_info) without torch installed
+        return ["torch"]
+    return [contract.torch_requirement(minor)]
+
+
+def with_cuda() -> bool:
+    """Whether to compile the CUDA kernels: a CUDA torch and no CAUSAL_CONV1D_SKIP_CUDA_BUILD=TRUE."""
+    import torch
+
+    if _env_flag(contract.ENV_SKIP_CUDA_BUILD):
+        return False
+    return torch.version.cuda is not None
+
+
+def _cxx11_abi() -> bool:
+    import torch
+
+    forced = _env_flag(contract.ENV_FORCE_CXX11_ABI)
+    return bool(torch._C._GLIBCXX_USE_CXX11_ABI) if forced is None else forced
+
+
+def _cxx_std() -> str:
+    # torch >= 2.13 headers use C++20 features.
+    return "c++20" if _torch_minor() >= (2, 13) else "c++17"
+
+
+def _rel(paths: list[Path]) -> list[str]:
+    # setuptools wants paths relative to setup.py's directory.
+    return [p.relative_to(ROOT).as_posix() for p in paths]
+
+
+def _cxx_flags() -> list[str]:
+    std = _cxx_std()
+    if sys.platform == "win32":
+        return ["/O2", f"/std:{std}", "/openmp", "/Zc:__cplusplus"]
+    flags = ["-O3", f"-std={std}", "-fopenmp"]
+    flags.append(f"-D_GLIBCXX_USE_CXX11_ABI={int(_cxx11_abi())}")
+    return flags
+
+
+def _nvcc_flags() -> list[str]:
+    threads = os.environ.get("NVCC_THREADS", "").strip() or DEFAULT_NVCC_THREADS
+    if not threads.isdigit():
+        raise ValueError(f"Invalid value for NVCC_THREADS (expected a number): {threads!r}")
+    flags = [
+        "-O3",
+        "-lineinfo",
+        f"-std={_cxx_std()}",
+        "--threads",
+        threads,
+        "--expt-relaxed-constexpr",
+        "--expt-extended-lambda",
+        "--use_fast_math",
+        "-DCAUSAL_CONV1D_WITH_CUDA",
+    ]
+    if sys.platform != "win32":
+        flags.append(f"-D_GLIBCXX_USE_CXX11_ABI={int(_cxx11_abi())}")
+    return flags
+
+
+def ext_modules() -> list[Any]:
+    """``[causal_conv1d._C]``: a CUDAExtension for a CUDA torch, else a CppExtension (CPU kernels)."""
+    from torch.utils.cpp_extension import CppExtension, CUDAExtension
+
+    csrc = ROOT / "csrc"
+    cpu_sources = [csrc / "ops.cpp", *sorted((csrc / "cpu").glob("*.cpp"))]
+    common: dict[str, Any] = {
+        "name": EXT_NAME,
+        "include_dirs": [str(csrc)],
+        "py_limited_api": True,
+    }
+    if with_cuda():
+        cuda_sources = sorted((csrc / "cuda").glob("*.cu")) + sorted((csrc / "cuda").glob("*.cpp"))
+        if not cuda_sources:
+            raise RuntimeError(
+                f"No CUDA sources under {csrc / 'cuda'}: set {contract.ENV_SKIP_CUDA_BUILD}=TRUE for a CPU-only build"
+            )
+        cxx = _cxx_flags() + ["-DCAUSAL_CONV1D_WITH_CUDA" if sys.platform != "win32" else "/DCAUSAL_CONV1D_WITH_CUDA"]
+        return [
+            CUDAExtension(
+                sources=_rel(cpu_sources + cuda_sources),
+                extra_compile_args={"cxx": cxx, "nvcc": _nvcc_flags()},
+                extra_link_args=[] if sys.platform == "win32" else ["-fopenmp"],
+                **common,
+            )
+        ]
+    return [
+        CppExtension(
+            sources=_rel(cpu_sources),
+            extra_compile_args={"cxx": _cxx_flags()},
+            extra_link_args=[] if sys.platform == "win32" else ["-fopenmp"],
+            **common,
+        )
+    ]
+
+
+def cmdclass() -> dict[str, Any]:
+    """``{"build_ext": BuildExtension}`` (no Python ABI suffix: one abi3 library; ninja when present)."""
+    from torch.utils.cpp_extension import BuildExtension
+
+    use_ninja = shutil.which("ninja") is not None
+    return {"build_ext": BuildExtension.with_options(no_python_abi_suffix=True, use_ninja=use_ninja)}

@@ -1,0 +1,216 @@
+"""Import-time check of the build record against the running torch.
+
+``causal_conv1d/__init__.py`` calls :func:`check_build_record` *before* it loads the compiled
+extension ``_C``. A binary built for another torch minor, another CUDA (or CPU) build of torch, or
+the other C++ ABI would otherwise fail inside ``dlopen`` with ``undefined symbol: ...`` (or, worse,
+load and crash later). Here it fails with an ImportError that names the mismatch, the index URL of
+the variant that matches the running torch and the exact pip command that installs it.
+
+The build record (``_build_info.json``, keys ``_contract.BUILD_INFO_KEYS``) is written by
+``build_support/build_info.py`` into every wheel and into editable / in-place builds.
+
+A missing record is NOT an error: it means the package is imported from a source tree whose
+extension was compiled some other way (e.g. ``python setup.py build_ext --inplace`` run by a tool
+that skipped our build step, or a checkout before its first build). There is nothing to compare, so
+the import goes ahead (if ``_C`` is then incompatible, the loader's error is what you get) and
+``__version__`` is the bare ``_contract.PACKAGE_VERSION``. Wheels always carry a record.
+A record that exists but cannot be read (invalid JSON, missing keys) IS an error: the install is
+damaged and the message says how to reinstall.
+
+Kept cheap: ``json``, ``os``, ``re`` and the ``torch`` import that loading ``_C`` needs anyway.
+The contract module is imported only to write an error message or when there is no record: it
+needs ``packaging``, which is not a runtime requirement of the wheel.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Optional
+
+__all__ = ["BuildMismatch", "check_build_record", "read_build_record", "record_path", "mismatches", "fix_instructions"]
+
+_MINOR_RE = re.compile(r"^\s*(\d+)\.(\d+)")
+
+
+class BuildMismatch(ImportError):
+    """The compiled extension was built for a different torch than the one running."""
+
+
+def _contract_or_none() -> Any:
+    """``causal_conv1d._contract``, or None where it cannot be imported.
+
+    The contract imports ``packaging``, which is not among this package's runtime requirements
+    (a fresh venv with torch has none): so the guard's success path never imports it, and the
+    error paths degrade to a shorter message without it.
+    """
+    try:
+        from causal_conv1d import _contract  # noqa: PLC0415
+    except ImportError:
+        return None
+    return _contract
+
+
+#: The record keys the guard itself reads (the full schema is _contract.BUILD_INFO_KEYS;
+#: tests/setup_py checks these are among them and that the file name matches).
+_USED_KEYS = ("version", "torch_version", "cuda_version", "cxx11_abi")
+_FILENAME = "_build_info.json"
+
+
+def record_path() -> Path:
+    return Path(__file__).resolve().parent / _FILENAME
+
+
+def read_build_record(path: Optional[Path] = None) -> Optional[dict[str, Any]]:
+    """The build record as a dict, ``None`` when there is none.
+
+    Raises ImportError when the file exists but is not a valid record.
+    """
+    path = record_path() if path is None else path
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ImportError(f"causal-conv1d: cannot read its build record {path}: {exc}. {_reinstall_hint()}") from None
+    try:
+        record = json.loads(text)
+    except ValueError as exc:
+        raise ImportError(
+            f"causal-conv1d: its build record {path} is not valid JSON ({exc}); the installation is damaged. "
+            f"{_reinstall_hint()}"
+        ) from None
+    missing = [k for k in _USED_KEYS if not isinstance(record, dict) or k not in record]
+    if missing:
+        raise ImportError(
+            f"causal-conv1d: its build record {path} lacks the keys {missing}; the installation is damaged. "
+            f"{_reinstall_hint()}"
+        )
+    return record
+
+
+def _reinstall_hint() -> str:
+    return "Reinstall it: pip install --force-reinstall --no-deps causal-conv1d (or run: python -m causal_conv1d doctor)"
+
+
+def _minor(version: Optional[str]) -> Optional[tuple[int, int]]:
+    if version is None:
+        return None
+    m = _MINOR_RE.match(str(version))
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def _cuda_label(cuda: Optional[str]) -> str:
+    return "CPU (no CUDA)" if cuda is None else f"CUDA {cuda}"
+
+
+def mismatches(record: dict[str, Any], torch_version: str, torch_cuda: Optional[str], torch_abi: Optional[bool]) -> list[str]:
+    """Human-readable differences between a build record and a torch build; ``[]`` when compatible.
+
+    Compared: torch major.minor, the CUDA major.minor of torch's build (None = CPU torch) and the
+    C++ ABI (``torch._C._GLIBCXX_USE_CXX11_ABI``). Patch releases of torch and the CUDA patch
+    level are binary compatible and not compared.
+    """
+    problems: list[str] = []
+    built_minor, running_minor = _minor(record.get("torch_version")), _minor(torch_version)
+    if built_minor is None or built_minor != running_minor:
+        problems.append(
+            f"it was built for torch {record.get('torch_version')}, but torch {torch_version} is running "
+            f"(the torch minor version must match)"
+        )
+    built_cuda, running_cuda = record.get("cuda_version"), torch_cuda
+    if _minor(built_cuda) != _minor(running_cuda):
+        problems.append(
+            f"it was built for a {_cuda_label(built_cuda)} build of torch, but the running torch is a "
+            f"{_cuda_label(running_cuda)} build"
+        )
+    built_abi = record.get("cxx11_abi")
+    if built_abi is not None and torch_abi is not None and bool(built_abi) != bool(torch_abi):
+        problems.append(
+            f"it was built with the C++ ABI _GLIBCXX_USE_CXX11_ABI={int(bool(built_abi))}, but the running torch "
+            f"uses _GLIBCXX_USE_CXX11_ABI={int(bool(torch_abi))}"
+        )
+    return problems
+
+
+def fix_instructions(record: dict[str, Any], torch_version: str, torch_cuda: Optional[str], torch_abi: Optional[bool]) -> str:
+    """What to run to get a binary that matches the running torch (pip commands, index URL)."""
+    _contract = _contract_or_none()
+    if _contract is None:
+        return ("Install the causal-conv1d build for this torch (python -m pip install packaging, then "
+                "python -m causal_conv1d doctor prints the exact command).")
+
+    base = os.environ.get(_contract.ENV_INDEX_URL, "").strip() or _contract.DEFAULT_INDEX_URL
+    try:
+        variant = _contract.Variant.from_torch(torch_version, torch_cuda, torch_abi)
+    except _contract.InvalidVariant as exc:
+        return f"The running torch is not a build causal-conv1d supports ({exc})."
+    public = str(record.get("version") or _contract.PACKAGE_VERSION).split("+", 1)[0]
+    lines = [f"The running torch is variant {variant.name}."]
+    if variant.is_official:
+        url = _contract.variant_index_url(base, variant)
+        full = f"{public}+{_contract.local_version(variant)}"
+        lines.append(f"Its wheels are at {url}")
+        lines.append(f'Install the matching build:  pip install "causal-conv1d=={full}" --extra-index-url {url}')
+    else:
+        lines.append(
+            "No prebuilt wheel is published for it (its C++ ABI differs from PyTorch's official build of that variant)."
+        )
+    lines.append(
+        "Or reinstall from source (index first, else a local build for this torch; --no-cache-dir because pip "
+        "caches the wheel it made for the previous torch):  "
+        f'pip install --no-cache-dir --force-reinstall --no-deps --no-binary causal-conv1d "causal-conv1d=={public}"'
+    )
+    built = record.get("variant")
+    if built:
+        lines.append(f"Or install the torch this build was made for (variant {built}).")
+    lines.append("Diagnose the machine:  python -m causal_conv1d doctor")
+    return "\n".join(lines)
+
+
+def _running_torch() -> tuple[str, Optional[str], Optional[bool]]:
+    try:
+        import torch  # noqa: PLC0415
+    except ImportError as exc:
+        raise ImportError(
+            f"causal-conv1d needs PyTorch, which cannot be imported ({exc}). Install torch first: pip install torch"
+        ) from exc
+    abi = getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", None)
+    return str(torch.__version__), torch.version.cuda, None if abi is None else bool(abi)
+
+
+def _version_without_record() -> str:
+    _contract = _contract_or_none()
+    if _contract is not None:
+        return _contract.PACKAGE_VERSION
+    from importlib import metadata  # noqa: PLC0415
+
+    try:
+        return metadata.version("causal-conv1d")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def check_build_record() -> str:
+    """Raise ImportError (:class:`BuildMismatch`) if the build does not match the running torch.
+
+    Returns the package version: the record's (local label included, e.g. ``1.6.1+cpu.torch2.13``),
+    or ``_contract.PACKAGE_VERSION`` when there is no record (see the module docstring).
+    """
+    record = read_build_record()
+    torch_version, torch_cuda, torch_abi = _running_torch()  # also: _C needs torch's libraries loaded
+    if record is None:
+        return _version_without_record()
+    problems = mismatches(record, torch_version, torch_cuda, torch_abi)
+    if problems:
+        where = record_path()
+        built = record.get("variant") or "unknown variant"
+        raise BuildMismatch(
+            f"causal-conv1d {record.get('version')} (variant {built}) does not match the installed torch: "
+            + "; ".join(problems)
+            + f". Loading its compiled extension would fail (undefined symbol) or crash. [build record: {where}]\n"
+            + fix_instructions(record, torch_version, torch_cuda, torch_abi)
+        )
+    return str(record["version"])

@@ -1,0 +1,163 @@
+"""The public API, with upstream causal-conv1d v1.6.1's module path, names, defaults and returns.
+
+``causal_conv1d_fn`` / ``causal_conv1d_update`` call the ``torch.ops.causal_conv1d`` ops (CPU and
+CUDA kernels, fake kernels and autograd in ``causal_conv1d._ops``); ``causal_conv1d_ref`` /
+``causal_conv1d_update_ref`` are plain-PyTorch references with the same semantics.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Union
+
+import torch
+import torch.nn.functional as F
+
+__all__ = [
+    "InvalidActivation",
+    "causal_conv1d_fn",
+    "causal_conv1d_update",
+    "causal_conv1d_ref",
+    "causal_conv1d_update_ref",
+]
+
+Tensor = torch.Tensor
+
+_ACTIVATIONS = (None, "silu", "swish")
+
+
+class InvalidActivation(ValueError, NotImplementedError):
+    """An activation other than None, "silu" or "swish".
+
+    A ValueError; also a NotImplementedError, which is what upstream raised.
+    """
+
+
+def _silu(activation: Optional[str]) -> bool:
+    if activation not in _ACTIVATIONS:
+        raise InvalidActivation(f"Invalid activation (expected None, 'silu' or 'swish'): {activation!r}")
+    return activation is not None
+
+
+def causal_conv1d_fn(
+    x: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor] = None,
+    seq_idx: Optional[Tensor] = None,
+    initial_states: Optional[Tensor] = None,
+    return_final_states: bool = False,
+    final_states_out: Optional[Tensor] = None,
+    activation: Optional[str] = None,
+) -> Union[Tensor, tuple[Tensor, Tensor]]:
+    """Causal depthwise conv1d: ``out`` (batch, dim, seqlen), or ``(out, final_states)``.
+
+    x: (batch, dim, seqlen), channel-first (stride(2) == 1) or channel-last (stride(1) == 1);
+    weight: (dim, width); bias: (dim,); seq_idx: (batch, seqlen) int32, negative = padding;
+    initial_states: (batch, dim, width - 1); final_states_out: (batch, dim, width - 1), written to;
+    activation: None, "silu" or "swish".
+    """
+    silu = _silu(activation)
+    if x.dim() == 3 and x.stride(2) != 1 and x.stride(1) != 1:  # neither layout (C++ names bad shapes)
+        x = x.contiguous()
+    out, final_states = torch.ops.causal_conv1d.fwd.default(
+        x, weight, bias, seq_idx, initial_states, bool(return_final_states), silu
+    )
+    if not return_final_states:
+        return out
+    if final_states_out is not None:
+        final_states_out.copy_(final_states)
+        return out, final_states_out
+    return out, final_states
+
+
+def causal_conv1d_update(
+    x: Tensor,
+    conv_state: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor] = None,
+    activation: Optional[str] = None,
+    cache_seqlens: Optional[Tensor] = None,
+    conv_state_indices: Optional[Tensor] = None,
+) -> Tensor:
+    """One decoding step: ``out`` with x's shape; ``conv_state`` is updated in place.
+
+    x: (batch, dim) or (batch, dim, seqlen); conv_state: (batch or cache size, dim, state_len >= width - 1);
+    cache_seqlens: (batch,) int32, makes conv_state a circular buffer (tokens are written at
+    cache_seqlens % state_len); conv_state_indices: (batch,) int32 rows of conv_state, negative =
+    padding slot (zero output, state untouched).
+    """
+    silu = _silu(activation)
+    unsqueeze = x.dim() == 2
+    if unsqueeze:
+        x = x.unsqueeze(-1)
+    out = torch.ops.causal_conv1d.update.default(x, conv_state, weight, bias, silu, cache_seqlens, conv_state_indices)
+    if unsqueeze:
+        out = out.squeeze(-1)
+    return out
+
+
+def causal_conv1d_ref(
+    x: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor] = None,
+    initial_states: Optional[Tensor] = None,
+    return_final_states: bool = False,
+    final_states_out: Optional[Tensor] = None,
+    activation: Optional[str] = None,
+) -> Union[Tensor, tuple[Tensor, Tensor]]:
+    """Reference ``causal_conv1d_fn`` (no seq_idx) with F.conv1d, computed in weight's dtype."""
+    silu = _silu(activation)
+    dtype_in = x.dtype
+    x = x.to(weight.dtype)
+    seqlen = x.shape[-1]
+    dim, width = weight.shape
+    if initial_states is None:
+        out = F.conv1d(x, weight.unsqueeze(1), bias, padding=width - 1, groups=dim)
+    else:
+        x = torch.cat([initial_states.to(weight.dtype), x], dim=-1)
+        out = F.conv1d(x, weight.unsqueeze(1), bias, padding=0, groups=dim)
+    out = out[..., :seqlen]
+    final_states = None
+    if return_final_states:
+        final_states = F.pad(x, (width - 1 - x.shape[-1], 0)).to(dtype_in)  # (batch, dim, width - 1)
+        if final_states_out is not None:
+            final_states_out.copy_(final_states)
+            final_states = final_states_out
+    out = (F.silu(out) if silu else out).to(dtype=dtype_in)
+    return out if not return_final_states else (out, final_states)
+
+
+def causal_conv1d_update_ref(
+    x: Tensor,
+    conv_state: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor] = None,
+    activation: Optional[str] = None,
+    cache_seqlens: Optional[Tensor] = None,
+) -> Tensor:
+    """Reference ``causal_conv1d_update`` (no conv_state_indices); updates conv_state in place."""
+    silu = _silu(activation)
+    dtype_in = x.dtype
+    unsqueeze = x.dim() == 2
+    if unsqueeze:
+        x = x.unsqueeze(-1)
+    batch, dim, seqlen = x.shape
+    width = weight.shape[1]
+    state_len = conv_state.shape[-1]
+    if conv_state.shape != (batch, dim, state_len):
+        raise ValueError(f"conv_state must have shape (batch, dim, state_len) = {(batch, dim, state_len)}, got {tuple(conv_state.shape)}")
+    if weight.shape != (dim, width):
+        raise ValueError(f"weight must have shape (dim, width) = {(dim, width)}, got {tuple(weight.shape)}")
+    if cache_seqlens is None:
+        x_new = torch.cat([conv_state, x], dim=-1).to(weight.dtype)  # (batch, dim, state_len + seqlen)
+        conv_state.copy_(x_new[:, :, -state_len:])
+    else:
+        width_idx = torch.arange(-(width - 1), 0, dtype=torch.long, device=x.device).unsqueeze(0) + cache_seqlens.unsqueeze(1)
+        width_idx = torch.remainder(width_idx, state_len).unsqueeze(1).expand(-1, dim, -1)
+        x_new = torch.cat([conv_state.gather(2, width_idx), x], dim=-1).to(weight.dtype)
+        copy_idx = torch.arange(seqlen, dtype=torch.long, device=x.device).unsqueeze(0) + cache_seqlens.unsqueeze(1)
+        copy_idx = torch.remainder(copy_idx, state_len).unsqueeze(1).expand(-1, dim, -1)
+        conv_state.scatter_(2, copy_idx, x)
+    out = F.conv1d(x_new, weight.unsqueeze(1), bias, padding=0, groups=dim)[:, :, -seqlen:]
+    if unsqueeze:
+        out = out.squeeze(-1)
+    return (F.silu(out) if silu else out).to(dtype=dtype_in)

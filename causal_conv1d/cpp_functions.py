@@ -1,0 +1,81 @@
+"""Thin functional wrappers over the ``torch.ops.causal_conv1d`` ops, with upstream's names.
+
+Upstream (v1.6.1) code imports these from ``causal_conv1d.cpp_functions``; the signatures and the
+return values are the same. Validation happens in C++ (csrc/checks.h).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+__all__ = ["causal_conv1d_fwd_function", "causal_conv1d_bwd_function", "causal_conv1d_update_function"]
+
+Tensor = torch.Tensor
+
+
+def causal_conv1d_fwd_function(
+    x: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor],
+    seq_idx: Optional[Tensor],
+    initial_states: Optional[Tensor],
+    final_states_out: Optional[Tensor],
+    silu_activation: bool,
+) -> Tensor:
+    """Forward: ``out``; the final states are written into ``final_states_out`` when given."""
+    out, final_states = torch.ops.causal_conv1d.fwd.default(
+        x, weight, bias, seq_idx, initial_states, final_states_out is not None, silu_activation
+    )
+    if final_states_out is not None:
+        final_states_out.copy_(final_states)
+    return out
+
+
+def causal_conv1d_bwd_function(
+    x: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor],
+    dout: Tensor,
+    seq_idx: Optional[Tensor],
+    initial_states: Optional[Tensor],
+    dfinal_states: Optional[Tensor],
+    dx: Optional[Tensor],
+    return_dinitial_states: bool,
+    silu_activation: bool,
+) -> tuple[Tensor, Tensor, Optional[Tensor], Optional[Tensor]]:
+    """Backward: ``(dx, dweight, dbias, dinitial_states)``; written into ``dx`` when given."""
+    if dout.dim() == 3 and dout.stride(2) != 1 and dout.stride(1) != 1:
+        dout = dout.contiguous()
+    dx_new, dweight, dbias, dinitial_states = torch.ops.causal_conv1d.bwd.default(
+        x, weight, bias, dout, seq_idx, initial_states, dfinal_states, bool(return_dinitial_states), silu_activation
+    )
+    if dx is not None:
+        dx.copy_(dx_new)
+        dx_new = dx
+    return (
+        dx_new,
+        dweight,
+        dbias if bias is not None else None,
+        dinitial_states if return_dinitial_states else None,
+    )
+
+
+def causal_conv1d_update_function(
+    x: Tensor,
+    conv_state: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor],
+    silu_activation: bool,
+    cache_seqlens: Optional[Tensor],
+    conv_state_indices: Optional[Tensor],
+) -> Tensor:
+    """Decoding step: ``out``; ``conv_state`` is updated in place. x is (batch, dim) or (batch, dim, seqlen)."""
+    unsqueeze = x.dim() == 2
+    if unsqueeze:
+        x = x.unsqueeze(-1)
+    out = torch.ops.causal_conv1d.update.default(
+        x, conv_state, weight, bias, silu_activation, cache_seqlens, conv_state_indices
+    )
+    return out.squeeze(-1) if unsqueeze else out

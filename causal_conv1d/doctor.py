@@ -1,0 +1,346 @@
+"""``python -m causal_conv1d doctor [--json]``: diagnose this machine and this installation.
+
+Reports torch (version, CUDA/CPU/ROCm build, C++ ABI), GPUs and their compute capabilities, nvcc,
+the host compiler, this package's build record and whether it matches the running torch, the
+variant this machine needs, whether the index has a wheel for it (one request, short timeout,
+never fatal offline) and the exact pip and uv commands.
+
+Runs on broken installs: it needs neither the compiled extension nor ``packaging`` (without
+``packaging`` the variant and the index check are reported as unknown). It does not import
+``build_support`` (not shipped in wheels).
+"""
+
+from __future__ import annotations
+
+import html.parser
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any, Optional
+
+from causal_conv1d import _guard
+
+__all__ = ["collect", "format_text", "main", "INDEX_TIMEOUT_S"]
+
+INDEX_TIMEOUT_S = 5.0
+
+
+def _contract() -> Any:
+    return _guard._contract_or_none()
+
+
+def _run(cmd: list[str], timeout: float = 20) -> Optional[str]:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (out.stdout or out.stderr).strip() or None
+
+
+def torch_section() -> dict[str, Any]:
+    try:
+        import torch  # noqa: PLC0415
+    except Exception as exc:  # noqa: BLE001  (a broken torch raises all sorts)
+        return {"importable": False, "error": f"{type(exc).__name__}: {exc}"}
+    abi = getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", None)
+    hip = getattr(torch.version, "hip", None)
+    info: dict[str, Any] = {
+        "importable": True,
+        "version": str(torch.__version__),
+        "cuda": torch.version.cuda,
+        "hip": hip,
+        "build": "rocm" if hip else ("cuda" if torch.version.cuda else "cpu"),
+        "cxx11_abi": None if abi is None else bool(abi),
+        "location": os.path.dirname(torch.__file__),
+        "gpus": [],
+    }
+    try:
+        if torch.cuda.is_available():
+            for i in range(torch.cuda.device_count()):
+                major, minor = torch.cuda.get_device_capability(i)
+                info["gpus"].append({"index": i, "name": torch.cuda.get_device_name(i), "capability": f"{major}.{minor}"})
+    except Exception as exc:  # noqa: BLE001
+        info["gpu_error"] = f"{type(exc).__name__}: {exc}"
+    return info
+
+
+def nvcc_section() -> dict[str, Any]:
+    nvcc = None
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            cand = os.path.join(os.environ[var], "bin", "nvcc.exe" if os.name == "nt" else "nvcc")
+            if os.path.isfile(cand):
+                nvcc = cand
+                break
+    nvcc = nvcc or shutil.which("nvcc")
+    if not nvcc and os.path.isfile("/usr/local/cuda/bin/nvcc"):
+        nvcc = "/usr/local/cuda/bin/nvcc"
+    if not nvcc:
+        return {"path": None, "version": None, "cuda_home": os.environ.get("CUDA_HOME")}
+    out = _run([nvcc, "--version"]) or ""
+    m = re.search(r"release (\d+\.\d+)", out)
+    return {"path": nvcc, "version": m.group(1) if m else None, "cuda_home": os.environ.get("CUDA_HOME")}
+
+
+def compiler_section() -> dict[str, Any]:
+    if os.name == "nt":
+        cl = shutil.which("cl")
+        return {"path": cl, "version": None if cl else None}
+    name = os.environ.get("CXX") or "c++"
+    path = shutil.which(name)
+    if not path:
+        return {"path": None, "version": None}
+    out = _run([path, "--version"]) or ""
+    return {"path": path, "version": out.splitlines()[0] if out else None}
+
+
+def record_section(torch_info: dict[str, Any]) -> dict[str, Any]:
+    path = _guard.record_path()
+    try:
+        record = _guard.read_build_record(path)
+    except ImportError as exc:
+        return {"path": str(path), "status": "damaged", "error": str(exc), "record": None, "mismatches": []}
+    if record is None:
+        return {"path": str(path), "status": "missing (a source tree or a dev build: nothing to compare)",
+                "record": None, "mismatches": []}
+    mism: list[str] = []
+    if torch_info.get("importable"):
+        mism = _guard.mismatches(record, torch_info["version"], torch_info["cuda"], torch_info["cxx11_abi"])
+    return {"path": str(path), "status": "mismatch" if mism else "ok", "record": record, "mismatches": mism}
+
+
+def install_section() -> dict[str, Any]:
+    from importlib import metadata  # noqa: PLC0415
+
+    try:
+        dist = metadata.distribution("causal-conv1d")
+    except metadata.PackageNotFoundError:
+        return {"installed_version": None, "prebuilt": None}
+    prebuilt = None
+    try:
+        text = dist.read_text("PREBUILT.json")
+        prebuilt = json.loads(text) if text else None
+    except (OSError, ValueError):
+        prebuilt = None
+    return {"installed_version": dist.version, "prebuilt": prebuilt}
+
+
+def import_section() -> dict[str, Any]:
+    pkg = sys.modules.get("causal_conv1d")
+    err = getattr(pkg, "_IMPORT_ERROR", None) if pkg is not None else None
+    if err is not None:
+        return {"ok": False, "error": f"{type(err).__name__}: {err}"}
+    if pkg is not None and hasattr(pkg, "causal_conv1d_fn"):
+        return {"ok": True, "error": None}
+    try:
+        import causal_conv1d._C  # noqa: F401,PLC0415
+    except ImportError as exc:
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    return {"ok": True, "error": None}
+
+
+class _Anchors(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, Optional[str]]]) -> None:
+        href = dict(attrs).get("href") if tag == "a" else None
+        if href:
+            self.hrefs.append(href)
+
+
+def _compatible_platforms() -> Optional[set[str]]:
+    try:
+        from packaging import tags  # noqa: PLC0415
+    except ImportError:
+        return None
+    return {t.platform for t in tags.sys_tags()}
+
+
+def index_check(c: Any, variant: Any, base: str, timeout: float = INDEX_TIMEOUT_S) -> dict[str, Any]:
+    """One GET of the variant's project page: is this version's wheel there for this platform?"""
+    url = c.project_page_url(base, variant)
+    result: dict[str, Any] = {"url": url, "has_wheel": None, "wheel": None, "detail": None}
+    parsed = urllib.parse.urlparse(url)
+    try:
+        if parsed.scheme == "file":
+            p = urllib.request.url2pathname(parsed.path)
+            with open(os.path.join(p, "index.html"), "rb") as fh:
+                body = fh.read(20 << 20)
+        else:
+            req = urllib.request.Request(url, headers={"Accept": "text/html", "User-Agent": "causal-conv1d-doctor"})
+            with urllib.request.build_opener(urllib.request.ProxyHandler()).open(req, timeout=timeout) as resp:
+                body = resp.read(20 << 20)
+    except urllib.error.HTTPError as exc:
+        result["has_wheel"] = False if exc.code == 404 else None
+        result["detail"] = f"HTTP {exc.code}"
+        return result
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        result["detail"] = f"index unreachable ({reason}); offline?"
+        return result
+    parser = _Anchors()
+    try:
+        parser.feed(body.decode("utf-8", "replace"))
+    except Exception as exc:  # noqa: BLE001
+        result["detail"] = f"unparsable page ({exc})"
+        return result
+    platforms = _compatible_platforms()
+    for href in parser.hrefs:
+        name = urllib.parse.unquote(urllib.parse.urlparse(href).path.rsplit("/", 1)[-1])
+        try:
+            w = c.parse_wheel_name(name)
+        except c.InvalidWheelName:
+            continue
+        if w.variant == variant and w.public_version == c.PACKAGE_VERSION and (
+            platforms is None or set(w.platforms) & platforms
+        ):
+            result.update(has_wheel=True, wheel=name)
+            return result
+    result.update(has_wheel=False, detail=f"no {c.PACKAGE_VERSION} wheel for this platform on the page")
+    return result
+
+
+def commands(c: Any, variant: Any, base: str) -> dict[str, str]:
+    url = c.variant_index_url(base, variant)
+    full = f"{c.PACKAGE_VERSION}+{c.local_version(variant)}"
+    name = f"causal-conv1d-{variant.name}".replace(".", "-")
+    return {
+        "pip": f"pip install causal-conv1d --only-binary causal-conv1d --extra-index-url {url}",
+        "pip_exact": f'pip install "causal-conv1d=={full}" --extra-index-url {url}',
+        "uv": f"uv pip install causal-conv1d --extra-index-url {url}",
+        "uv_pyproject": (f'[[tool.uv.index]]\nname = "{name}"\nurl = "{url}"\nexplicit = true\n\n'
+                         f'[tool.uv.sources]\ncausal-conv1d = {{ index = "{name}" }}'),
+        "from_source": (f"pip install --no-cache-dir --no-binary causal-conv1d causal-conv1d=={c.PACKAGE_VERSION}"
+                        "  # index first, else a local build"),
+    }
+
+
+def collect(check_index: bool = True) -> dict[str, Any]:
+    c = _contract()
+    t = torch_section()
+    report: dict[str, Any] = {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "torch": t,
+        "nvcc": nvcc_section(),
+        "compiler": compiler_section(),
+        "build_record": record_section(t),
+        "installed": install_section(),
+        "import": import_section(),
+        "variant": None,
+        "index": None,
+        "commands": None,
+        "problems": [],
+    }
+    problems: list[str] = report["problems"]
+    if not t.get("importable"):
+        problems.append(f"torch is not importable ({t.get('error')}): pip install torch")
+    if t.get("build") == "rocm":
+        problems.append("this torch is a ROCm build: causal-conv1d's GPU kernels are CUDA-only (CPU ops only)")
+    rec = report["build_record"]
+    if rec["status"] == "damaged":
+        problems.append(rec["error"])
+    for m in rec["mismatches"]:
+        problems.append(f"build mismatch: {m}")
+    if not report["import"]["ok"]:
+        problems.append(f"import causal_conv1d fails: {report['import']['error']}")
+    nv = report["nvcc"]
+    if t.get("cuda") and nv.get("version") and nv["version"].split(".")[0] != str(t["cuda"]).split(".")[0]:
+        problems.append(f"nvcc {nv['version']} and torch's CUDA {t['cuda']} differ in the major version "
+                        "(a local build would fail; prebuilt wheels are unaffected)")
+    if c is None:
+        report["variant"] = None
+        problems.append("the 'packaging' module is missing: variant and index check unknown (pip install packaging)")
+        return report
+    base = os.environ.get(c.ENV_INDEX_URL, "").strip() or c.DEFAULT_INDEX_URL
+    report["index_base"] = base
+    if t.get("importable") and not t.get("hip"):
+        try:
+            variant = c.Variant.from_torch(t["version"], t["cuda"], t["cxx11_abi"])
+        except c.InvalidVariant as exc:
+            problems.append(str(exc))
+            return report
+        report["variant"] = variant.name
+        if variant.is_official:
+            report["commands"] = commands(c, variant, base)
+            if check_index:
+                report["index"] = index_check(c, variant, base)
+        else:
+            report["commands"] = {"from_source": commands(c, variant, base)["from_source"]}
+            problems.append(f"variant {variant.name}: this torch's C++ ABI differs from PyTorch's official build; "
+                            "no prebuilt wheels exist for it (build from source)")
+        if rec["mismatches"]:
+            problems.append(_guard.fix_instructions(rec["record"], t["version"], t["cuda"], t["cxx11_abi"]))
+    return report
+
+
+def format_text(r: dict[str, Any]) -> str:
+    t = r["torch"]
+    lines = [f"python      {r['python']} on {r['platform']}"]
+    if t.get("importable"):
+        accel = f"ROCm/HIP {t['hip']}" if t.get("hip") else (f"CUDA {t['cuda']}" if t.get("cuda") else "CPU only")
+        lines.append(f"torch       {t['version']} ({accel}, _GLIBCXX_USE_CXX11_ABI={int(bool(t['cxx11_abi']))}) at {t['location']}")
+        gpus = ", ".join(f"{g['name']} (sm {g['capability']})" for g in t["gpus"]) or t.get("gpu_error") or "none visible"
+        lines.append(f"GPUs        {gpus}")
+    else:
+        lines.append(f"torch       not importable: {t.get('error')}")
+    nv = r["nvcc"]
+    lines.append(f"nvcc        {nv['version'] or '-'} at {nv['path']}" if nv["path"] else "nvcc        not found")
+    cc = r["compiler"]
+    lines.append(f"compiler    {cc['version'] or '-'} ({cc['path']})" if cc["path"] else "compiler    not found")
+    rec = r["build_record"]
+    lines.append(f"build       {rec['status']} [{rec['path']}]")
+    if rec["record"]:
+        b = rec["record"]
+        lines.append(f"            {b.get('version')} variant {b.get('variant')}, torch {b.get('torch_version')}, "
+                     f"CUDA {b.get('cuda_version') or '-'}, archs {','.join(b.get('cuda_archs') or []) or '-'}, "
+                     f"platform {b.get('platform')}")
+    inst = r["installed"]
+    if inst["installed_version"]:
+        src = f" (prebuilt {inst['prebuilt']['filename']})" if inst.get("prebuilt") else ""
+        lines.append(f"installed   causal-conv1d {inst['installed_version']}{src}")
+    lines.append(f"import      {'ok' if r['import']['ok'] else 'FAILS: ' + str(r['import']['error'])}")
+    lines.append(f"variant     {r['variant'] or 'unknown'}")
+    idx = r.get("index")
+    if idx:
+        state = {True: f"yes: {idx['wheel']}", False: f"no ({idx['detail']})", None: f"unknown ({idx['detail']})"}
+        lines.append(f"index       {state[idx['has_wheel']]}  [{idx['url']}]")
+    if r.get("commands"):
+        lines.append("install:")
+        for key in ("pip", "pip_exact", "uv", "from_source"):
+            if key in r["commands"]:
+                lines.append(f"  {r['commands'][key]}")
+        if "uv_pyproject" in r["commands"]:
+            lines.append("  uv project (pyproject.toml):")
+            lines += [f"    {ln}".rstrip() for ln in r["commands"]["uv_pyproject"].splitlines()]
+    if r["problems"]:
+        lines.append("problems:")
+        for p in r["problems"]:
+            first, *rest = p.splitlines()
+            lines.append(f"  - {first}")
+            lines += [f"    {ln}" for ln in rest]
+    else:
+        lines.append("no problems found")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    import argparse  # noqa: PLC0415
+
+    ap = argparse.ArgumentParser(prog="python -m causal_conv1d doctor", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--json", action="store_true", help="machine-readable output")
+    ap.add_argument("--offline", action="store_true", help="do not query the index")
+    args = ap.parse_args(argv)
+    report = collect(check_index=not args.offline)
+    print(json.dumps(report, indent=2, default=str) if args.json else format_text(report))
+    return 1 if report["problems"] else 0

@@ -1,0 +1,219 @@
+// Argument validation and layout helpers shared by the CPU and the CUDA implementations of the
+// causal_conv1d ops (schemas in csrc/ops.cpp, docs/ARCHITECTURE.md "Torch ops").
+//
+// Every message names the argument and what was expected:
+//   TORCH_CHECK_TYPE  -> TypeError   (wrong dtype)
+//   TORCH_CHECK_VALUE -> ValueError  (wrong shape, width, layout, incompatible options)
+//   TORCH_CHECK       -> RuntimeError (tensors on different devices)
+//
+// Conventions (both backends follow them, and the fake kernels in causal_conv1d/_ops.py mirror
+// them, so real and fake outputs have the same strides):
+//   * x is (batch, dim, seqlen), channel-first (x.stride(2) == 1) or channel-last
+//     (x.stride(1) == 1, a (batch, seqlen, dim) tensor transposed). is_channel_last() decides.
+//   * out / dx / final_states / dinitial_states are allocated with empty_bdl() in x's layout.
+//   * weight and bias are read through their strides; no layout requirement.
+//
+// The signatures below are stable: the CUDA implementation includes this header.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+
+namespace causal_conv1d {
+
+constexpr int64_t kMinWidth = 2;
+constexpr int64_t kMaxWidth = 8;  // the CPU kernels support 2..8; a backend may pass a lower max
+
+// ---------------------------------------------------------------------------------------------
+// Layout helpers
+
+// True when x (batch, dim, seqlen) is channel-last: dim is the unit-stride axis and seqlen is not.
+// A tensor where both strides are 1 (seqlen == 1 or dim == 1) counts as channel-first.
+inline bool is_channel_last(const at::Tensor& x) {
+  return x.stride(2) != 1 && x.stride(1) == 1;
+}
+
+// A new (batch, dim, seqlen) tensor in the given layout, densely packed.
+inline at::Tensor empty_bdl(int64_t batch, int64_t dim, int64_t seqlen, bool channel_last,
+                            const at::TensorOptions& options) {
+  if (channel_last) {
+    return at::empty({batch, seqlen, dim}, options).transpose(1, 2);
+  }
+  return at::empty({batch, dim, seqlen}, options);
+}
+
+// Whether the caller asked for deterministic kernels: torch.use_deterministic_algorithms(True)
+// or the environment variable CAUSAL_CONV1D_DETERMINISTIC=1 (read on every call; cheap).
+// The CPU backward is deterministic regardless; the CUDA backward must honour this.
+inline bool deterministic_requested() {
+  if (at::globalContext().deterministicAlgorithms()) {
+    return true;
+  }
+  const char* env = std::getenv("CAUSAL_CONV1D_DETERMINISTIC");
+  return env != nullptr && env[0] != '\0' && std::strcmp(env, "0") != 0 &&
+         std::strcmp(env, "false") != 0 && std::strcmp(env, "FALSE") != 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Single-argument checks
+
+inline bool is_float_type(at::ScalarType t, bool allow_float64 = false) {
+  return t == at::kFloat || t == at::kHalf || t == at::kBFloat16 || (allow_float64 && t == at::kDouble);
+}
+
+// allow_float64: the CPU kernels also take float64 (for gradcheck and fp64 references).
+inline void check_float_dtype(const at::Tensor& t, const char* name, bool allow_float64 = false) {
+  TORCH_CHECK_TYPE(is_float_type(t.scalar_type(), allow_float64), name, " must be float32, float16 or bfloat16",
+                   allow_float64 ? " (or float64 on the CPU)" : "", ", got ", t.scalar_type());
+}
+
+inline void check_same_device(const at::Tensor& t, const at::Tensor& x, const char* name) {
+  TORCH_CHECK(t.device() == x.device(), name, " must be on the same device as x (", x.device(),
+              "), got ", t.device());
+}
+
+inline void check_int32(const at::Tensor& t, const char* name) {
+  TORCH_CHECK_TYPE(t.scalar_type() == at::kInt, name, " must be int32 (torch.int32), got ",
+                   t.scalar_type(), t.scalar_type() == at::kLong ? "; convert it with .to(torch.int32)" : "");
+}
+
+inline void check_shape(const at::Tensor& t, const char* name, at::IntArrayRef expected,
+                        const char* expected_desc) {
+  TORCH_CHECK_VALUE(t.sizes() == expected, name, " must have shape ", expected_desc, " = ", expected,
+                    ", got ", t.sizes());
+}
+
+// x-like (batch, dim, seqlen) tensors: channel-first or channel-last.
+inline void check_bdl_layout(const at::Tensor& t, const char* name) {
+  TORCH_CHECK_VALUE(t.stride(2) == 1 || t.stride(1) == 1, name,
+                    " must be channel-first (stride(2) == 1) or channel-last (stride(1) == 1), got strides ",
+                    t.strides(), "; call .contiguous() first");
+}
+
+inline void check_width(int64_t width, int64_t max_width) {
+  TORCH_CHECK_VALUE(width >= kMinWidth && width <= max_width, "weight must have width (weight.shape[1]) between ",
+                    kMinWidth, " and ", max_width, ", got ", width);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-op checks. Each returns nothing and throws on the first problem.
+
+// fwd(x, weight, bias, seq_idx, initial_states, return_final_states, silu)
+inline void check_fwd_args(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                           const std::optional<at::Tensor>& seq_idx,
+                           const std::optional<at::Tensor>& initial_states, bool return_final_states,
+                           int64_t max_width = kMaxWidth, bool allow_float64 = false) {
+  TORCH_CHECK_VALUE(x.dim() == 3, "x must be 3-D (batch, dim, seqlen), got shape ", x.sizes());
+  check_float_dtype(x, "x", allow_float64);
+  TORCH_CHECK_VALUE(weight.dim() == 2, "weight must be 2-D (dim, width), got shape ", weight.sizes());
+  check_float_dtype(weight, "weight", allow_float64);
+  check_same_device(weight, x, "weight");
+  const int64_t batch = x.size(0), dim = x.size(1), width = weight.size(1);
+  TORCH_CHECK_VALUE(weight.size(0) == dim, "weight must have shape (dim, width) with dim = x.shape[1] = ", dim,
+                    ", got ", weight.sizes());
+  check_width(width, max_width);
+  check_bdl_layout(x, "x");
+  if (bias.has_value()) {
+    const at::Tensor& b = *bias;
+    check_same_device(b, x, "bias");
+    TORCH_CHECK_TYPE(b.scalar_type() == weight.scalar_type(), "bias must have weight's dtype (",
+                     weight.scalar_type(), "), got ", b.scalar_type());
+    check_shape(b, "bias", {dim}, "(dim,)");
+  }
+  if (seq_idx.has_value()) {
+    const at::Tensor& s = *seq_idx;
+    check_same_device(s, x, "seq_idx");
+    check_int32(s, "seq_idx");
+    check_shape(s, "seq_idx", {batch, x.size(2)}, "(batch, seqlen)");
+    TORCH_CHECK_VALUE(!initial_states.has_value(), "initial_states must be None when seq_idx is given");
+    TORCH_CHECK_VALUE(!return_final_states, "return_final_states must be False when seq_idx is given");
+  }
+  if (initial_states.has_value()) {
+    const at::Tensor& s = *initial_states;
+    check_same_device(s, x, "initial_states");
+    TORCH_CHECK_TYPE(s.scalar_type() == x.scalar_type(), "initial_states must have x's dtype (", x.scalar_type(),
+                     "), got ", s.scalar_type());
+    check_shape(s, "initial_states", {batch, dim, width - 1}, "(batch, dim, width - 1)");
+  }
+}
+
+// bwd(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, return_dinitial_states, silu)
+inline void check_bwd_args(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                           const at::Tensor& dout, const std::optional<at::Tensor>& seq_idx,
+                           const std::optional<at::Tensor>& initial_states,
+                           const std::optional<at::Tensor>& dfinal_states, bool return_dinitial_states,
+                           int64_t max_width = kMaxWidth, bool allow_float64 = false) {
+  check_fwd_args(x, weight, bias, seq_idx, initial_states, /*return_final_states=*/false, max_width, allow_float64);
+  check_same_device(dout, x, "dout");
+  TORCH_CHECK_TYPE(dout.scalar_type() == x.scalar_type(), "dout must have x's dtype (", x.scalar_type(), "), got ",
+                   dout.scalar_type());
+  check_shape(dout, "dout", x.sizes(), "x.shape");
+  check_bdl_layout(dout, "dout");
+  const int64_t width = weight.size(1);
+  if (dfinal_states.has_value()) {
+    const at::Tensor& s = *dfinal_states;
+    TORCH_CHECK_VALUE(!seq_idx.has_value(), "dfinal_states must be None when seq_idx is given");
+    check_same_device(s, x, "dfinal_states");
+    TORCH_CHECK_TYPE(s.scalar_type() == x.scalar_type(), "dfinal_states must have x's dtype (", x.scalar_type(),
+                     "), got ", s.scalar_type());
+    check_shape(s, "dfinal_states", {x.size(0), x.size(1), width - 1}, "(batch, dim, width - 1)");
+  }
+  TORCH_CHECK_VALUE(!return_dinitial_states || initial_states.has_value(),
+                    "return_dinitial_states=True needs initial_states");
+}
+
+// update(x, conv_state, weight, bias, silu, cache_seqlens, conv_state_indices); x is 3-D here
+// (the Python wrapper unsqueezes a 2-D x).
+inline void check_update_args(const at::Tensor& x, const at::Tensor& conv_state, const at::Tensor& weight,
+                              const std::optional<at::Tensor>& bias,
+                              const std::optional<at::Tensor>& cache_seqlens,
+                              const std::optional<at::Tensor>& conv_state_indices,
+                              int64_t max_width = kMaxWidth, bool allow_float64 = false) {
+  TORCH_CHECK_VALUE(x.dim() == 3, "x must be (batch, dim) or (batch, dim, seqlen), got shape ", x.sizes());
+  check_float_dtype(x, "x", allow_float64);
+  TORCH_CHECK_VALUE(weight.dim() == 2, "weight must be 2-D (dim, width), got shape ", weight.sizes());
+  check_float_dtype(weight, "weight", allow_float64);
+  check_same_device(weight, x, "weight");
+  const int64_t batch = x.size(0), dim = x.size(1), width = weight.size(1);
+  TORCH_CHECK_VALUE(weight.size(0) == dim, "weight must have shape (dim, width) with dim = x.shape[1] = ", dim,
+                    ", got ", weight.sizes());
+  check_width(width, max_width);
+  if (bias.has_value()) {
+    const at::Tensor& b = *bias;
+    check_same_device(b, x, "bias");
+    TORCH_CHECK_TYPE(b.scalar_type() == weight.scalar_type(), "bias must have weight's dtype (",
+                     weight.scalar_type(), "), got ", b.scalar_type());
+    check_shape(b, "bias", {dim}, "(dim,)");
+  }
+  check_same_device(conv_state, x, "conv_state");
+  TORCH_CHECK_TYPE(conv_state.scalar_type() == x.scalar_type(), "conv_state must have x's dtype (",
+                   x.scalar_type(), "), got ", conv_state.scalar_type());
+  TORCH_CHECK_VALUE(conv_state.dim() == 3, "conv_state must be 3-D (batch or cache size, dim, state_len), got shape ",
+                    conv_state.sizes());
+  TORCH_CHECK_VALUE(conv_state.size(1) == dim, "conv_state must have dim = x.shape[1] = ", dim,
+                    " in its second axis, got shape ", conv_state.sizes());
+  TORCH_CHECK_VALUE(conv_state.size(2) >= width - 1, "conv_state must have state_len (shape[2]) >= width - 1 = ",
+                    width - 1, ", got shape ", conv_state.sizes());
+  if (conv_state_indices.has_value()) {
+    const at::Tensor& idx = *conv_state_indices;
+    check_same_device(idx, x, "conv_state_indices");
+    check_int32(idx, "conv_state_indices");
+    check_shape(idx, "conv_state_indices", {batch}, "(batch,)");
+  } else {
+    TORCH_CHECK_VALUE(conv_state.size(0) == batch, "conv_state must have batch = x.shape[0] = ", batch,
+                      " rows when conv_state_indices is None, got shape ", conv_state.sizes());
+  }
+  if (cache_seqlens.has_value()) {
+    const at::Tensor& c = *cache_seqlens;
+    check_same_device(c, x, "cache_seqlens");
+    check_int32(c, "cache_seqlens");
+    check_shape(c, "cache_seqlens", {batch}, "(batch,)");
+  }
+}
+
+}  // namespace causal_conv1d

@@ -1,0 +1,631 @@
+// CPU kernels for the causal_conv1d ops (schemas: csrc/ops.cpp).
+//
+// Forward, channel-first (x.stride(2) == 1): one task per (batch, channel) row. The row is
+// converted to the accumulation type in chunks of kChunk positions (plus the W-1 positions before
+// them), then an unrolled W-tap loop over the chunk, which the compiler vectorises along seqlen.
+// Forward, channel-last (x.stride(1) == 1): one task per (batch, block of positions); for each
+// position the W taps are accumulated over all channels, contiguous in memory (vectorised along dim).
+// Backward: one task per channel, looping over the batch in order, so dweight/dbias are summed in a
+// fixed order (deterministic by construction, independent of the thread count). A channel-last x is
+// made contiguous first.
+// Update: one task per (batch, channel) row; tiny per-token work.
+//
+// Accumulation in float32 (float64 for float64 inputs, which the CPU accepts for gradcheck);
+// indices are int64 throughout.
+
+#include "checks.h"
+
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+namespace causal_conv1d {
+namespace cpu {
+namespace {
+
+constexpr int64_t kChunk = 1024;  // positions per converted chunk of a channel-first row
+constexpr int32_t kNoSeq = -1;    // seq id of positions before the start (never matches a real id >= 0)
+
+template <typename T>
+using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <typename A>
+inline A silu(A z) {
+  return z / (A(1) + std::exp(-z));
+}
+
+template <typename A>
+inline A silu_grad(A z) {
+  const A s = A(1) / (A(1) + std::exp(-z));
+  return s * (A(1) + z * (A(1) - s));
+}
+
+inline at::ScalarType acc_dtype(const at::Tensor& x) {
+  return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+}
+
+template <typename F>
+void dispatch_dtype(at::ScalarType t, F&& f) {
+  switch (t) {
+    case at::kFloat:
+      f(float{});
+      break;
+    case at::kDouble:
+      f(double{});
+      break;
+    case at::kHalf:
+      f(at::Half{});
+      break;
+    case at::kBFloat16:
+      f(at::BFloat16{});
+      break;
+    default:
+      TORCH_CHECK_TYPE(false, "x must be float32, float16, bfloat16 or float64 on the CPU, got ", t);
+  }
+}
+
+template <typename F>
+void dispatch_width(int64_t width, F&& f) {
+  switch (width) {
+    case 2:
+      f(std::integral_constant<int, 2>{});
+      break;
+    case 3:
+      f(std::integral_constant<int, 3>{});
+      break;
+    case 4:
+      f(std::integral_constant<int, 4>{});
+      break;
+    case 5:
+      f(std::integral_constant<int, 5>{});
+      break;
+    case 6:
+      f(std::integral_constant<int, 6>{});
+      break;
+    case 7:
+      f(std::integral_constant<int, 7>{});
+      break;
+    case 8:
+      f(std::integral_constant<int, 8>{});
+      break;
+    default:
+      TORCH_CHECK_VALUE(false, "weight must have width between ", kMinWidth, " and ", kMaxWidth, ", got ", width);
+  }
+}
+
+// out[i] = bias + sum_k w[k] * win[i + k] for i in [0, n); win holds n + W - 1 values.
+template <int W, typename A>
+inline void conv_window(const A* __restrict win, const A* __restrict w, A bias, A* __restrict out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    A acc = bias;
+#pragma GCC unroll 8
+    for (int k = 0; k < W; ++k) {
+      acc += w[k] * win[i + k];
+    }
+    out[i] = acc;
+  }
+}
+
+// As conv_window, but a tap only counts when its seq id equals the output's; an output whose seq
+// id is negative (padding) is 0. sw holds the seq ids of win.
+template <int W, typename A>
+inline void conv_window_seq(const A* __restrict win, const int32_t* __restrict sw, const A* __restrict w, A bias,
+                            A* __restrict out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t cur = sw[i + W - 1];
+    A acc = bias;
+#pragma GCC unroll 8
+    for (int k = 0; k < W; ++k) {
+      acc += sw[i + k] == cur ? w[k] * win[i + k] : A(0);
+    }
+    out[i] = cur < 0 ? A(0) : acc;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Forward
+
+struct FwdArgs {
+  int64_t batch, dim, seqlen;
+  const at::Tensor* x;
+  at::Tensor* out;
+  const void* weight;          // acc type; channel-first: (dim, W); channel-last: (W, dim)
+  const void* bias;            // acc type (dim,) or nullptr
+  const int32_t* seq;          // (batch, seqlen) contiguous or nullptr
+  const void* init;            // acc type; channel-first: (batch, dim, W-1); channel-last: (batch, W-1, dim)
+  bool silu;
+};
+
+template <typename T, int W>
+void fwd_channel_first(const FwdArgs& a) {
+  using A = acc_t<T>;
+  const int64_t D = a.dim, L = a.seqlen;
+  const T* xp = a.x->const_data_ptr<T>();
+  T* op = a.out->data_ptr<T>();
+  const int64_t sxb = a.x->stride(0), sxd = a.x->stride(1);
+  const int64_t sob = a.out->stride(0), sod = a.out->stride(1);
+  const A* wp = static_cast<const A*>(a.weight);
+  const A* bp = static_cast<const A*>(a.bias);
+  const A* ip = static_cast<const A*>(a.init);
+  const int32_t* sp = a.seq;
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(L, 1));
+  at::parallel_for(0, a.batch * D, grain, [&](int64_t r0, int64_t r1) {
+    std::vector<A> win(kChunk + W - 1), obuf(kChunk);
+    std::vector<int32_t> sw(sp ? kChunk + W - 1 : 0);
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t b = r / D, d = r % D;
+      const T* xr = xp + b * sxb + d * sxd;
+      T* orow = op + b * sob + d * sod;
+      A w[W];
+      for (int k = 0; k < W; ++k) w[k] = wp[d * W + k];
+      const A bv = bp ? bp[d] : A(0);
+      for (int j = 0; j < W - 1; ++j) {
+        win[j] = ip ? ip[r * (W - 1) + j] : A(0);
+        if (sp) sw[j] = kNoSeq;
+      }
+      if constexpr (std::is_same_v<T, A>) {
+        if (!sp) {
+          // Input already in the accumulation type: read x in place (no chunk copy). The first
+          // W-1 outputs take their earlier taps from the initial states in win.
+          const int64_t head = std::min<int64_t>(W - 1, L);
+          for (int64_t i = 0; i < head; ++i) win[W - 1 + i] = xr[i];
+          conv_window<W, A>(win.data(), w, bv, obuf.data(), head);
+          for (int64_t i = 0; i < head; ++i) orow[i] = a.silu ? silu(obuf[i]) : obuf[i];
+          if (L > W - 1) {
+            T* __restrict o = orow + (W - 1);
+            conv_window<W, A>(xr, w, bv, o, L - (W - 1));
+            if (a.silu) {
+              for (int64_t i = 0; i < L - (W - 1); ++i) o[i] = silu(o[i]);
+            }
+          }
+          continue;
+        }
+      }
+      for (int64_t l0 = 0; l0 < L; l0 += kChunk) {
+        const int64_t n = std::min(kChunk, L - l0);
+        A* wv = win.data() + (W - 1);
+        for (int64_t i = 0; i < n; ++i) wv[i] = static_cast<A>(xr[l0 + i]);
+        if (sp) {
+          const int32_t* srow = sp + b * L + l0;
+          std::copy(srow, srow + n, sw.data() + (W - 1));
+          conv_window_seq<W, A>(win.data(), sw.data(), w, bv, obuf.data(), n);
+        } else {
+          conv_window<W, A>(win.data(), w, bv, obuf.data(), n);
+        }
+        if (a.silu) {
+          for (int64_t i = 0; i < n; ++i) orow[l0 + i] = static_cast<T>(silu(obuf[i]));
+        } else {
+          for (int64_t i = 0; i < n; ++i) orow[l0 + i] = static_cast<T>(obuf[i]);
+        }
+        for (int j = 0; j < W - 1; ++j) {  // carry the last W-1 inputs into the next chunk
+          win[j] = win[n + j];
+          if (sp) sw[j] = sw[n + j];
+        }
+      }
+    }
+  });
+}
+
+template <typename T>
+void fwd_channel_last(const FwdArgs& a, int W) {
+  using A = acc_t<T>;
+  const int64_t D = a.dim, L = a.seqlen;
+  const T* xp = a.x->const_data_ptr<T>();
+  T* op = a.out->data_ptr<T>();
+  const int64_t sxb = a.x->stride(0), sxl = a.x->stride(2);
+  const int64_t sob = a.out->stride(0), sol = a.out->stride(2);
+  const A* wt = static_cast<const A*>(a.weight);
+  const A* bp = static_cast<const A*>(a.bias);
+  const A* ip = static_cast<const A*>(a.init);
+  const int32_t* sp = a.seq;
+  // Blocks of positions sized for ~16K outputs per task.
+  const int64_t rows = std::min<int64_t>(std::max<int64_t>(1, 16384 / std::max<int64_t>(D, 1)), L);
+  const int64_t nblocks = (L + rows - 1) / rows;
+  at::parallel_for(0, a.batch * nblocks, 1, [&](int64_t t0, int64_t t1) {
+    std::vector<A> acc(D);
+    A* __restrict ac = acc.data();
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t b = t / nblocks;
+      const int64_t l0 = (t % nblocks) * rows, l1 = std::min(L, l0 + rows);
+      for (int64_t l = l0; l < l1; ++l) {
+        T* __restrict orow = op + b * sob + l * sol;
+        const int32_t cur = sp ? sp[b * L + l] : 0;
+        if (cur < 0) {
+          for (int64_t d = 0; d < D; ++d) orow[d] = static_cast<T>(A(0));
+          continue;
+        }
+        if (bp) {
+          for (int64_t d = 0; d < D; ++d) ac[d] = bp[d];
+        } else {
+          for (int64_t d = 0; d < D; ++d) ac[d] = A(0);
+        }
+        for (int k = 0; k < W; ++k) {
+          const int64_t pos = l - (W - 1) + k;
+          const A* __restrict wk = wt + k * D;
+          if (pos < 0) {
+            if (!ip) continue;
+            const A* __restrict ir = ip + (b * (W - 1) + (pos + W - 1)) * D;
+            for (int64_t d = 0; d < D; ++d) ac[d] += wk[d] * ir[d];
+          } else {
+            if (sp && sp[b * L + pos] != cur) continue;
+            const T* __restrict xr = xp + b * sxb + pos * sxl;
+            for (int64_t d = 0; d < D; ++d) ac[d] += wk[d] * static_cast<A>(xr[d]);
+          }
+        }
+        if (a.silu) {
+          for (int64_t d = 0; d < D; ++d) orow[d] = static_cast<T>(silu(ac[d]));
+        } else {
+          for (int64_t d = 0; d < D; ++d) orow[d] = static_cast<T>(ac[d]);
+        }
+      }
+    }
+  });
+}
+
+std::tuple<at::Tensor, at::Tensor> fwd_cpu(const at::Tensor& x, const at::Tensor& weight,
+                                           const std::optional<at::Tensor>& bias,
+                                           const std::optional<at::Tensor>& seq_idx,
+                                           const std::optional<at::Tensor>& initial_states, bool return_final_states,
+                                           bool silu) {
+  check_fwd_args(x, weight, bias, seq_idx, initial_states, return_final_states, kMaxWidth, /*allow_float64=*/true);
+  const int64_t B = x.size(0), D = x.size(1), L = x.size(2), W = weight.size(1);
+  const bool channel_last = is_channel_last(x);
+  at::Tensor out = empty_bdl(B, D, L, channel_last, x.options());
+  const at::ScalarType acc = acc_dtype(x);
+  at::Tensor seq = seq_idx.has_value() ? seq_idx->contiguous() : at::Tensor();
+  at::Tensor bf = bias.has_value() ? bias->to(acc).contiguous() : at::Tensor();
+  at::Tensor wf, init;
+  if (channel_last) {
+    wf = weight.to(acc).t().contiguous();  // (W, D)
+    if (initial_states.has_value()) init = initial_states->to(acc).transpose(1, 2).contiguous();  // (B, W-1, D)
+  } else {
+    wf = weight.to(acc).contiguous();  // (D, W)
+    if (initial_states.has_value()) init = initial_states->to(acc).contiguous();  // (B, D, W-1)
+  }
+  if (out.numel() > 0) {
+    FwdArgs a{B,
+              D,
+              L,
+              &x,
+              &out,
+              wf.const_data_ptr(),
+              bf.defined() ? bf.const_data_ptr() : nullptr,
+              seq.defined() ? seq.const_data_ptr<int32_t>() : nullptr,
+              init.defined() ? init.const_data_ptr() : nullptr,
+              silu};
+    dispatch_dtype(x.scalar_type(), [&](auto tag) {
+      using T = decltype(tag);
+      if (channel_last) {
+        fwd_channel_last<T>(a, static_cast<int>(W));
+      } else {
+        dispatch_width(W, [&](auto wc) { fwd_channel_first<T, decltype(wc)::value>(a); });
+      }
+    });
+  }
+  at::Tensor final_states;
+  if (return_final_states) {
+    // The last W-1 entries of cat(initial_states or zeros, x) along seqlen.
+    final_states = empty_bdl(B, D, W - 1, channel_last, x.options());
+    const int64_t take = std::min(L, W - 1);
+    if (take > 0) final_states.narrow(2, W - 1 - take, take).copy_(x.narrow(2, L - take, take));
+    if (take < W - 1) {
+      at::Tensor head = final_states.narrow(2, 0, W - 1 - take);
+      if (initial_states.has_value()) {
+        head.copy_(initial_states->narrow(2, take, W - 1 - take));
+      } else {
+        head.zero_();
+      }
+    }
+  } else {
+    final_states = at::empty({0}, x.options());
+  }
+  return {out, final_states};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backward
+
+struct BwdArgs {
+  int64_t batch, dim, seqlen;
+  const at::Tensor* x;     // channel-first (stride(2) == 1)
+  const at::Tensor* dout;  // channel-first
+  at::Tensor* dx;          // channel-first
+  const void* weight;      // acc type (dim, W)
+  const void* bias;        // acc type (dim,) or nullptr
+  const int32_t* seq;      // (batch, seqlen) or nullptr
+  const void* init;        // acc type (batch, dim, W-1) or nullptr
+  const void* dfinal;      // acc type (batch, dim, W-1) or nullptr
+  void* dweight;           // acc type (dim, W), written
+  void* dbias;             // acc type (dim,) or nullptr, written
+  void* dinit;             // acc type (batch, dim, W-1) or nullptr, written
+  bool silu;
+};
+
+template <typename T, int W>
+void bwd_channel_first(const BwdArgs& a) {
+  using A = acc_t<T>;
+  constexpr int H = W - 1;  // halo
+  const int64_t B = a.batch, D = a.dim, L = a.seqlen;
+  const T* xp = a.x->const_data_ptr<T>();
+  const T* gp = a.dout->const_data_ptr<T>();
+  T* dxp = a.dx->data_ptr<T>();
+  const int64_t sxb = a.x->stride(0), sxd = a.x->stride(1);
+  const int64_t sgb = a.dout->stride(0), sgd = a.dout->stride(1);
+  const int64_t sdb = a.dx->stride(0), sdd = a.dx->stride(1);
+  const A* wp = static_cast<const A*>(a.weight);
+  const A* bp = static_cast<const A*>(a.bias);
+  const A* ip = static_cast<const A*>(a.init);
+  const A* fp = static_cast<const A*>(a.dfinal);
+  A* dwp = static_cast<A*>(a.dweight);
+  A* dbp = static_cast<A*>(a.dbias);
+  A* dip = static_cast<A*>(a.dinit);
+  const int32_t* sp = a.seq;
+  const bool need_z = a.silu;
+  const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(B * L, 1));
+  at::parallel_for(0, D, grain, [&](int64_t d0, int64_t d1) {
+    // xw[i]: input at position i - H (i in [0, L + H)); dz[m]: output grad at position m - H
+    // (m in [0, L + 2H), zero outside [0, L)); sw: seq ids aligned with dz's indexing.
+    std::vector<A> xw(L + H), dz(L + 2 * H, A(0)), gx(L + H), z(need_z ? L : 0);
+    std::vector<int32_t> sw(sp ? L + 2 * H : 0, kNoSeq);
+    for (int64_t d = d0; d < d1; ++d) {
+      A w[W];
+      for (int k = 0; k < W; ++k) w[k] = wp[d * W + k];
+      const A bv = bp ? bp[d] : A(0);
+      double dw[W] = {};
+      double db = 0;
+      for (int64_t b = 0; b < B; ++b) {
+        const int64_t r = b * D + d;
+        const T* xr = xp + b * sxb + d * sxd;
+        const T* gr = gp + b * sgb + d * sgd;
+        T* dxr = dxp + b * sdb + d * sdd;
+        for (int j = 0; j < H; ++j) xw[j] = ip ? ip[r * H + j] : A(0);
+        for (int64_t l = 0; l < L; ++l) xw[H + l] = static_cast<A>(xr[l]);
+        if (sp) std::copy(sp + b * L, sp + (b + 1) * L, sw.data() + H);
+        if (need_z) {
+          if (sp) {
+            conv_window_seq<W, A>(xw.data(), sw.data(), w, bv, z.data(), L);
+          } else {
+            conv_window<W, A>(xw.data(), w, bv, z.data(), L);
+          }
+        }
+        A* dzv = dz.data() + H;
+        for (int64_t t = 0; t < L; ++t) {
+          A g = static_cast<A>(gr[t]);
+          if (need_z) g *= silu_grad(z[t]);
+          dzv[t] = g;
+        }
+        if (sp) {
+          for (int64_t t = 0; t < L; ++t) {
+            if (sw[H + t] < 0) dzv[t] = A(0);  // padding: the output is a constant 0
+          }
+        }
+        // Gradient w.r.t. the window input xw[i]: sum_k w[k] * dz[i - k + H] (output i - k).
+        if (sp) {
+          for (int64_t i = 0; i < L + H; ++i) {
+            const int32_t s = sw[i];
+            A acc = A(0);
+            for (int k = 0; k < W; ++k) {
+              acc += sw[i - k + H] == s ? w[k] * dz[i - k + H] : A(0);
+            }
+            gx[i] = acc;
+          }
+        } else {
+          const A* dzp = dz.data();
+          A* gxp = gx.data();
+          for (int64_t i = 0; i < L + H; ++i) {
+            A acc = A(0);
+#pragma GCC unroll 8
+            for (int k = 0; k < W; ++k) acc += w[k] * dzp[i - k + H];
+            gxp[i] = acc;
+          }
+        }
+        if (fp) {  // final_states = xw[L .. L + H)
+          for (int j = 0; j < H; ++j) gx[L + j] += fp[r * H + j];
+        }
+        for (int64_t l = 0; l < L; ++l) dxr[l] = static_cast<T>(gx[H + l]);
+        if (dip) {
+          for (int j = 0; j < H; ++j) dip[r * H + j] = gx[j];
+        }
+        // dweight[k] += sum_t dz[t] * xw[t + k]; dbias += sum_t dz[t]. Eight independent lanes so
+        // the compiler can vectorise the reduction (a fixed order: deterministic).
+        A lanes[W + 1][8] = {};
+        int64_t t = 0;
+        for (; t + 8 <= L; t += 8) {
+          for (int j = 0; j < 8; ++j) {
+            const A g = dzv[t + j];
+            for (int k = 0; k < W; ++k) {
+              const bool on = !sp || sw[t + j + k] == sw[H + t + j];
+              lanes[k][j] += on ? g * xw[t + j + k] : A(0);
+            }
+            lanes[W][j] += g;
+          }
+        }
+        for (; t < L; ++t) {
+          const A g = dzv[t];
+          for (int k = 0; k < W; ++k) {
+            const bool on = !sp || sw[t + k] == sw[H + t];
+            lanes[k][0] += on ? g * xw[t + k] : A(0);
+          }
+          lanes[W][0] += g;
+        }
+        for (int k = 0; k <= W; ++k) {
+          A s = A(0);
+          for (int j = 0; j < 8; ++j) s += lanes[k][j];
+          if (k < W) {
+            dw[k] += s;
+          } else {
+            db += s;
+          }
+        }
+      }
+      for (int k = 0; k < W; ++k) dwp[d * W + k] = static_cast<A>(dw[k]);
+      if (dbp) dbp[d] = static_cast<A>(db);
+    }
+  });
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd_cpu(
+    const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias, const at::Tensor& dout,
+    const std::optional<at::Tensor>& seq_idx, const std::optional<at::Tensor>& initial_states,
+    const std::optional<at::Tensor>& dfinal_states, bool return_dinitial_states, bool silu) {
+  check_bwd_args(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, return_dinitial_states, kMaxWidth,
+                 /*allow_float64=*/true);
+  const int64_t B = x.size(0), D = x.size(1), L = x.size(2), W = weight.size(1);
+  const bool channel_last = is_channel_last(x);
+  const at::ScalarType acc = acc_dtype(x);
+  auto channel_first = [](const at::Tensor& t) { return t.stride(2) == 1 || t.size(2) <= 1 ? t : t.contiguous(); };
+  const at::Tensor xc = channel_first(x);
+  const at::Tensor gc = channel_first(dout);
+  at::Tensor dx = empty_bdl(B, D, L, channel_last, x.options());
+  at::Tensor dxc = channel_last ? at::empty({B, D, L}, x.options()) : dx;
+  at::Tensor wf = weight.to(acc).contiguous();
+  at::Tensor bf = bias.has_value() ? bias->to(acc).contiguous() : at::Tensor();
+  at::Tensor seq = seq_idx.has_value() ? seq_idx->contiguous() : at::Tensor();
+  at::Tensor init = initial_states.has_value() ? initial_states->to(acc).contiguous() : at::Tensor();
+  at::Tensor dfin = dfinal_states.has_value() ? dfinal_states->to(acc).contiguous() : at::Tensor();
+  at::Tensor dw = at::zeros({D, W}, x.options().dtype(acc));
+  at::Tensor dbias = bias.has_value() ? at::zeros({D}, x.options().dtype(acc)) : at::Tensor();
+  at::Tensor dinit = return_dinitial_states ? at::zeros({B, D, W - 1}, x.options().dtype(acc)) : at::Tensor();
+  if (B > 0 && D > 0) {
+    BwdArgs a{B,
+              D,
+              L,
+              &xc,
+              &gc,
+              &dxc,
+              wf.const_data_ptr(),
+              bf.defined() ? bf.const_data_ptr() : nullptr,
+              seq.defined() ? seq.const_data_ptr<int32_t>() : nullptr,
+              init.defined() ? init.const_data_ptr() : nullptr,
+              dfin.defined() ? dfin.const_data_ptr() : nullptr,
+              dw.data_ptr(),
+              dbias.defined() ? dbias.data_ptr() : nullptr,
+              dinit.defined() ? dinit.data_ptr() : nullptr,
+              silu};
+    dispatch_dtype(x.scalar_type(), [&](auto tag) {
+      using T = decltype(tag);
+      dispatch_width(W, [&](auto wc) { bwd_channel_first<T, decltype(wc)::value>(a); });
+    });
+  }
+  if (channel_last) dx.copy_(dxc);
+  at::Tensor dweight = dw.to(weight.scalar_type());
+  at::Tensor dbias_out = bias.has_value() ? dbias.to(bias->scalar_type()) : at::empty({0}, weight.options());
+  at::Tensor dinit_out;
+  if (return_dinitial_states) {
+    dinit_out = empty_bdl(B, D, W - 1, channel_last, x.options());
+    dinit_out.copy_(dinit);
+  } else {
+    dinit_out = at::empty({0}, x.options());
+  }
+  return {dx, dweight, dbias_out, dinit_out};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Update (decoding): conv_state holds the last state_len inputs of each sequence.
+
+template <typename T>
+void update_rows(const at::Tensor& x, at::Tensor& conv_state, const at::Tensor& out, const at::Tensor& wf,
+                 const at::Tensor& bf, const int32_t* cache_seqlens, const int32_t* indices, bool silu) {
+  using A = acc_t<T>;
+  const int64_t B = x.size(0), D = x.size(1), L = x.size(2), W = wf.size(1), S = conv_state.size(2);
+  const T* xp = x.const_data_ptr<T>();
+  T* cp = conv_state.data_ptr<T>();
+  T* op = out.data_ptr<T>();
+  const A* wp = wf.const_data_ptr<A>();
+  const A* bp = bf.defined() ? bf.const_data_ptr<A>() : nullptr;
+  const int64_t sxb = x.stride(0), sxd = x.stride(1), sxl = x.stride(2);
+  const int64_t scb = conv_state.stride(0), scd = conv_state.stride(1), scl = conv_state.stride(2);
+  const int64_t sob = out.stride(0), sod = out.stride(1), sol = out.stride(2);
+  const int64_t grain = std::max<int64_t>(1, 4096 / (L + W));
+  at::parallel_for(0, B * D, grain, [&](int64_t r0, int64_t r1) {
+    std::vector<A> win(W - 1 + L);
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t b = r / D, d = r % D;
+      const T* xr = xp + b * sxb + d * sxd;
+      T* orow = op + b * sob + d * sod;
+      const int64_t row = indices ? static_cast<int64_t>(indices[b]) : b;
+      if (row < 0) {  // padding slot: zero output, state untouched
+        for (int64_t i = 0; i < L; ++i) orow[i * sol] = static_cast<T>(A(0));
+        continue;
+      }
+      T* cr = cp + row * scb + d * scd;
+      if (cache_seqlens) {  // circular buffer: the next token goes to cache_seqlens % state_len
+        const int64_t c = cache_seqlens[b];
+        for (int64_t j = 0; j < W - 1; ++j) {
+          int64_t p = (c - (W - 1) + j) % S;
+          if (p < 0) p += S;
+          win[j] = static_cast<A>(cr[p * scl]);
+        }
+        for (int64_t i = 0; i < L; ++i) {
+          win[W - 1 + i] = static_cast<A>(xr[i * sxl]);
+          int64_t p = (c + i) % S;
+          if (p < 0) p += S;
+          cr[p * scl] = xr[i * sxl];
+        }
+      } else {  // shift left by seqlen, append x
+        for (int64_t j = 0; j < W - 1; ++j) win[j] = static_cast<A>(cr[(S - (W - 1) + j) * scl]);
+        for (int64_t i = 0; i < L; ++i) win[W - 1 + i] = static_cast<A>(xr[i * sxl]);
+        if (L < S) {
+          for (int64_t j = 0; j < S - L; ++j) cr[j * scl] = cr[(j + L) * scl];
+          for (int64_t i = 0; i < L; ++i) cr[(S - L + i) * scl] = xr[i * sxl];
+        } else {
+          for (int64_t j = 0; j < S; ++j) cr[j * scl] = xr[(L - S + j) * sxl];
+        }
+      }
+      const A* w = wp + d * W;
+      const A bv = bp ? bp[d] : A(0);
+      for (int64_t i = 0; i < L; ++i) {
+        A acc = bv;
+        for (int64_t k = 0; k < W; ++k) acc += w[k] * win[i + k];
+        orow[i * sol] = static_cast<T>(silu ? causal_conv1d::cpu::silu(acc) : acc);
+      }
+    }
+  });
+}
+
+at::Tensor update_cpu(const at::Tensor& x, at::Tensor& conv_state, const at::Tensor& weight,
+                      const std::optional<at::Tensor>& bias, bool silu, const std::optional<at::Tensor>& cache_seqlens,
+                      const std::optional<at::Tensor>& conv_state_indices) {
+  check_update_args(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, kMaxWidth,
+                    /*allow_float64=*/true);
+  const int64_t B = x.size(0), D = x.size(1), L = x.size(2);
+  at::Tensor out = empty_bdl(B, D, L, is_channel_last(x), x.options());
+  const at::ScalarType acc = acc_dtype(x);
+  at::Tensor wf = weight.to(acc).contiguous();
+  at::Tensor bf = bias.has_value() ? bias->to(acc).contiguous() : at::Tensor();
+  at::Tensor cs = cache_seqlens.has_value() ? cache_seqlens->contiguous() : at::Tensor();
+  at::Tensor idx = conv_state_indices.has_value() ? conv_state_indices->contiguous() : at::Tensor();
+  if (idx.defined()) {
+    const int32_t* ip = idx.const_data_ptr<int32_t>();
+    const int64_t rows = conv_state.size(0);
+    for (int64_t b = 0; b < B; ++b) {
+      TORCH_CHECK_VALUE(ip[b] < rows, "conv_state_indices[", b, "] = ", ip[b],
+                        " is out of range for conv_state with ", rows, " rows (negative = padding slot)");
+    }
+  }
+  if (out.numel() > 0) {
+    dispatch_dtype(x.scalar_type(), [&](auto tag) {
+      using T = decltype(tag);
+      update_rows<T>(x, conv_state, out, wf, bf, cs.defined() ? cs.const_data_ptr<int32_t>() : nullptr,
+                     idx.defined() ? idx.const_data_ptr<int32_t>() : nullptr, silu);
+    });
+  }
+  return out;
+}
+
+}  // namespace
+}  // namespace cpu
+}  // namespace causal_conv1d
+
+TORCH_LIBRARY_IMPL(causal_conv1d, CPU, m) {
+  m.impl("fwd", &causal_conv1d::cpu::fwd_cpu);
+  m.impl("bwd", &causal_conv1d::cpu::bwd_cpu);
+  m.impl("update", &causal_conv1d::cpu::update_cpu);
+}

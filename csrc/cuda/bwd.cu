@@ -1,0 +1,534 @@
+// Backward kernels: dx, dweight, dbias, dinitial_states from dout (and dfinal_states).
+//
+// With silu the pre-activation is recomputed in-kernel from x (no saved activations):
+//   g[p]  = dout[p] * silu'(pre[p])           (or dout[p] without activation; 0 at padding)
+//   dx[q] = sum_j w[kW-1-j] g[q+j]  (+ dfinal_states where q is among the last width-1 tokens)
+//   dw[k] = sum_p g[p] x[p-(kW-1)+k],  dbias = sum_p g[p]
+// Each block reduces its weight/bias gradient in registers + shared memory and writes one
+// partial row; a second kernel sums the rows per channel in a fixed order. No float atomics
+// anywhere: the result is bit-identical from run to run (deterministic mode is always on).
+#include <c10/cuda/CUDAException.h>
+
+#include "common.cuh"
+
+namespace causal_conv1d_cuda {
+namespace {
+
+constexpr int kCfThreads = 128;
+constexpr int kClThreadsX = 64;  // channel-last: threads along channels
+constexpr int kClThreadsY = 4;   // channel-last: token sub-tiles per block (reduced in shared memory)
+constexpr int kClChannels = 4;   // channels per thread, channel-last backward (register budget)
+constexpr int kClGroup = 4;      // tokens loaded together, channel-last backward
+
+template <int kW>
+__device__ __forceinline__ void load_weights(const ConvParams& p, int d, float (&w)[kW]) {
+  const int off = kW - p.width;
+#pragma unroll
+  for (int k = 0; k < kW; ++k)
+    w[k] = k >= off ? load_any(p.weight, p.w_dtype, d * p.w_cs + (int64_t)(k - off) * p.w_ws) : 0.f;
+}
+
+template <typename T>
+__device__ __forceinline__ float init_value(const ConvParams& p, int b, int d, int64_t pos) {
+  const int64_t idx = p.width - 1 + pos;
+  if (p.init == nullptr || idx < 0) return 0.f;
+  return to_float(static_cast<const T*>(p.init)[b * p.i_bs + d * p.i_cs + idx * p.i_ls]);
+}
+
+// dfinal_states contribution to the token at position q (0 unless q is among the last width-1).
+template <typename T>
+__device__ __forceinline__ float dfinal_at(const ConvParams& p, int b, int d, int64_t q) {
+  const int64_t k = q - (p.seqlen - (p.width - 1));
+  if (p.dfinal == nullptr || k < 0 || k >= p.width - 1) return 0.f;
+  return to_float(static_cast<const T*>(p.dfinal)[b * p.df_bs + d * p.df_cs + k * p.df_ls]);
+}
+
+// dinitial_states for channel (b, d), given g at positions 0..kW-2 (g0) and their sequence ids.
+template <typename T, int kW>
+__device__ __forceinline__ void write_dinit(const ConvParams& p, int b, int d, const float (&w)[kW],
+                                            const float (&g0)[kW - 1], const int (&s0v)[kW - 1], bool has_seq,
+                                            int s0) {
+  constexpr int kH = kW - 1;
+#pragma unroll
+  for (int hj = 0; hj < kH; ++hj) {
+    const int j = hj - kH + p.width - 1;  // index into dinitial_states
+    if (j < 0) continue;
+    float acc = 0.f;
+#pragma unroll
+    for (int q = 0; q <= hj; ++q) {  // output position q (0-based) reads history slot hj with tap hj - q
+      if (q < p.seqlen && (!has_seq || s0v[q] == s0)) acc += w[hj - q] * g0[q];
+    }
+    acc += dfinal_at<T>(p, b, d, (int64_t)hj - kH);
+    static_cast<T*>(p.dinit)[b * p.di_bs + d * p.di_cs + (int64_t)j * p.di_ls] = from_float<T>(acc);
+  }
+}
+
+template <typename T, int kW>
+__global__ void __launch_bounds__(kCfThreads) bwd_cf_kernel(const ConvParams p, const int64_t wpr, const int64_t nwarps) {
+  constexpr int kN = 32 / sizeof(T);
+  constexpr int kH = kW - 1;
+  static_assert(kN >= kH, "the halo must fit in one neighbour's tokens");
+  const int lane = threadIdx.x & 31;
+  const int64_t gw = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (gw >= nwarps) return;  // warp-uniform: one warp = 32 * kN tokens of one row
+  const int64_t seg = gw % wpr;
+  const int64_t row = gw / wpr;
+  const int b = static_cast<int>(row / p.dim);
+  const int d = static_cast<int>(row % p.dim);
+  const int64_t L = p.seqlen;
+  const int64_t l0 = (seg * 32 + lane) * kN;
+  const T* __restrict__ xr = static_cast<const T*>(p.x) + b * p.x_bs + d * p.x_cs;
+  const T* __restrict__ dr = static_cast<const T*>(p.dout) + b * p.do_bs + d * p.do_cs;
+  const bool full = p.vec_ok && l0 + kN <= L;
+
+  float xv[kH + kN + kH];  // positions l0-kH .. l0+kN+kH-1
+  float dv[kN + kH];       // dout at l0 .. l0+kN+kH-1
+  {
+    float tx[kN], td[kN];
+    if (full) {
+      load_vec<T, kN>(xr + l0, tx);
+      load_vec<T, kN>(dr + l0, td);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kN; ++i) {
+        tx[i] = l0 + i < L ? to_float(xr[l0 + i]) : 0.f;
+        td[i] = l0 + i < L ? to_float(dr[l0 + i]) : 0.f;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      xv[kH + i] = tx[i];
+      dv[i] = td[i];
+    }
+  }
+  // lanes 0 and 31 issue their halo loads now, overlapping the vector loads above
+  float hb[kH], hf[kH], hd[kH];
+#pragma unroll
+  for (int j = 0; j < kH; ++j) {
+    hb[j] = 0.f;
+    hf[j] = 0.f;
+    hd[j] = 0.f;
+    if (lane == 0) {
+      const int64_t pos = l0 - kH + j;
+      hb[j] = pos >= 0 ? (pos < L ? to_float(xr[pos]) : 0.f) : init_value<T>(p, b, d, pos);
+    }
+    if (lane == 31) {
+      const int64_t pos = l0 + kN + j;
+      hf[j] = pos < L ? to_float(xr[pos]) : 0.f;
+      hd[j] = pos < L ? to_float(dr[pos]) : 0.f;
+    }
+  }
+  const bool has_seq = p.seq_idx != nullptr;
+  const int32_t* __restrict__ sr = has_seq ? p.seq_idx + b * p.s_bs : nullptr;
+  int sv[kH + kN + kH];
+  if (has_seq) {
+#pragma unroll
+    for (int i = 0; i < kN; ++i) sv[kH + i] = l0 + i < L ? sr[(l0 + i) * p.s_ls] : -1;
+  }
+#pragma unroll
+  for (int j = 0; j < kH; ++j) {
+    // back halo from lane-1
+    float v = __shfl_up_sync(0xffffffffu, xv[kN + j], 1);
+    int s = has_seq ? __shfl_up_sync(0xffffffffu, sv[kN + j], 1) : 0;
+    if (lane == 0) {
+      const int64_t pos = l0 - kH + j;
+      v = hb[j];
+      if (has_seq) s = pos >= 0 && pos < L ? sr[pos * p.s_ls] : -1;  // before the start: no sequence
+    }
+    // forward halo from lane+1
+    float vf = __shfl_down_sync(0xffffffffu, xv[kH + j], 1);
+    float df = __shfl_down_sync(0xffffffffu, dv[j], 1);
+    int sf = has_seq ? __shfl_down_sync(0xffffffffu, sv[kH + j], 1) : 0;
+    if (lane == 31) {
+      const int64_t pos = l0 + kN + j;
+      vf = hf[j];
+      df = hd[j];
+      if (has_seq) sf = pos < L ? sr[pos * p.s_ls] : -1;
+    }
+    xv[j] = v;
+    xv[kH + kN + j] = vf;
+    dv[kN + j] = df;
+    if (has_seq) {
+      sv[j] = s;
+      sv[kH + kN + j] = sf;
+    }
+  }
+
+  float w[kW];
+  load_weights<kW>(p, d, w);
+  const float bias = p.bias != nullptr ? load_any(p.bias, p.b_dtype, d * p.b_s) : 0.f;
+
+  // g at positions l0 .. l0+kN+kH-1
+  float g[kN + kH];
+#pragma unroll
+  for (int i = 0; i < kN + kH; ++i) {
+    float gi = dv[i];
+    if (p.silu) {
+      float acc = bias;
+      if (!has_seq) {
+#pragma unroll
+        for (int k = 0; k < kW; ++k) acc = fmaf(w[k], xv[i + k], acc);
+      } else {
+#pragma unroll
+        for (int k = 0; k < kW; ++k) acc += sv[i + k] == sv[kH + i] ? w[k] * xv[i + k] : 0.f;
+      }
+      gi *= dsilu_f(acc);
+    }
+    if (has_seq && sv[kH + i] < 0) gi = 0.f;
+    g[i] = gi;
+  }
+
+  // dx
+  float dxv[kN];
+#pragma unroll
+  for (int i = 0; i < kN; ++i) {
+    float acc = 0.f;
+    if (!has_seq) {
+#pragma unroll
+      for (int j = 0; j < kW; ++j) acc = fmaf(w[kW - 1 - j], g[i + j], acc);
+    } else {
+#pragma unroll
+      for (int j = 0; j < kW; ++j) acc += sv[kH + i + j] == sv[kH + i] ? w[kW - 1 - j] * g[i + j] : 0.f;
+    }
+    dxv[i] = acc;
+  }
+  if (p.dfinal != nullptr && l0 + kN > L - (p.width - 1)) {
+#pragma unroll
+    for (int i = 0; i < kN; ++i) dxv[i] += dfinal_at<T>(p, b, d, l0 + i);
+  }
+  T* __restrict__ dxr = static_cast<T*>(p.dx) + b * p.dx_bs + d * p.dx_cs;
+  if (full) {
+    store_vec<T, kN>(dxr + l0, dxv);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kN; ++i)
+      if (l0 + i < L) dxr[l0 + i] = from_float<T>(dxv[i]);
+  }
+
+  // weight / bias gradient of this thread's outputs (g is 0 past the end)
+  float dw[kW + 1];
+#pragma unroll
+  for (int k = 0; k <= kW; ++k) dw[k] = 0.f;
+#pragma unroll
+  for (int i = 0; i < kN; ++i) {
+    if (!has_seq) {
+#pragma unroll
+      for (int k = 0; k < kW; ++k) dw[k] = fmaf(g[i], xv[i + k], dw[k]);
+    } else {
+#pragma unroll
+      for (int k = 0; k < kW; ++k) dw[k] += sv[i + k] == sv[kH + i] ? g[i] * xv[i + k] : 0.f;
+    }
+    dw[kW] += g[i];
+  }
+  if (p.dinit != nullptr && l0 == 0) {
+    float g0[kH];
+    int s0v[kH];
+#pragma unroll
+    for (int q = 0; q < kH; ++q) {
+      g0[q] = g[q];
+      s0v[q] = has_seq ? sv[kH + q] : 0;
+    }
+    write_dinit<T, kW>(p, b, d, w, g0, s0v, /*has_seq=*/false, 0);  // seq_idx excludes initial_states
+  }
+  // warp reduction in a fixed order; one partial row per warp
+#pragma unroll
+  for (int k = 0; k <= kW; ++k) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) dw[k] += __shfl_xor_sync(0xffffffffu, dw[k], off);
+  }
+  if (lane == 0) {
+    const int64_t part = (int64_t)b * wpr + seg;
+#pragma unroll
+    for (int k = 0; k <= kW; ++k) p.partial[(part * (kW + 1) + k) * p.dim + d] = dw[k];
+  }
+}
+
+template <typename T, int kW>
+__global__ void __launch_bounds__(kClThreadsX* kClThreadsY, 2) bwd_cl_kernel(const ConvParams p, const int nchb,
+                                                                         const int64_t ntiles, const int sub) {
+  constexpr int kC = kClChannels;
+  constexpr int kH = kW - 1;
+  constexpr int G = kClGroup;
+  const int64_t bid = blockIdx.x;
+  const int chb = static_cast<int>(bid % nchb);
+  const int64_t rest = bid / nchb;
+  const int64_t tl = rest % ntiles;
+  const int b = static_cast<int>(rest / ntiles);
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int c0 = (chb * kClThreadsX + tx) * kC;
+  const bool active = c0 < p.dim;
+  const int D = p.dim;
+  const bool full = p.vec_ok && c0 + kC <= D;
+  const int64_t L = p.seqlen;
+  const int64_t t0 = tl * (int64_t)sub * kClThreadsY + (int64_t)ty * sub;
+  const int64_t t1 = t0 + sub < L ? t0 + sub : L;
+  const T* __restrict__ xb = static_cast<const T*>(p.x) + b * p.x_bs;
+  const T* __restrict__ db = static_cast<const T*>(p.dout) + b * p.do_bs;
+  T* __restrict__ dxb = static_cast<T*>(p.dx) + b * p.dx_bs;
+  const bool has_seq = p.seq_idx != nullptr;
+  const int32_t* __restrict__ sr = has_seq ? p.seq_idx + b * p.s_bs : nullptr;
+
+  float w[kW][kC];
+  float bias[kC];
+#pragma unroll
+  for (int c = 0; c < kC; ++c) {
+    const int d = c0 + c < D ? c0 + c : D - 1;
+    float wc[kW];
+    load_weights<kW>(p, d, wc);
+#pragma unroll
+    for (int k = 0; k < kW; ++k) w[k][c] = wc[k];
+    bias[c] = p.bias != nullptr ? load_any(p.bias, p.b_dtype, d * p.b_s) : 0.f;
+  }
+  float dw[kW + 1][kC];
+#pragma unroll
+  for (int k = 0; k <= kW; ++k)
+#pragma unroll
+    for (int c = 0; c < kC; ++c) dw[k][c] = 0.f;
+
+  if (active && t0 < L) {
+    float xw[kW][kC];  // x at p-kH .. p
+    float gw[kW][kC];  // g at p-kH .. p
+    int sw[kW];
+    float g0[kH][kC];
+#pragma unroll
+    for (int j = 0; j < kH; ++j) {
+      const int64_t pos = t0 - kH + j;
+      if (pos >= 0) {
+        RawVec<T, kC> r;
+        load_raw<T, kC>(xb + pos * p.x_ls, true, c0, D, full, r);
+#pragma unroll
+        for (int c = 0; c < kC; ++c) xw[j + 1][c] = to_float(r.v[c]);
+        sw[j + 1] = has_seq ? sr[pos * p.s_ls] : 0;
+      } else {
+#pragma unroll
+        for (int c = 0; c < kC; ++c) xw[j + 1][c] = c0 + c < D ? init_value<T>(p, b, c0 + c, pos) : 0.f;
+        sw[j + 1] = -1;
+      }
+#pragma unroll
+      for (int c = 0; c < kC; ++c) {
+        gw[j + 1][c] = 0.f;
+        g0[j][c] = 0.f;
+      }
+    }
+    const int64_t pend = t1 + kH;  // g is needed up to t1 + kH - 1 for dx of the last tokens
+    for (int64_t pl = t0; pl < pend; pl += G) {
+      RawVec<T, kC> rx[G], rd[G];
+      int sc[G];
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const int64_t pos = pl + g;
+        const bool valid = pos < pend && pos < L;
+        load_raw<T, kC>(xb + (valid ? pos : 0) * p.x_ls, valid, c0, D, full, rx[g]);
+        load_raw<T, kC>(db + (valid ? pos : 0) * p.do_ls, valid, c0, D, full, rd[g]);
+        sc[g] = has_seq && valid ? sr[pos * p.s_ls] : -1;
+      }
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const int64_t pos = pl + g;
+        // slide the windows by one token
+#pragma unroll
+        for (int j = 0; j < kH; ++j) {
+#pragma unroll
+          for (int c = 0; c < kC; ++c) {
+            xw[j][c] = xw[j + 1][c];
+            gw[j][c] = gw[j + 1][c];
+          }
+          sw[j] = sw[j + 1];
+        }
+#pragma unroll
+        for (int c = 0; c < kC; ++c) xw[kH][c] = to_float(rx[g].v[c]);
+        sw[kH] = sc[g];
+        const int cur = sc[g];
+#pragma unroll
+        for (int c = 0; c < kC; ++c) {
+          float gi = to_float(rd[g].v[c]);
+          if (p.silu) {
+            float acc = bias[c];
+#pragma unroll
+            for (int k = 0; k < kW; ++k) acc += (!has_seq || sw[k] == cur) ? w[k][c] * xw[k][c] : 0.f;
+            gi *= dsilu_f(acc);
+          }
+          if (has_seq && cur < 0) gi = 0.f;
+          gw[kH][c] = gi;
+        }
+        if (pos < t1) {
+#pragma unroll
+          for (int c = 0; c < kC; ++c) {
+#pragma unroll
+            for (int k = 0; k < kW; ++k) dw[k][c] += (!has_seq || sw[k] == cur) ? gw[kH][c] * xw[k][c] : 0.f;
+            dw[kW][c] += gw[kH][c];
+          }
+        }
+        if (g < kH && pl == 0) {
+#pragma unroll
+          for (int c = 0; c < kC; ++c) g0[g < kH ? g : 0][c] = gw[kH][c];
+        }
+        const int64_t q = pos - kH;
+        if (q >= t0 && q < t1) {
+          float o[kC];
+#pragma unroll
+          for (int c = 0; c < kC; ++c) {
+            float acc = 0.f;
+#pragma unroll
+            for (int j = 0; j < kW; ++j) acc += (!has_seq || sw[j] == sw[0]) ? w[kH - j][c] * gw[j][c] : 0.f;
+            o[c] = acc;
+          }
+          if (p.dfinal != nullptr && q >= L - (p.width - 1)) {
+#pragma unroll
+            for (int c = 0; c < kC; ++c)
+              if (c0 + c < D) o[c] += dfinal_at<T>(p, b, c0 + c, q);
+          }
+          store_raw<T, kC>(dxb + q * p.dx_ls, c0, D, full, o);
+        }
+      }
+    }
+    if (p.dinit != nullptr && t0 == 0) {
+      int s0v[kH];
+#pragma unroll
+      for (int k = 0; k < kH; ++k) s0v[k] = 0;
+#pragma unroll
+      for (int c = 0; c < kC; ++c) {
+        if (c0 + c >= D) continue;
+        float wc[kW], gc[kH];
+#pragma unroll
+        for (int k = 0; k < kW; ++k) wc[k] = w[k][c];
+#pragma unroll
+        for (int k = 0; k < kH; ++k) gc[k] = g0[k][c];
+        write_dinit<T, kW>(p, b, c0 + c, wc, gc, s0v, /*has_seq=*/false, 0);
+      }
+    }
+  }
+  // reduce the kClThreadsY sub-tiles of this block in shared memory, fixed order
+  __shared__ float red[kClThreadsY][kW + 1][kClThreadsX * kC];
+#pragma unroll
+  for (int k = 0; k <= kW; ++k)
+#pragma unroll
+    for (int c = 0; c < kC; ++c) red[ty][k][tx * kC + c] = dw[k][c];
+  __syncthreads();
+  const int nvals = (kW + 1) * kClThreadsX * kC;
+  const int64_t part = (int64_t)b * ntiles + tl;
+  for (int i = ty * kClThreadsX + tx; i < nvals; i += kClThreadsX * kClThreadsY) {
+    const int k = i / (kClThreadsX * kC);
+    const int cc = i % (kClThreadsX * kC);
+    const int d = chb * kClThreadsX * kC + cc;
+    if (d >= D) continue;
+    float s = 0.f;
+#pragma unroll
+    for (int y = 0; y < kClThreadsY; ++y) s += red[y][k][cc];
+    p.partial[(part * (kW + 1) + k) * D + d] = s;
+  }
+}
+
+// dweight[d, k], dbias[d] = fixed-order sums of the partial rows.
+__global__ void dw_reduce_kernel(const float* __restrict__ partial, const int64_t nparts, const int kWp, const int D,
+                                 const int width, void* dweight, const int w_dtype, void* dbias, const int b_dtype) {
+  const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const int64_t total = (int64_t)(kWp + 1) * D;
+  if (idx >= total) return;
+  const int k = static_cast<int>(idx / D);
+  const int d = static_cast<int>(idx % D);
+  const int kk = k - (kWp - width);
+  if (k < kWp && kk < 0) return;  // padded tap
+  if (k == kWp && dbias == nullptr) return;
+  const int64_t stride = total;
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  int64_t i = 0;
+  for (; i + 4 <= nparts; i += 4) {
+#pragma unroll
+    for (int u = 0; u < 4; ++u) acc[u] += partial[(i + u) * stride + idx];
+  }
+  for (; i < nparts; ++i) acc[0] += partial[i * stride + idx];
+  const float s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  if (k < kWp) {
+    store_any(dweight, w_dtype, (int64_t)d * width + kk, s);
+  } else {
+    store_any(dbias, b_dtype, d, s);
+  }
+}
+
+struct BwdGeometry {
+  int threads = 0;      // channel-first: threads per block
+  int64_t nchunks = 0;  // channel-first: warps per row
+  int nchb = 0;         // channel-last
+  int64_t ntiles = 0;   // channel-last
+  int sub = 0;          // channel-last: tokens per thread
+  int64_t nparts = 0;
+  int64_t blocks = 0;
+};
+
+template <typename T>
+BwdGeometry geometry(const ConvParams& p, bool channel_last) {
+  BwdGeometry g;
+  if (!channel_last) {
+    constexpr int kN = 32 / sizeof(T);
+    const int64_t per_warp = 32 * kN;
+    const int64_t warps = (p.seqlen + per_warp - 1) / per_warp;
+    g.threads = kCfThreads;
+    g.nchunks = warps;  // warps per row
+    g.nparts = (int64_t)p.batch * warps;
+    const int64_t nwarps = warps * p.dim * p.batch;
+    g.blocks = (nwarps + kCfThreads / 32 - 1) / (kCfThreads / 32);
+  } else {
+    const int per_block = kClThreadsX * kClChannels;
+    g.nchb = (p.dim + per_block - 1) / per_block;
+    g.sub = 64;
+    auto nblocks = [&](int s) { return (int64_t)g.nchb * p.batch * ((p.seqlen + (int64_t)s * kClThreadsY - 1) / ((int64_t)s * kClThreadsY)); };
+    while (g.sub > 16 && nblocks(g.sub) < 4LL * p.num_sms) g.sub /= 2;
+    g.ntiles = (p.seqlen + (int64_t)g.sub * kClThreadsY - 1) / ((int64_t)g.sub * kClThreadsY);
+    g.nparts = (int64_t)p.batch * g.ntiles;
+    g.blocks = nblocks(g.sub);
+  }
+  return g;
+}
+
+BwdGeometry geometry_any(const ConvParams& p, bool channel_last) {
+  switch (p.x_dtype) {
+    case kFloat16: return geometry<__half>(p, channel_last);
+    case kBFloat16: return geometry<__nv_bfloat16>(p, channel_last);
+    default: return geometry<float>(p, channel_last);
+  }
+}
+
+template <typename T, int kW>
+void launch_bwd(const ConvParams& p, bool channel_last, cudaStream_t stream) {
+  const BwdGeometry g = geometry<T>(p, channel_last);
+  if (!channel_last) {
+    bwd_cf_kernel<T, kW><<<static_cast<unsigned>(g.blocks), g.threads, 0, stream>>>(p, g.nchunks,
+                                                                                 g.nchunks * p.dim * p.batch);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  } else {
+    bwd_cl_kernel<T, kW><<<static_cast<unsigned>(g.blocks), dim3(kClThreadsX, kClThreadsY), 0, stream>>>(
+        p, g.nchb, g.ntiles, g.sub);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+  const int64_t total = (int64_t)(kW + 1) * p.dim;
+  const int threads = 256;
+  dw_reduce_kernel<<<static_cast<unsigned>((total + threads - 1) / threads), threads, 0, stream>>>(
+      p.partial, g.nparts, kW, p.dim, p.width, p.dweight, p.w_dtype, p.dbias, p.b_dtype);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <typename T>
+void launch_bwd_w(const ConvParams& p, bool channel_last, cudaStream_t stream) {
+  if (p.width <= 4) {
+    launch_bwd<T, 4>(p, channel_last, stream);
+  } else {
+    launch_bwd<T, 8>(p, channel_last, stream);
+  }
+}
+
+}  // namespace
+
+int bwd_padded_width(int width) { return width <= 4 ? 4 : 8; }
+
+int64_t bwd_num_parts(const ConvParams& p, bool channel_last) { return geometry_any(p, channel_last).nparts; }
+
+void run_bwd(const ConvParams& p, bool channel_last, cudaStream_t stream) {
+  switch (p.x_dtype) {
+    case kFloat16: launch_bwd_w<__half>(p, channel_last, stream); break;
+    case kBFloat16: launch_bwd_w<__nv_bfloat16>(p, channel_last, stream); break;
+    default: launch_bwd_w<float>(p, channel_last, stream); break;
+  }
+}
+
+}  // namespace causal_conv1d_cuda

@@ -1,0 +1,207 @@
+// Shared device helpers and launch parameters for the CUDA kernels of causal-conv1d.
+//
+// Kernel files include only this header (CUDA runtime + c10's launch check), never ATen, so
+// that each .cu compiles quickly. ops_cuda.cu fills the parameter structs from tensors.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+namespace causal_conv1d_cuda {
+
+// Element type codes shared by host and device (x, weight, bias, states, gradients).
+enum DType : int { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2 };
+
+// The forward / backward problem. All strides are in elements; every offset is 64-bit.
+// x is (batch, dim, seqlen) with either stride_l == 1 (channel-first) or stride_c == 1
+// (channel-last). "width" is the real filter width; kernels are compiled for a padded width
+// kW in {4, 8} and treat taps k < kW - width as absent.
+struct ConvParams {
+  int batch = 0, dim = 0, width = 0;
+  int64_t seqlen = 0;
+  int x_dtype = kFloat32, w_dtype = kFloat32, b_dtype = kFloat32;
+  bool silu = false;
+
+  const void* x = nullptr;
+  int64_t x_bs = 0, x_cs = 0, x_ls = 0;
+  void* out = nullptr;  // fwd output (x's dtype)
+  int64_t out_bs = 0, out_cs = 0, out_ls = 0;
+  const void* weight = nullptr;  // (dim, width)
+  int64_t w_cs = 0, w_ws = 0;
+  const void* bias = nullptr;  // (dim,) or null
+  int64_t b_s = 0;
+  const int32_t* seq_idx = nullptr;  // (batch, seqlen) int32 or null
+  int64_t s_bs = 0, s_ls = 0;
+  const void* init = nullptr;  // initial_states (batch, dim, width-1), x's dtype, or null
+  int64_t i_bs = 0, i_cs = 0, i_ls = 0;
+  void* final_out = nullptr;  // final_states (batch, dim, width-1), x's dtype, or null
+  int64_t f_bs = 0, f_cs = 0, f_ls = 0;
+
+  // backward only
+  const void* dout = nullptr;  // x's dtype, same layout kind as x
+  int64_t do_bs = 0, do_cs = 0, do_ls = 0;
+  void* dx = nullptr;
+  int64_t dx_bs = 0, dx_cs = 0, dx_ls = 0;
+  const void* dfinal = nullptr;  // dfinal_states (x's dtype) or null
+  int64_t df_bs = 0, df_cs = 0, df_ls = 0;
+  void* dinit = nullptr;  // dinitial_states (x's dtype) or null
+  int64_t di_bs = 0, di_cs = 0, di_ls = 0;
+  void* dweight = nullptr;  // (dim, width) contiguous, weight's dtype
+  void* dbias = nullptr;    // (dim,), bias's dtype, or null
+  float* partial = nullptr;  // workspace: nparts x (kW + 1) x dim floats
+  int64_t nparts = 0;
+
+  // Set by the host: whether 16-byte vector accesses are legal for every row of x / out / dout / dx.
+  bool vec_ok = false;
+  int num_sms = 132;
+};
+
+// Incremental decode update.
+struct UpdateParams {
+  int batch = 0, dim = 0, width = 0, seqlen = 0, state_len = 0, state_batch = 0;
+  int x_dtype = kFloat32, w_dtype = kFloat32, b_dtype = kFloat32;
+  bool silu = false;
+  const void* x = nullptr;  // (batch, dim, seqlen), arbitrary strides
+  int64_t x_bs = 0, x_cs = 0, x_ls = 0;
+  void* state = nullptr;  // (state_batch, dim, state_len), arbitrary strides, x's dtype
+  int64_t st_bs = 0, st_cs = 0, st_ls = 0;
+  void* out = nullptr;  // (batch, dim, seqlen)
+  int64_t out_bs = 0, out_cs = 0, out_ls = 0;
+  const void* weight = nullptr;
+  int64_t w_cs = 0, w_ws = 0;
+  const void* bias = nullptr;
+  int64_t b_s = 0;
+  const int32_t* cache_seqlens = nullptr;  // (batch,) or null
+  const int32_t* state_indices = nullptr;  // (batch,) or null
+};
+
+// Host entry points (one per op), defined in the kernel files; each launches on `stream`
+// and checks the launch with C10_CUDA_KERNEL_LAUNCH_CHECK.
+void run_fwd(const ConvParams& p, bool channel_last, cudaStream_t stream);
+void run_bwd(const ConvParams& p, bool channel_last, cudaStream_t stream);
+// Number of partial rows the backward of this shape writes (the workspace is nparts*(kW+1)*dim floats).
+int64_t bwd_num_parts(const ConvParams& p, bool channel_last);
+int bwd_padded_width(int width);
+void run_update(const UpdateParams& p, cudaStream_t stream);
+
+#if defined(__CUDACC__)
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+// Scalar load of a runtime-typed element (weights, bias: tiny, read once per thread).
+__device__ __forceinline__ float load_any(const void* p, int dtype, int64_t i) {
+  switch (dtype) {
+    case kFloat16: return __half2float(static_cast<const __half*>(p)[i]);
+    case kBFloat16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+
+__device__ __forceinline__ void store_any(void* p, int dtype, int64_t i, float v) {
+  switch (dtype) {
+    case kFloat16: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
+    case kBFloat16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
+    default: static_cast<float*>(p)[i] = v; break;
+  }
+}
+
+// N contiguous elements at ptr (16-byte aligned, N * sizeof(T) a multiple of 16) -> floats.
+template <typename T, int N>
+__device__ __forceinline__ void load_vec(const T* __restrict__ ptr, float (&out)[N]) {
+  static_assert((N * sizeof(T)) % 16 == 0, "vector loads move 16 bytes at a time");
+  constexpr int kPer = 16 / sizeof(T);
+  uint4 raw[N / kPer];
+#pragma unroll
+  for (int v = 0; v < N / kPer; ++v) raw[v] = __ldg(reinterpret_cast<const uint4*>(ptr) + v);
+#pragma unroll
+  for (int v = 0; v < N / kPer; ++v) {
+    const T* e = reinterpret_cast<const T*>(&raw[v]);
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) out[v * kPer + i] = to_float(e[i]);
+  }
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void store_vec(T* __restrict__ ptr, const float (&in)[N]) {
+  static_assert((N * sizeof(T)) % 16 == 0, "vector stores move 16 bytes at a time");
+  constexpr int kPer = 16 / sizeof(T);
+#pragma unroll
+  for (int v = 0; v < N / kPer; ++v) {
+    uint4 raw;
+    T* e = reinterpret_cast<T*>(&raw);
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) e[i] = from_float<T>(in[v * kPer + i]);
+    reinterpret_cast<uint4*>(ptr)[v] = raw;
+  }
+}
+
+// kC elements of one token kept in their storage type until use (saves registers).
+template <typename T, int kC>
+struct alignas(kC * sizeof(T) >= 16 ? 16 : kC * sizeof(T)) RawVec {
+  T v[kC];
+};
+
+// Load kC contiguous elements starting at channel c0 of a token row; zero outside [0, D) or
+// when pos is out of range. full: the whole vector is in range and aligned (vector access).
+template <typename T, int kC>
+__device__ __forceinline__ void load_raw(const T* __restrict__ row, bool valid, int c0, int D, bool full,
+                                         RawVec<T, kC>& dst) {
+  if (valid && full) {
+    if constexpr (kC * sizeof(T) >= 16) {
+#pragma unroll
+      for (int v = 0; v < (int)(kC * sizeof(T) / 16); ++v)
+        reinterpret_cast<uint4*>(&dst)[v] = __ldg(reinterpret_cast<const uint4*>(row + c0) + v);
+    } else {
+      *reinterpret_cast<uint2*>(&dst) = __ldg(reinterpret_cast<const uint2*>(row + c0));
+    }
+  } else {
+#pragma unroll
+    for (int c = 0; c < kC; ++c) dst.v[c] = (valid && c0 + c < D) ? row[c0 + c] : from_float<T>(0.f);
+  }
+}
+
+template <typename T, int kC>
+__device__ __forceinline__ void store_raw(T* __restrict__ row, int c0, int D, bool full, const float (&src)[kC]) {
+  RawVec<T, kC> r;
+#pragma unroll
+  for (int c = 0; c < kC; ++c) r.v[c] = from_float<T>(src[c]);
+  if (full) {
+    if constexpr (kC * sizeof(T) >= 16) {
+#pragma unroll
+      for (int v = 0; v < (int)(kC * sizeof(T) / 16); ++v)
+        reinterpret_cast<uint4*>(row + c0)[v] = reinterpret_cast<const uint4*>(&r)[v];
+    } else {
+      *reinterpret_cast<uint2*>(row + c0) = *reinterpret_cast<const uint2*>(&r);
+    }
+  } else {
+#pragma unroll
+    for (int c = 0; c < kC; ++c)
+      if (c0 + c < D) row[c0 + c] = r.v[c];
+  }
+}
+
+__device__ __forceinline__ float silu_f(float z) { return z / (1.f + __expf(-z)); }
+
+// d silu(z) / dz = s * (1 + z * (1 - s)), s = sigmoid(z).
+__device__ __forceinline__ float dsilu_f(float z) {
+  const float s = 1.f / (1.f + __expf(-z));
+  return s * (1.f + z * (1.f - s));
+}
+
+#endif  // __CUDACC__
+
+}  // namespace causal_conv1d_cuda

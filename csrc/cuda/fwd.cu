@@ -1,0 +1,297 @@
+// Forward kernels: out = act(bias + sum_k w[k] * x[l - (width-1) + k]) per channel.
+//
+// Channel-first (x stride along L == 1): each thread owns kN consecutive tokens of one channel
+// (two 16-byte loads); the width-1 tokens before them come from the neighbouring lane through a
+// warp shuffle, so only lane 0 of a warp reads its halo from memory (an L1/L2 hit).
+// Channel-last (x stride along D == 1): each thread owns 8 consecutive channels (one or two
+// 16-byte loads per token) and walks a tile of tokens, keeping the last width-1 tokens in
+// registers; only the first width-1 tokens of a tile are read twice (from L2).
+#include <c10/cuda/CUDAException.h>
+
+#include "common.cuh"
+
+namespace causal_conv1d_cuda {
+namespace {
+
+constexpr int kCfThreads = 128;
+constexpr int kClThreads = 128;
+constexpr int kClChannels = 4;  // channels per thread, channel-last (8 bytes for 16-bit types: fewer registers, more warps)
+constexpr int kClGroup = 8;     // tokens loaded together (bytes in flight), channel-last
+
+template <int kW>
+__device__ __forceinline__ void load_weights(const ConvParams& p, int d, float (&w)[kW]) {
+  const int off = kW - p.width;
+#pragma unroll
+  for (int k = 0; k < kW; ++k)
+    w[k] = k >= off ? load_any(p.weight, p.w_dtype, d * p.w_cs + (int64_t)(k - off) * p.w_ws) : 0.f;
+}
+
+// Value of the (virtual) token at pos < 0 for channel (b, d): initial_states or zero.
+template <typename T>
+__device__ __forceinline__ float init_value(const ConvParams& p, int b, int d, int64_t pos) {
+  const int64_t idx = p.width - 1 + pos;
+  if (p.init == nullptr || idx < 0) return 0.f;
+  return to_float(static_cast<const T*>(p.init)[b * p.i_bs + d * p.i_cs + idx * p.i_ls]);
+}
+
+// final_states[b, d, j] = token at L - (width-1) + j (initial_states / zero before the start).
+template <typename T>
+__device__ __forceinline__ void write_final(const ConvParams& p, int b, int d, int j) {
+  const int64_t pos = p.seqlen - (p.width - 1) + j;
+  T v;
+  if (pos >= 0) {
+    v = static_cast<const T*>(p.x)[b * p.x_bs + d * p.x_cs + pos * p.x_ls];
+  } else if (p.init != nullptr) {
+    v = static_cast<const T*>(p.init)[b * p.i_bs + d * p.i_cs + (p.width - 1 + pos) * p.i_ls];
+  } else {
+    v = from_float<T>(0.f);
+  }
+  static_cast<T*>(p.final_out)[b * p.f_bs + d * p.f_cs + (int64_t)j * p.f_ls] = v;
+}
+
+template <typename T, int kW>
+__global__ void __launch_bounds__(kCfThreads) fwd_cf_kernel(const ConvParams p, const int64_t wpr, const int64_t nwarps) {
+  constexpr int kN = 32 / sizeof(T);  // tokens per thread: 32 bytes
+  constexpr int kH = kW - 1;
+  static_assert(kN >= kH, "the halo must fit in one neighbour's tokens");
+  // One warp = 32 * kN consecutive tokens of one row; a block's warps may serve different rows,
+  // so short rows still fill whole blocks.
+  const int lane = threadIdx.x & 31;
+  const int64_t gw = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (gw >= nwarps) return;  // warp-uniform
+  const int64_t seg = gw % wpr;
+  const int64_t row = gw / wpr;
+  const int b = static_cast<int>(row / p.dim);
+  const int d = static_cast<int>(row % p.dim);
+  const int64_t L = p.seqlen;
+  const int64_t l0 = (seg * 32 + lane) * kN;
+  const T* __restrict__ xr = static_cast<const T*>(p.x) + b * p.x_bs + d * p.x_cs;
+  const bool full = p.vec_ok && l0 + kN <= L;
+
+  float xv[kH + kN];
+  {
+    float tmp[kN];
+    if (full) {
+      load_vec<T, kN>(xr + l0, tmp);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kN; ++i) tmp[i] = l0 + i < L ? to_float(xr[l0 + i]) : 0.f;
+    }
+#pragma unroll
+    for (int i = 0; i < kN; ++i) xv[kH + i] = tmp[i];
+  }
+  // lane 0 issues its halo loads now, so they overlap the vector loads above
+  float hv[kH];
+#pragma unroll
+  for (int j = 0; j < kH; ++j) {
+    hv[j] = 0.f;
+    if (lane == 0) {
+      const int64_t pos = l0 - kH + j;
+      hv[j] = pos >= 0 ? (pos < L ? to_float(xr[pos]) : 0.f) : init_value<T>(p, b, d, pos);
+    }
+  }
+  const bool has_seq = p.seq_idx != nullptr;
+  const int32_t* __restrict__ sr = has_seq ? p.seq_idx + b * p.s_bs : nullptr;
+  int sv[kH + kN];
+  if (has_seq) {
+#pragma unroll
+    for (int i = 0; i < kN; ++i) sv[kH + i] = l0 + i < L ? sr[(l0 + i) * p.s_ls] : -1;
+  }
+  // Halo: the last kH tokens of lane-1 (lane 0 reads them from memory / initial_states).
+#pragma unroll
+  for (int j = 0; j < kH; ++j) {
+    float v = __shfl_up_sync(0xffffffffu, xv[kN + j], 1);
+    int s = has_seq ? __shfl_up_sync(0xffffffffu, sv[kN + j], 1) : 0;
+    if (lane == 0) {
+      const int64_t pos = l0 - kH + j;
+      v = hv[j];
+      // before the start: matches no sequence (seq_idx excludes initial_states)
+      if (has_seq) s = pos >= 0 && pos < L ? sr[pos * p.s_ls] : -1;
+    }
+    xv[j] = v;
+    if (has_seq) sv[j] = s;
+  }
+
+  float w[kW];
+  load_weights<kW>(p, d, w);
+  const float bias = p.bias != nullptr ? load_any(p.bias, p.b_dtype, d * p.b_s) : 0.f;
+  float o[kN];
+  if (!has_seq) {
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      float acc = bias;
+#pragma unroll
+      for (int k = 0; k < kW; ++k) acc = fmaf(w[k], xv[i + k], acc);
+      o[i] = p.silu ? silu_f(acc) : acc;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      const int cur = sv[kH + i];
+      float acc = bias;
+#pragma unroll
+      for (int k = 0; k < kW; ++k) acc += sv[i + k] == cur ? w[k] * xv[i + k] : 0.f;
+      if (cur < 0) acc = 0.f;
+      o[i] = p.silu ? silu_f(acc) : acc;
+    }
+  }
+  T* __restrict__ outr = static_cast<T*>(p.out) + b * p.out_bs + d * p.out_cs;
+  if (full) {
+    store_vec<T, kN>(outr + l0, o);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kN; ++i)
+      if (l0 + i < L) outr[l0 + i] = from_float<T>(o[i]);
+  }
+  if (p.final_out != nullptr && seg == wpr - 1 && lane < p.width - 1) write_final<T>(p, b, d, lane);
+}
+
+template <typename T, int kW>
+__global__ void __launch_bounds__(kClThreads) fwd_cl_kernel(const ConvParams p, const int nchb, const int64_t ntiles,
+                                                            const int tile) {
+  constexpr int kC = kClChannels;
+  constexpr int kH = kW - 1;
+  constexpr int G = kClGroup;
+  const int64_t bid = blockIdx.x;
+  const int chb = static_cast<int>(bid % nchb);
+  const int64_t rest = bid / nchb;
+  const int64_t tl = rest % ntiles;
+  const int b = static_cast<int>(rest / ntiles);
+  const int c0 = (chb * blockDim.x + threadIdx.x) * kC;
+  if (c0 >= p.dim) return;
+  const int D = p.dim;
+  const bool full = p.vec_ok && c0 + kC <= D;
+  const int64_t L = p.seqlen;
+  const int64_t t0 = tl * tile;
+  const int64_t t1 = t0 + tile < L ? t0 + tile : L;
+  const T* __restrict__ xb = static_cast<const T*>(p.x) + b * p.x_bs;  // (c, l) at c + l * x_ls
+  T* __restrict__ ob = static_cast<T*>(p.out) + b * p.out_bs;
+  const bool has_seq = p.seq_idx != nullptr;
+  const int32_t* __restrict__ sr = has_seq ? p.seq_idx + b * p.s_bs : nullptr;
+
+  float w[kW][kC];
+  float bias[kC];
+#pragma unroll
+  for (int c = 0; c < kC; ++c) {
+    const int d = c0 + c < D ? c0 + c : D - 1;
+    float wc[kW];
+    load_weights<kW>(p, d, wc);
+#pragma unroll
+    for (int k = 0; k < kW; ++k) w[k][c] = wc[k];
+    bias[c] = p.bias != nullptr ? load_any(p.bias, p.b_dtype, d * p.b_s) : 0.f;
+  }
+
+  float hx[kH][kC];  // the kH tokens before the current one
+  int hs[kH];
+#pragma unroll
+  for (int j = 0; j < kH; ++j) {
+    const int64_t pos = t0 - kH + j;
+    if (pos >= 0) {
+      RawVec<T, kC> r;
+      load_raw<T, kC>(xb + pos * p.x_ls, true, c0, D, full, r);
+#pragma unroll
+      for (int c = 0; c < kC; ++c) hx[j][c] = to_float(r.v[c]);
+      hs[j] = has_seq ? sr[pos * p.s_ls] : 0;
+    } else {
+#pragma unroll
+      for (int c = 0; c < kC; ++c) hx[j][c] = c0 + c < D ? init_value<T>(p, b, c0 + c, pos) : 0.f;
+      hs[j] = -1;  // seq_idx excludes initial_states: before the start matches no sequence
+    }
+  }
+
+  for (int64_t lt = t0; lt < t1; lt += G) {
+    RawVec<T, kC> raw[G];
+    int sc[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      const int64_t pos = lt + g;
+      const bool valid = pos < t1;
+      load_raw<T, kC>(xb + (valid ? pos : 0) * p.x_ls, valid, c0, D, full, raw[g]);
+      sc[g] = has_seq && valid ? sr[pos * p.s_ls] : -1;
+    }
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      const int64_t pos = lt + g;
+      float cx[kC];
+#pragma unroll
+      for (int c = 0; c < kC; ++c) cx[c] = to_float(raw[g].v[c]);
+      if (pos < t1) {
+        float o[kC];
+#pragma unroll
+        for (int c = 0; c < kC; ++c) {
+          float acc = bias[c];
+          if (!has_seq) {
+#pragma unroll
+            for (int k = 0; k < kH; ++k) acc = fmaf(w[k][c], hx[k][c], acc);
+            acc = fmaf(w[kH][c], cx[c], acc);
+          } else {
+#pragma unroll
+            for (int k = 0; k < kH; ++k) acc += hs[k] == sc[g] ? w[k][c] * hx[k][c] : 0.f;
+            acc = fmaf(w[kH][c], cx[c], acc);
+            if (sc[g] < 0) acc = 0.f;
+          }
+          o[c] = p.silu ? silu_f(acc) : acc;
+        }
+        store_raw<T, kC>(ob + pos * p.out_ls, c0, D, full, o);
+      }
+#pragma unroll
+      for (int j = 0; j + 1 < kH; ++j) {
+#pragma unroll
+        for (int c = 0; c < kC; ++c) hx[j][c] = hx[j + 1][c];
+        hs[j] = hs[j + 1];
+      }
+#pragma unroll
+      for (int c = 0; c < kC; ++c) hx[kH - 1][c] = cx[c];
+      hs[kH - 1] = sc[g];
+    }
+  }
+  if (p.final_out != nullptr && tl == ntiles - 1) {
+    for (int j = 0; j < p.width - 1; ++j)
+      for (int c = 0; c < kC; ++c)
+        if (c0 + c < D) write_final<T>(p, b, c0 + c, j);
+  }
+}
+
+template <typename T, int kW>
+void launch_fwd(const ConvParams& p, bool channel_last, cudaStream_t stream) {
+  if (!channel_last) {
+    constexpr int kN = 32 / sizeof(T);
+    const int64_t per_warp = 32 * kN;
+    const int64_t wpr = (p.seqlen + per_warp - 1) / per_warp;
+    const int64_t nwarps = wpr * p.dim * p.batch;
+    const int64_t blocks = (nwarps + kCfThreads / 32 - 1) / (kCfThreads / 32);
+    fwd_cf_kernel<T, kW><<<static_cast<unsigned>(blocks), kCfThreads, 0, stream>>>(p, wpr, nwarps);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  } else {
+    const int64_t thr_needed = (p.dim + kClChannels - 1) / kClChannels;
+    const int threads = static_cast<int>(thr_needed >= kClThreads ? kClThreads : ((thr_needed + 31) / 32) * 32);
+    const int nchb = static_cast<int>((thr_needed + threads - 1) / threads);
+    int tile = 64;
+    auto nblocks = [&](int t) { return (int64_t)nchb * p.batch * ((p.seqlen + t - 1) / t); };
+    while (tile > 16 && nblocks(tile) < 4LL * p.num_sms) tile /= 2;
+    const int64_t ntiles = (p.seqlen + tile - 1) / tile;
+    fwd_cl_kernel<T, kW><<<static_cast<unsigned>(nblocks(tile)), threads, 0, stream>>>(p, nchb, ntiles, tile);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+}
+
+template <typename T>
+void launch_fwd_w(const ConvParams& p, bool channel_last, cudaStream_t stream) {
+  if (p.width <= 4) {
+    launch_fwd<T, 4>(p, channel_last, stream);
+  } else {
+    launch_fwd<T, 8>(p, channel_last, stream);
+  }
+}
+
+}  // namespace
+
+void run_fwd(const ConvParams& p, bool channel_last, cudaStream_t stream) {
+  switch (p.x_dtype) {
+    case kFloat16: launch_fwd_w<__half>(p, channel_last, stream); break;
+    case kBFloat16: launch_fwd_w<__nv_bfloat16>(p, channel_last, stream); break;
+    default: launch_fwd_w<float>(p, channel_last, stream); break;
+  }
+}
+
+}  // namespace causal_conv1d_cuda

@@ -1,0 +1,85 @@
+// The causal_conv1d torch ops: one TORCH_LIBRARY block with every schema (docs/ARCHITECTURE.md,
+// "Torch ops"), plus the empty Python module init that makes `import causal_conv1d._C` load this
+// library (and so run the registrations) while using only the limited (abi3) Python C API.
+//
+// Backends register their kernels elsewhere: csrc/cpu/causal_conv1d_cpu.cpp (CPU) and
+// csrc/cuda/ (CUDA). A build without CUDA kernels registers CUDA kernels here that raise a clear
+// error instead of torch's "could not run ... with arguments from the 'CUDA' backend".
+
+// The limited API of CPython 3.9 (wheel tag cp39-abi3, build_support/extension.py PY_LIMITED_API);
+// this is the only file that includes Python.h. torch's BuildExtension may define its own value.
+#undef Py_LIMITED_API
+#define Py_LIMITED_API 0x03090000
+#include <Python.h>
+
+#include <torch/library.h>
+
+#include <ATen/ATen.h>
+
+#include <optional>
+#include <tuple>
+
+extern "C" {
+// An empty `_C` module: importing it loads this shared library, whose static initialisers
+// register the ops with the dispatcher. Nothing else crosses the Python C API.
+PyMODINIT_FUNC PyInit__C(void) {
+  static struct PyModuleDef module_def = {
+      PyModuleDef_HEAD_INIT,
+      "_C",  // name
+      "causal_conv1d torch ops (use torch.ops.causal_conv1d)",  // doc
+      -1,       // per-interpreter state size
+      nullptr,  // methods
+  };
+  return PyModule_Create(&module_def);
+}
+}
+
+TORCH_LIBRARY(causal_conv1d, m) {
+  m.def(
+      "fwd(Tensor x, Tensor weight, Tensor? bias, Tensor? seq_idx, Tensor? initial_states, "
+      "bool return_final_states, bool silu) -> (Tensor out, Tensor final_states)");
+  m.def(
+      "bwd(Tensor x, Tensor weight, Tensor? bias, Tensor dout, Tensor? seq_idx, Tensor? initial_states, "
+      "Tensor? dfinal_states, bool return_dinitial_states, bool silu) "
+      "-> (Tensor dx, Tensor dweight, Tensor dbias, Tensor dinitial_states)");
+  m.def(
+      "update(Tensor x, Tensor(a!) conv_state, Tensor weight, Tensor? bias, bool silu, "
+      "Tensor? cache_seqlens, Tensor? conv_state_indices) -> Tensor");
+}
+
+#ifndef CAUSAL_CONV1D_WITH_CUDA
+namespace {
+
+[[noreturn]] void no_cuda_kernels(const char* op) {
+  TORCH_CHECK(false, "causal_conv1d was built without CUDA kernels (CPU-only build): causal_conv1d::", op,
+              " got CUDA tensors. Move the tensors to the CPU, or install the CUDA wheel for your torch: "
+              "`python -m causal_conv1d doctor` prints the command.");
+}
+
+std::tuple<at::Tensor, at::Tensor> fwd_no_cuda(const at::Tensor&, const at::Tensor&,
+                                               const std::optional<at::Tensor>&,
+                                               const std::optional<at::Tensor>&,
+                                               const std::optional<at::Tensor>&, bool, bool) {
+  no_cuda_kernels("fwd");
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd_no_cuda(
+    const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, const at::Tensor&,
+    const std::optional<at::Tensor>&, const std::optional<at::Tensor>&, const std::optional<at::Tensor>&, bool,
+    bool) {
+  no_cuda_kernels("bwd");
+}
+
+at::Tensor update_no_cuda(const at::Tensor&, at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+                          bool, const std::optional<at::Tensor>&, const std::optional<at::Tensor>&) {
+  no_cuda_kernels("update");
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(causal_conv1d, CUDA, m) {
+  m.impl("fwd", &fwd_no_cuda);
+  m.impl("bwd", &bwd_no_cuda);
+  m.impl("update", &update_no_cuda);
+}
+#endif  // CAUSAL_CONV1D_WITH_CUDA

@@ -1,0 +1,178 @@
+"""Which (OS, variant) combinations have wheels, and why the others don't (the landing page's table).
+
+Derived from the manifest, refined by an optional coverage file from build_matrix (``--coverage``:
+the output of ``python -m build_matrix coverage --format json``), which knows the combinations that
+are not built and the reason (e.g. PyTorch publishes no such build).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "PLATFORMS",
+    "COVERAGE_NAME",
+    "Cell",
+    "CoverageRow",
+    "platform_of",
+    "read_coverage",
+    "dump_coverage",
+    "coverage_cells",
+]
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+from packaging.version import Version
+
+from build_support.contract import contract
+from index_site.errors import IndexSiteError
+from index_site.manifest import Entry
+
+COVERAGE_NAME = "coverage.json"  #: the coverage in use, kept in the site for the next build or yank
+
+#: The platforms of ARCHITECTURE.md's job ids, in display order, with their labels.
+PLATFORMS = {
+    "linux-x86_64": "Linux x86_64",
+    "linux-aarch64": "Linux aarch64",
+    "windows-amd64": "Windows x86_64",
+}
+
+
+def platform_of(tag: str) -> str:
+    """The job platform of a wheel platform tag: ``manylinux_2_28_x86_64`` -> ``linux-x86_64``."""
+    if tag == "win_amd64":
+        return "windows-amd64"
+    if tag.startswith(("linux_", "manylinux", "musllinux")):
+        for arch in ("x86_64", "aarch64"):
+            if tag.endswith("_" + arch):
+                return f"linux-{arch}"
+    return tag  # shown as is (e.g. a macOS tag): still one column of the table
+
+
+@dataclasses.dataclass(frozen=True)
+class CoverageRow:
+    """One cell of build_matrix's coverage: whether a wheel is built for a (platform, variant), and why not."""
+
+    platform: str
+    variant: str
+    wheel: bool
+    reason: Optional[str]
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """What the landing page says about one (platform, variant)."""
+
+    wheel: bool
+    version: Optional[str]  # newest published, not yanked version
+    reason: Optional[str]  # why there is no wheel
+
+
+_STATUSES = ("covered", "unavailable")
+
+
+def _rows_of(raw: Any, where: str) -> list[CoverageRow]:
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: expected an object, got {raw!r}")
+    variant = raw.get("variant")
+    if not isinstance(variant, str):
+        raise ValueError(f"{where}: needs a string field 'variant': {raw!r}")
+    try:
+        contract.Variant.parse(variant)
+    except contract.InvalidVariant as exc:
+        raise ValueError(f"{where}: {exc}") from None
+    cells = raw.get("cells")
+    if not isinstance(cells, dict):
+        raise ValueError(f"{where}: needs an object 'cells' (platform -> cell): {raw!r}")
+    rows = []
+    for platform, cell in cells.items():
+        status = cell.get("status") if isinstance(cell, dict) else None
+        if status not in _STATUSES:
+            raise ValueError(f"{where}.cells[{platform!r}]: 'status' must be one of {_STATUSES}: {cell!r}")
+        reason = cell.get("reason")
+        if reason is not None and not isinstance(reason, str):
+            raise ValueError(f"{where}.cells[{platform!r}]: 'reason' must be a string: {cell!r}")
+        rows.append(CoverageRow(platform, variant, status == "covered", reason))
+    return rows
+
+
+def read_coverage(path: Path) -> list[CoverageRow]:
+    """Read ``python -m build_matrix coverage --format json`` output (see docs/index_site.md)."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise IndexSiteError(f"{str(path)!r}: cannot read the coverage file ({exc})") from None
+    rows = doc.get("rows") if isinstance(doc, dict) else None
+    if not isinstance(rows, list):
+        raise IndexSiteError(
+            f"{str(path)!r}: not a coverage file (expected the object that 'python -m build_matrix coverage "
+            "--format json' writes, with a 'rows' list)"
+        )
+    try:
+        return [row for i, raw in enumerate(rows) for row in _rows_of(raw, f"rows[{i}]")]
+    except ValueError as exc:
+        raise IndexSiteError(f"{str(path)!r}: {exc}") from None
+
+
+def platform_sort_key(platform: str) -> tuple[int, str]:
+    return (list(PLATFORMS).index(platform) if platform in PLATFORMS else len(PLATFORMS), platform)
+
+
+def dump_coverage(rows: list[CoverageRow]) -> bytes:
+    """The coverage kept in the site (build_matrix's format), read back when no --coverage is given."""
+    platforms = sorted({r.platform for r in rows}, key=platform_sort_key)
+    by_variant: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        cell: dict[str, Any] = {"status": "covered" if r.wheel else "unavailable"}
+        if r.reason is not None:
+            cell["reason"] = r.reason
+        by_variant.setdefault(r.variant, {})[r.platform] = cell
+    out = []
+    for name in sorted(by_variant, key=lambda n: contract.Variant.parse(n)):
+        v = contract.Variant.parse(name)
+        out.append({"torch": v.torch, "accel": v.accel, "variant": name, "cells": by_variant[name]})
+    doc = {"platforms": platforms, "rows": out}
+    return (json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def coverage_cells(entries: list[Entry], rows: list[CoverageRow]) -> dict[tuple[str, str], Cell]:
+    """(platform, variant) -> Cell, for every official variant in the manifest or the coverage."""
+    published: dict[tuple[str, str], list[Entry]] = {}
+    variants: set[str] = set()
+    platforms: set[str] = set()
+    for e in entries:
+        if not contract.Variant.parse(e.variant).is_official:
+            continue  # unofficial-ABI builds are listed under whl/ but not offered by the chooser
+        variants.add(e.variant)
+        for tag in e.platforms:
+            platforms.add(platform_of(tag))
+            published.setdefault((platform_of(tag), e.variant), []).append(e)
+    planned: dict[tuple[str, str], CoverageRow] = {}
+    for row in rows:
+        if contract.Variant.parse(row.variant).is_official:
+            variants.add(row.variant)
+            platforms.add(row.platform)
+            planned[(row.platform, row.variant)] = row
+    if not platforms:
+        platforms = set(PLATFORMS)
+    cells: dict[tuple[str, str], Cell] = {}
+    for platform in platforms:
+        for variant in variants:
+            files = published.get((platform, variant), [])
+            live = [e for e in files if e.yanked is None]
+            row = planned.get((platform, variant))
+            if live:
+                newest = max(live, key=lambda e: Version(e.version))
+                cells[(platform, variant)] = Cell(True, Version(newest.version).public, None)
+            elif files:
+                reasons = sorted({e.yanked for e in files if e.yanked})
+                why = f": {'; '.join(reasons)}" if reasons else ""
+                cells[(platform, variant)] = Cell(False, None, f"every wheel published for it is yanked{why}")
+            elif row is not None and not row.wheel:
+                cells[(platform, variant)] = Cell(False, None, row.reason or "not built by the build matrix")
+            elif row is not None:
+                cells[(platform, variant)] = Cell(False, None, "in the build matrix, but no wheel is published yet")
+            else:
+                cells[(platform, variant)] = Cell(False, None, "no wheel is published for this platform")
+    return cells

@@ -1,0 +1,65 @@
+"""The failures of index_site, each with its own exit code (caught once, in ``cli.main``)."""
+
+from __future__ import annotations
+
+__all__ = [
+    "IndexSiteError",
+    "BadInputError",
+    "ManifestError",
+    "PublishConflict",
+    "VerifyFailed",
+    "Problem",
+]
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """One bad input, reported with the file it concerns and the reason."""
+
+    path: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+class IndexSiteError(Exception):
+    """Base class: a failure that is reported as one message, without a traceback."""
+
+    exit_code = 1
+
+
+class BadInputError(IndexSiteError):
+    """Bad inputs were found and ``--strict`` makes them a failure (nothing was written)."""
+
+    exit_code = 1
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = list(problems)
+        lines = "\n".join(f"  {p}" for p in self.problems)
+        super().__init__(f"{len(self.problems)} bad input(s) and --strict is set; the site was not changed:\n{lines}")
+
+
+class ManifestError(IndexSiteError):
+    """The existing manifest cannot be read, so merging into it would drop published wheels."""
+
+    exit_code = 4
+
+
+class PublishConflict(IndexSiteError):
+    """A wheel name already published with different contents: publishing is append-only."""
+
+    exit_code = 3
+
+
+class VerifyFailed(IndexSiteError):
+    """``verify`` found links that do not resolve or files that do not match."""
+
+    exit_code = 1
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = list(problems)
+        lines = "\n".join(f"  {p}" for p in self.problems)
+        super().__init__(f"verify found {len(self.problems)} problem(s):\n{lines}")

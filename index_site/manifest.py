@@ -1,0 +1,283 @@
+"""The manifest: every wheel ever published, the site's source of truth (``site/manifest.json``).
+
+Publishing only appends to it; an entry is never dropped or rewritten, except that ``yank`` marks
+it yanked. Serialisation is deterministic (sorted entries, sorted keys) so a site is reproducible.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "MANIFEST_FORMAT",
+    "MANIFEST_NAME",
+    "Entry",
+    "Manifest",
+    "load_manifest",
+    "parse_manifest",
+    "resolve_now",
+]
+
+import dataclasses
+import datetime
+import difflib
+import json
+import os
+import re
+import time
+import urllib.parse
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from build_support.contract import contract
+from index_site.errors import IndexSiteError, ManifestError, Problem, PublishConflict
+from index_site.wheels import WheelFile
+
+MANIFEST_FORMAT = 1
+MANIFEST_NAME = "manifest.json"
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def resolve_now(value: Optional[str]) -> str:
+    """The upload time to record for new wheels, as ``YYYY-MM-DDTHH:MM:SSZ`` (UTC).
+
+    ``value`` (from ``--now``) is a Unix time or an ISO 8601 date-time; without it,
+    ``SOURCE_DATE_EPOCH`` is used when set, else the clock.
+    """
+    source = "--now"
+    if value is None and os.environ.get("SOURCE_DATE_EPOCH"):
+        value, source = os.environ["SOURCE_DATE_EPOCH"], "SOURCE_DATE_EPOCH"
+    if value is None:
+        moment = datetime.datetime.fromtimestamp(int(time.time()), datetime.timezone.utc)
+    elif re.fullmatch(r"\d+", value.strip()):
+        moment = datetime.datetime.fromtimestamp(int(value), datetime.timezone.utc)
+    else:
+        try:
+            moment = datetime.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise IndexSiteError(
+                f"Invalid {source} (expected a Unix time like 1767225600 or an ISO 8601 date-time "
+                f"like 2026-01-01T00:00:00Z): {value!r}"
+            ) from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=datetime.timezone.utc)
+    return moment.astimezone(datetime.timezone.utc).strftime(_TIME_FORMAT)
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One published wheel."""
+
+    filename: str
+    variant: str
+    version: str
+    platforms: tuple  # tuple[str, ...]
+    url: str  # relative to the site root (self-hosted, quoted) or absolute
+    sha256: str
+    size: int
+    metadata_sha256: str  # sha256 of <url>.metadata (PEP 658)
+    requires_python: Optional[str]
+    upload_time: str  # YYYY-MM-DDTHH:MM:SSZ, recorded once, when first published
+    yanked: Optional[str] = None  # None: not yanked; a string (maybe empty): the reason (PEP 592)
+
+    @property
+    def is_relative(self) -> bool:
+        return not urllib.parse.urlsplit(self.url).scheme
+
+    def to_json(self) -> dict[str, Any]:
+        yanked: Union[bool, str] = False if self.yanked is None else (self.yanked or True)
+        return {
+            "filename": self.filename,
+            "variant": self.variant,
+            "version": self.version,
+            "platforms": list(self.platforms),
+            "url": self.url,
+            "sha256": self.sha256,
+            "size": self.size,
+            "metadata_sha256": self.metadata_sha256,
+            "requires_python": self.requires_python,
+            "upload_time": self.upload_time,
+            "yanked": yanked,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Entry:
+        """Validate one manifest entry; raises ValueError naming the bad field."""
+        if not isinstance(data, dict):
+            raise ValueError(f"entry is not an object: {data!r}")
+
+        def field(key: str, kind: Any, *, optional: bool = False) -> Any:
+            if key not in data:
+                raise ValueError(f"missing field {key!r}")
+            value = data[key]
+            if value is None and optional:
+                return None
+            if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
+                raise ValueError(f"field {key!r} has the wrong type: {value!r}")
+            return value
+
+        filename = field("filename", str)
+        try:
+            name = contract.parse_wheel_name(filename)
+        except contract.InvalidWheelName as exc:
+            raise ValueError(str(exc)) from None
+        variant = field("variant", str)
+        if variant != name.variant.name:
+            raise ValueError(f"variant {variant!r} does not match the file name's {name.variant.name!r}")
+        for key in ("sha256", "metadata_sha256"):
+            if not _SHA256_RE.match(field(key, str)):
+                raise ValueError(f"field {key!r} is not a sha256 hex digest: {data[key]!r}")
+        size = field("size", int)
+        if size < 0:
+            raise ValueError(f"field 'size' is negative: {size!r}")
+        upload_time = field("upload_time", str)
+        try:
+            datetime.datetime.strptime(upload_time, _TIME_FORMAT)
+        except ValueError:
+            raise ValueError(f"field 'upload_time' is not YYYY-MM-DDTHH:MM:SSZ: {upload_time!r}") from None
+        yanked = data.get("yanked", False)
+        if not isinstance(yanked, (bool, str)):
+            raise ValueError(f"field 'yanked' must be false, true or a reason: {yanked!r}")
+        platforms = field("platforms", list)
+        if not all(isinstance(p, str) for p in platforms):
+            raise ValueError(f"field 'platforms' must be a list of strings: {platforms!r}")
+        return cls(
+            filename=filename,
+            variant=variant,
+            version=field("version", str),
+            platforms=tuple(platforms),
+            url=field("url", str),
+            sha256=data["sha256"],
+            size=size,
+            metadata_sha256=data["metadata_sha256"],
+            requires_python=field("requires_python", str, optional=True),
+            upload_time=upload_time,
+            yanked=None if yanked is False else ("" if yanked is True else yanked),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Manifest:
+    """Every wheel published, plus entries that could not be read (kept verbatim, never dropped)."""
+
+    entries: tuple = ()  # tuple[Entry, ...], sorted by filename
+    unreadable: tuple = ()  # tuple[Any, ...]: raw JSON values of entries that did not validate
+    site_url: Optional[str] = None  # the public URL the site was last built for (--site-url)
+
+    def by_name(self) -> dict[str, Entry]:
+        return {e.filename: e for e in self.entries}
+
+    def dumps(self) -> str:
+        """Deterministic JSON with one file per line (readable, diffs well, fast to write)."""
+        files = [e.to_json() for e in self.entries] + list(self.unreadable)
+        head: dict[str, Any] = {"format": MANIFEST_FORMAT, "project": contract.PROJECT_NAME}
+        if self.site_url is not None:
+            head["site_url"] = self.site_url
+        lines = [f" {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}," for k, v in sorted(head.items())]
+        body = ",\n".join("  " + json.dumps(f, sort_keys=True, ensure_ascii=False) for f in files)
+        return "{\n" + "\n".join(lines) + '\n "files": [\n' + body + ("\n" if files else "") + " ]\n}\n"
+
+    def merge(self, wheels: list[WheelFile], url_for: Any, now: str) -> tuple[Manifest, list[Entry]]:
+        """Add new wheels; returns the new manifest and the entries added.
+
+        A wheel already published with the same sha256 is left as it is (same URL, same upload
+        time); with a different sha256 it is refused (PublishConflict) and nothing changes.
+        """
+        existing = self.by_name()
+        raw_names = {r.get("filename") for r in self.unreadable if isinstance(r, dict)}
+        added: list[Entry] = []
+        for wheel in wheels:
+            old = existing.get(wheel.filename)
+            if old is not None:
+                if old.sha256 != wheel.sha256:
+                    raise PublishConflict(
+                        f"{wheel.filename!r} is already published with sha256 {old.sha256} "
+                        f"(uploaded {old.upload_time}), and {str(wheel.path)!r} has sha256 {wheel.sha256}. "
+                        "Publishing is append-only: a published file is never replaced. Give the new build "
+                        "a new version (or build number), or yank the old file and publish under a new name."
+                    )
+                continue
+            if wheel.filename in raw_names:
+                raise PublishConflict(
+                    f"{wheel.filename!r} has an unreadable entry in the manifest; fix that entry by hand "
+                    "before publishing this file again"
+                )
+            entry = Entry(
+                filename=wheel.filename,
+                variant=wheel.variant,
+                version=wheel.version,
+                platforms=wheel.platforms,
+                url=url_for(wheel.filename),
+                sha256=wheel.sha256,
+                size=wheel.size,
+                metadata_sha256=wheel.metadata_sha256,
+                requires_python=wheel.requires_python,
+                upload_time=now,
+            )
+            existing[wheel.filename] = entry
+            added.append(entry)
+        merged = dataclasses.replace(self, entries=tuple(existing[k] for k in sorted(existing)))
+        return merged, added
+
+    def yank(self, filename: str, reason: str) -> Manifest:
+        """Mark a published file yanked (PEP 592); raises IndexSiteError for an unknown file."""
+        existing = self.by_name()
+        if filename not in existing:
+            close = difflib.get_close_matches(filename, list(existing), n=1)
+            hint = f" Perhaps you meant {close[0]!r}?" if close else ""
+            raise IndexSiteError(f"Cannot yank {filename!r}: no such file in the manifest.{hint}")
+        existing[filename] = dataclasses.replace(existing[filename], yanked=reason)
+        return dataclasses.replace(self, entries=tuple(existing[k] for k in sorted(existing)))
+
+
+def parse_manifest(text: str, source: str) -> tuple[Manifest, list[Problem]]:
+    """Parse a manifest; a document that is not a manifest at all raises ManifestError.
+
+    Entries that do not validate are reported and kept verbatim (publishing never drops one).
+    """
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ManifestError(
+            f"{source}: the manifest does not parse as JSON ({exc}). It lists every wheel ever published, "
+            "so the site is not rebuilt without it: restore it (e.g. from the published site) and retry."
+        ) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("files"), list):
+        raise ManifestError(f"{source}: not an index_site manifest (expected an object with a 'files' list)")
+    if doc.get("format") != MANIFEST_FORMAT:
+        raise ManifestError(
+            f"{source}: unsupported manifest format {doc.get('format')!r} (this index_site reads format "
+            f"{MANIFEST_FORMAT})"
+        )
+    if doc.get("project") != contract.PROJECT_NAME:
+        raise ManifestError(f"{source}: manifest of project {doc.get('project')!r}, expected {contract.PROJECT_NAME!r}")
+    entries: dict[str, Entry] = {}
+    unreadable: list[Any] = []
+    problems: list[Problem] = []
+    for i, raw in enumerate(doc["files"]):
+        try:
+            entry = Entry.from_json(raw)
+        except ValueError as exc:
+            problems.append(Problem(f"{source} (files[{i}])", f"unreadable entry, kept as is but not listed: {exc}"))
+            unreadable.append(raw)
+            continue
+        if entry.filename in entries:
+            problems.append(Problem(f"{source} (files[{i}])", f"duplicate entry for {entry.filename!r}; kept as is"))
+            unreadable.append(raw)
+            continue
+        entries[entry.filename] = entry
+    site_url = doc.get("site_url")
+    if site_url is not None and not isinstance(site_url, str):
+        problems.append(Problem(source, f"'site_url' is not a string, ignored: {site_url!r}"))
+        site_url = None
+    return Manifest(tuple(entries[k] for k in sorted(entries)), tuple(unreadable), site_url), problems
+
+
+def load_manifest(path: Path) -> tuple[Manifest, list[Problem]]:
+    """Load a manifest file; a missing file is an empty manifest."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return Manifest(), []
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ManifestError(f"{str(path)!r}: cannot read the manifest ({exc})") from None
+    return parse_manifest(text, str(path))

@@ -1,0 +1,258 @@
+"""Build, merge and yank: the site is written to a temporary directory next to it and swapped in.
+
+A failed or interrupted run leaves the previous site exactly as it was (never a half-written one).
+"""
+
+from __future__ import annotations
+
+__all__ = ["BuildOptions", "BuildResult", "build_site", "yank_file", "swap_in"]
+
+import ctypes
+import dataclasses
+import errno
+import os
+import shutil
+import tempfile
+import urllib.parse
+from pathlib import Path
+from typing import Callable, Optional
+
+from build_support.contract import contract
+from index_site.coverage import COVERAGE_NAME, CoverageRow, read_coverage
+from index_site.errors import BadInputError, IndexSiteError, ManifestError, Problem
+from index_site.manifest import MANIFEST_NAME, Entry, Manifest, load_manifest, resolve_now
+from index_site.render import render_pages
+from index_site.wheels import WheelFile, WheelProblem, scan_wheels
+
+FILES_DIR = "files"
+_RENAME_EXCHANGE = 2  # linux/fs.h
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildOptions:
+    wheels_dir: Optional[Path]  # None: re-render from the manifest alone
+    out: Path
+    files_url: Optional[str] = None  # absolute base URL of the wheels (release assets); None: self-hosted
+    site_url: Optional[str] = None  # public URL of the site, for the landing page's commands
+    manifest: Optional[Path] = None  # manifest to merge into (default: <out>/manifest.json)
+    coverage: Optional[Path] = None
+    now: Optional[str] = None  # --now; else SOURCE_DATE_EPOCH; else the clock
+    strict: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildResult:
+    out: Path
+    added: list[Entry]
+    total: int
+    variants: int
+    problems: list[Problem]
+
+
+def _url_for(files_url: Optional[str]) -> Callable[[str], str]:
+    if files_url is None:
+        return lambda filename: contract.quote_path(f"{FILES_DIR}/{filename}")
+    parts = urllib.parse.urlsplit(files_url)
+    if parts.scheme not in ("http", "https", "file") or (parts.scheme != "file" and not parts.netloc):
+        raise IndexSiteError(f"Invalid --files-url (expected an absolute http(s):// URL): {files_url!r}")
+    base = files_url if files_url.endswith("/") else files_url + "/"
+    return lambda filename: base + contract.quote_path(filename)
+
+
+def _check_out_dir(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise IndexSiteError(f"--out {str(out)!r} exists and is not a directory")
+    if out.is_dir() and not (out / MANIFEST_NAME).exists() and any(out.iterdir()):
+        raise IndexSiteError(
+            f"refusing to replace {str(out)!r}: it is not empty and holds no {MANIFEST_NAME}, so it is not a "
+            "site written by index_site. Choose an empty or new directory."
+        )
+
+
+def _place(src: Path, dst: Path) -> None:
+    """Hard-link (fast, no copy of big wheels) or copy a file into the new site."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+        os.chmod(dst, 0o644)
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def _renameat2_exchange(a: Path, b: Path) -> bool:
+    """Atomically exchange two directories (Linux renameat2 RENAME_EXCHANGE); False if unsupported."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd = -100
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EPERM, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, f"cannot swap {str(a)!r} and {str(b)!r}: {os.strerror(err)}")
+
+
+def swap_in(new: Path, out: Path) -> None:
+    """Make ``new`` the site at ``out``; the old site is removed afterwards.
+
+    With renameat2 (Linux) the exchange is atomic: a reader sees the old site or the new one.
+    Elsewhere there is a moment between two renames where ``out`` does not exist.
+    """
+    if not out.exists():
+        os.rename(new, out)
+        return
+    if _renameat2_exchange(new, out):
+        shutil.rmtree(new)  # now holds the old site
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+    os.rmdir(old)
+    os.rename(out, old)
+    os.rename(new, out)
+    shutil.rmtree(old)
+
+
+def _write_site(out: Path, manifest: Manifest, rows: list[CoverageRow], new: dict[str, WheelFile]) -> list[Problem]:
+    """Write the whole site into a fresh directory beside ``out`` and swap it in."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=out.parent))
+    problems: list[Problem] = []
+    try:
+        os.chmod(tmp, 0o755)
+        files = tmp / FILES_DIR
+        files.mkdir()
+        old_files = out / FILES_DIR
+        for entry in manifest.entries:
+            wheel = new.get(entry.filename)
+            meta_name = entry.filename + ".metadata"
+            if wheel is not None:
+                _write(files / meta_name, wheel.metadata)
+            elif (old_files / meta_name).is_file():
+                _place(old_files / meta_name, files / meta_name)
+            else:
+                problems.append(
+                    Problem(
+                        entry.filename,
+                        f"{FILES_DIR}/{meta_name} is missing from the site and the wheel is not among the inputs",
+                    )
+                )
+            if not entry.is_relative:
+                continue  # hosted elsewhere (--files-url): only its .metadata lives here, to upload beside it
+            if wheel is not None:
+                _place(wheel.path, files / entry.filename)
+            elif (old_files / entry.filename).is_file():
+                _place(old_files / entry.filename, files / entry.filename)
+            else:
+                problems.append(
+                    Problem(
+                        entry.filename,
+                        f"published but missing: not in {str(old_files)!r} and not among the inputs; its link is dead",
+                    )
+                )
+        for rel, data in render_pages(manifest, rows).items():
+            _write(tmp / rel, data)
+        swap_in(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return problems
+
+
+def build_site(opts: BuildOptions) -> BuildResult:
+    """Merge the wheels of ``opts.wheels_dir`` into the manifest and write the site."""
+    out = opts.out.resolve()
+    _check_out_dir(out)
+    url_for = _url_for(opts.files_url)
+    now = resolve_now(opts.now)
+    manifest, problems = load_manifest(opts.manifest or out / MANIFEST_NAME)
+    rows = _coverage(out, opts.coverage, problems)
+    if opts.site_url is not None:
+        manifest = dataclasses.replace(manifest, site_url=_normalise_site_url(opts.site_url))
+    wheels: list[WheelFile] = []
+    if opts.wheels_dir is not None:
+        try:
+            wheels, wheel_problems = scan_wheels(opts.wheels_dir)
+        except WheelProblem as exc:
+            raise IndexSiteError(str(exc)) from None
+        problems += wheel_problems
+    if opts.strict and problems:
+        raise BadInputError(problems)
+    merged, added = manifest.merge(wheels, url_for, now)
+    new = {w.filename: w for w in wheels}
+    site_problems = _write_site_checked(out, merged, rows, opts, new)
+    problems += site_problems
+    return BuildResult(out, added, len(merged.entries), len({e.variant for e in merged.entries}), problems)
+
+
+def _write_site_checked(
+    out: Path, manifest: Manifest, rows: list[CoverageRow], opts: BuildOptions, new: dict[str, WheelFile]
+) -> list[Problem]:
+    if opts.strict:
+        # dry check first, so that --strict never swaps in a site with dead links
+        missing = _missing_files(out, manifest, new)
+        if missing:
+            raise BadInputError(missing)
+    return _write_site(out, manifest, rows, new)
+
+
+def _normalise_site_url(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https", "file") or (parts.scheme != "file" and not parts.netloc):
+        raise IndexSiteError(f"Invalid --site-url (expected an absolute http(s):// or file:// URL): {url!r}")
+    return url if url.endswith("/") else url + "/"
+
+
+def _coverage(out: Path, path: Optional[Path], problems: list[Problem]) -> list[CoverageRow]:
+    """Rows from --coverage, else the coverage kept in the existing site, else none (manifest only)."""
+    if path is not None:
+        return read_coverage(path)
+    kept = out / COVERAGE_NAME
+    if not kept.is_file():
+        return []
+    try:
+        return read_coverage(kept)
+    except IndexSiteError as exc:
+        problems.append(Problem(str(kept), f"{exc}; the table is derived from the manifest alone"))
+        return []
+
+
+def _missing_files(out: Path, manifest: Manifest, new: dict[str, WheelFile]) -> list[Problem]:
+    problems = []
+    for entry in manifest.entries:
+        if entry.filename in new:
+            continue
+        if not (out / FILES_DIR / (entry.filename + ".metadata")).is_file():
+            problems.append(
+                Problem(
+                    entry.filename,
+                    f"{FILES_DIR}/{entry.filename}.metadata is missing from the site and the wheel is not among the inputs",
+                )
+            )
+        if entry.is_relative and not (out / FILES_DIR / entry.filename).is_file():
+            problems.append(Problem(entry.filename, "published but missing from the site and not among the inputs"))
+    return problems
+
+
+def yank_file(out: Path, filename: str, reason: str, *, strict: bool = False) -> tuple[Entry, list[Problem]]:
+    """Mark a published file yanked and rewrite the pages (atomically); returns the entry and problems."""
+    out = out.resolve()
+    manifest_path = out / MANIFEST_NAME
+    if not manifest_path.is_file():
+        raise ManifestError(f"{str(out)!r} is not a site written by index_site (no {MANIFEST_NAME})")
+    manifest, problems = load_manifest(manifest_path)
+    name = urllib.parse.unquote(Path(filename).name)
+    yanked = manifest.yank(name, reason)
+    rows = _coverage(out, None, problems)
+    if strict and problems:
+        raise BadInputError(problems)
+    problems += _write_site(out, yanked, rows, {})
+    return yanked.by_name()[name], problems

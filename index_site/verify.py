@@ -1,0 +1,224 @@
+"""``verify``: every link of a site (a folder or a URL) resolves and matches its hash, size and metadata."""
+
+from __future__ import annotations
+
+__all__ = ["verify_site"]
+
+import hashlib
+import html.parser
+import json
+import os
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+import zipfile
+from pathlib import Path
+from typing import IO, Any, Optional
+
+from build_support.contract import contract
+from index_site.errors import IndexSiteError, Problem
+from index_site.manifest import MANIFEST_NAME, Entry, parse_manifest
+
+_TIMEOUT = 60
+_HTML_ACCEPT = "text/html"
+
+
+class _Links(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[dict[str, Optional[str]]] = []
+        self.meta: dict[str, Optional[str]] = {}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, Optional[str]]]) -> None:
+        if tag == "a":
+            self.links.append(dict(attrs))
+        elif tag == "meta":
+            d = dict(attrs)
+            if d.get("name"):
+                self.meta[str(d["name"])] = d.get("content")
+
+
+class _Fetcher:
+    """Opens file:// and http(s):// URLs; a directory URL means its index.html."""
+
+    def open(self, url: str, accept: Optional[str] = None) -> IO[bytes]:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme == "file":
+            path = urllib.request.url2pathname(parts.path)
+            if url.endswith("/"):
+                path = os.path.join(path, "index.html")
+            return open(path, "rb")
+        req = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
+        return urllib.request.urlopen(req, timeout=_TIMEOUT)  # noqa: S310 (http(s) only: checked by caller)
+
+    def read(self, url: str, accept: Optional[str] = None) -> bytes:
+        with self.open(url, accept) as f:
+            return f.read()
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, urllib.error.HTTPError):
+        return f"HTTP {exc.code} {exc.reason}"
+    if isinstance(exc, urllib.error.URLError):
+        return f"cannot connect ({exc.reason})"
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc)
+    return str(exc)
+
+
+def _base_url(target: str) -> str:
+    parts = urllib.parse.urlsplit(target)
+    if parts.scheme in ("http", "https", "file"):
+        return target if target.endswith("/") else target + "/"
+    path = Path(target)
+    if not path.is_dir():
+        raise IndexSiteError(f"not a site folder or an http(s):// URL: {target!r}")
+    return path.resolve().as_uri() + "/"
+
+
+def _check_wheel(
+    fetcher: _Fetcher,
+    url: str,
+    entry: Optional[Entry],
+    attrs: dict[str, Optional[str]],
+    where: str,
+    problems: list[Problem],
+) -> None:
+    """Download one linked file, check hash and size, and compare its METADATA with the .metadata file."""
+    name = urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])
+    with tempfile.TemporaryDirectory() as tmp:
+        local = Path(tmp) / "wheel.whl"
+        digest = hashlib.sha256()
+        size = 0
+        try:
+            with fetcher.open(url) as src, open(local, "wb") as dst:
+                while chunk := src.read(1 << 20):
+                    digest.update(chunk)
+                    dst.write(chunk)
+                    size += len(chunk)
+        except (OSError, urllib.error.URLError) as exc:
+            problems.append(Problem(where, f"link to {name!r} does not resolve: {url} ({_describe(exc)})"))
+            return
+        sha256 = digest.hexdigest()
+        fragment = urllib.parse.urlsplit(attrs.get("href") or "").fragment
+        if fragment != f"sha256={sha256}":
+            problems.append(Problem(where, f"{name!r}: link fragment {fragment!r} but the file's sha256 is {sha256}"))
+        if entry is not None and entry.size != size:
+            problems.append(Problem(where, f"{name!r}: the manifest says {entry.size} bytes, the file has {size}"))
+        if entry is not None and entry.sha256 != sha256:
+            problems.append(Problem(where, f"{name!r}: the manifest says sha256 {entry.sha256}, the file has {sha256}"))
+        core = attrs.get("data-core-metadata")
+        if core is None:
+            return
+        if attrs.get("data-dist-info-metadata") != core:
+            problems.append(Problem(where, f"{name!r}: data-dist-info-metadata differs from data-core-metadata"))
+        try:
+            metadata = fetcher.read(url.split("#", 1)[0] + ".metadata")
+        except (OSError, urllib.error.URLError) as exc:
+            problems.append(Problem(where, f"{name!r}: its .metadata does not resolve ({_describe(exc)})"))
+            return
+        if core != "sha256=" + hashlib.sha256(metadata).hexdigest():
+            problems.append(Problem(where, f"{name!r}: .metadata does not match data-core-metadata={core!r}"))
+        try:
+            with zipfile.ZipFile(local) as zf:
+                inside = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
+                if len(inside) != 1 or zf.read(inside[0]) != metadata:
+                    problems.append(Problem(where, f"{name!r}: its .metadata is not the wheel's METADATA"))
+        except (zipfile.BadZipFile, OSError) as exc:
+            problems.append(Problem(where, f"{name!r}: not a readable wheel ({exc})"))
+
+
+def _check_json(
+    fetcher: _Fetcher, page_url: str, html_links: dict[str, dict[str, Any]], where: str, problems: list[Problem]
+) -> None:
+    """The PEP 691 JSON page beside the HTML page lists the same files with the same attributes."""
+    try:
+        doc = json.loads(fetcher.read(page_url + "index.json", accept="application/vnd.pypi.simple.v1+json"))
+        files = {f["filename"]: f for f in doc["files"]}
+    except (OSError, urllib.error.URLError, ValueError, KeyError, TypeError) as exc:
+        problems.append(Problem(where, f"index.json is missing or not a PEP 691 project page ({_describe(exc)})"))
+        return
+    if set(files) != set(html_links):
+        problems.append(Problem(where, f"index.json lists {sorted(files)} but index.html lists {sorted(html_links)}"))
+    for name, link in html_links.items():
+        f = files.get(name)
+        if f is None:
+            continue
+        href = link.get("href") or ""
+        expected = {
+            "url": href.split("#", 1)[0],
+            "hashes": {"sha256": urllib.parse.urlsplit(href).fragment.partition("=")[2]},
+            "requires-python": link.get("data-requires-python"),
+            "core-metadata": {"sha256": (link.get("data-core-metadata") or "").partition("=")[2]},
+            "yanked": False if "data-yanked" not in link else (link["data-yanked"] or True),
+        }
+        got = {k: f.get(k) for k in expected}
+        if got != expected:
+            problems.append(Problem(where, f"{name!r}: index.json says {got}, index.html says {expected}"))
+
+
+def verify_site(target: str) -> tuple[int, list[Problem]]:
+    """Check a site; returns (number of files checked, problems)."""
+    fetcher = _Fetcher()
+    base = _base_url(target)
+    problems: list[Problem] = []
+    try:
+        manifest, manifest_problems = parse_manifest(
+            fetcher.read(base + MANIFEST_NAME).decode("utf-8"), base + MANIFEST_NAME
+        )
+    except (OSError, urllib.error.URLError, UnicodeDecodeError) as exc:
+        raise IndexSiteError(f"cannot read {base + MANIFEST_NAME}: {_describe(exc)}") from None
+    problems += manifest_problems
+    by_name = manifest.by_name()
+    variants = sorted({e.variant for e in manifest.entries})
+    try:
+        listing = _Links()
+        listing.feed(fetcher.read(base + "whl/", accept=_HTML_ACCEPT).decode("utf-8"))
+        listed = {(a.get("href") or "").rstrip("/") for a in listing.links}
+        for v in variants:
+            if v not in listed:
+                problems.append(Problem(base + "whl/", f"variant {v!r} is in the manifest but not listed"))
+    except (OSError, urllib.error.URLError, UnicodeDecodeError) as exc:
+        problems.append(Problem(base + "whl/", f"variant list does not resolve ({_describe(exc)})"))
+    checked = 0
+    seen: set[str] = set()
+    for variant in variants:
+        root_url = base + contract.quote_path(f"whl/{variant}") + "/"
+        page_url = root_url + contract.PROJECT_NAME + "/"
+        try:
+            root = _Links()
+            root.feed(fetcher.read(root_url, accept=_HTML_ACCEPT).decode("utf-8"))
+            if not any((a.get("href") or "").rstrip("/") == contract.PROJECT_NAME for a in root.links):
+                problems.append(Problem(root_url, f"does not link to {contract.PROJECT_NAME}/"))
+            page = _Links()
+            page.feed(fetcher.read(page_url, accept=_HTML_ACCEPT).decode("utf-8"))
+        except (OSError, urllib.error.URLError, UnicodeDecodeError) as exc:
+            problems.append(Problem(page_url, f"page does not resolve ({_describe(exc)})"))
+            continue
+        if page.meta.get("pypi:repository-version") is None:
+            problems.append(Problem(page_url, 'no <meta name="pypi:repository-version">'))
+        links: dict[str, dict[str, Any]] = {}
+        for attrs in page.links:
+            href = attrs.get("href") or ""
+            url = urllib.parse.urljoin(page_url, href)
+            name = urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])
+            links[name] = attrs
+            entry = by_name.get(name)
+            if entry is None:
+                problems.append(Problem(page_url, f"links {name!r}, which is not in the manifest"))
+            elif entry.variant != variant:
+                problems.append(Problem(page_url, f"links {name!r} of variant {entry.variant!r}"))
+            else:
+                seen.add(name)
+                if (attrs.get("data-requires-python") or None) != entry.requires_python:
+                    problems.append(Problem(page_url, f"{name!r}: data-requires-python differs from the manifest"))
+                yanked = attrs.get("data-yanked") if "data-yanked" in attrs else None
+                if (yanked is None) != (entry.yanked is None) or (yanked or "") != (entry.yanked or ""):
+                    problems.append(Problem(page_url, f"{name!r}: data-yanked differs from the manifest"))
+            _check_wheel(fetcher, url, entry, attrs, page_url, problems)
+            checked += 1
+        _check_json(fetcher, page_url, links, page_url, problems)
+    for name in sorted(set(by_name) - seen):
+        problems.append(Problem(base + MANIFEST_NAME, f"{name!r} is in the manifest but on no project page"))
+    return checked, problems

@@ -1,0 +1,230 @@
+"""``python -m release …``: the local release rehearsal and the helpers release.yml runs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+from release import gha
+from release.errors import EXIT_STEP, ReleaseError, UsageError
+
+__all__ = ["main"]
+
+
+def _csv(value: str) -> tuple[str, ...]:
+    items = tuple(v.strip() for v in value.split(",") if v.strip())
+    if not items:
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list, got {value!r}")
+    return items
+
+
+def _port(value: str) -> int:
+    try:
+        port = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {value!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port out of range 0..65535: {port}")
+    return port
+
+
+def _positive(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {n}")
+    return n
+
+
+def _parser() -> argparse.ArgumentParser:
+    from release.local import DEFAULT_CUDA_ARCHS, DEFAULT_WORK_DIR
+    from release.select import DEFAULT_CPU_VARIANT, DEFAULT_CUDA_VARIANT
+
+    p = argparse.ArgumentParser(prog="python -m release", description=__doc__, allow_abbrev=False)
+    p.add_argument("--traceback", action="store_true", help="show a traceback on errors (for bug reports)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    loc = sub.add_parser(
+        "local",
+        allow_abbrev=False,
+        help="rehearse the release on this machine: plan, build, check, publish, serve, install, run",
+        description=(
+            "Rehearse the whole release on this machine. With no options: build the CPU variant "
+            f"({DEFAULT_CPU_VARIANT}) and, when nvcc 13 is present, the CUDA 13 variant "
+            f"({DEFAULT_CUDA_VARIANT}, for sm {DEFAULT_CUDA_ARCHS} only); publish them into a local site; serve "
+            "it on 127.0.0.1; pip-install the CPU wheel from it into a fresh venv; run the op against "
+            "the reference."
+        ),
+    )
+    loc.add_argument(
+        "--work-dir",
+        type=Path,
+        default=DEFAULT_WORK_DIR,
+        help=f"where wheels, site, venv, logs and report.json go (default {DEFAULT_WORK_DIR})",
+    )
+    loc.add_argument(
+        "--variants",
+        type=_csv,
+        metavar="LIST",
+        help="comma-separated variants to build instead of the defaults, e.g. torch2.13-cpu",
+    )
+    loc.add_argument("--no-cuda", dest="cuda", action="store_false", help="never build a CUDA variant")
+    loc.add_argument(
+        "--cuda-archs",
+        default=DEFAULT_CUDA_ARCHS,
+        metavar="LIST",
+        help=f"CUDA architectures for CUDA builds (default {DEFAULT_CUDA_ARCHS}; e.g. '8.0;9.0;12.0')",
+    )
+    loc.add_argument(
+        "--wheels-from",
+        type=Path,
+        metavar="DIR",
+        help="take the selected variants' wheels from DIR instead of building them",
+    )
+    loc.add_argument(
+        "--install-variant", metavar="VARIANT", help="which built variant to install and run (default: the CPU one)"
+    )
+    loc.add_argument(
+        "--torch-index-url",
+        metavar="URL",
+        help="index for torch in the builds and the install (default: PyTorch's index of the variant "
+        "when it answers, else pip's configured indexes; '' = pip's configured indexes only)",
+    )
+    loc.add_argument("--port", type=_port, default=0, help="port for the local index server (default: a free one)")
+    loc.add_argument(
+        "--max-jobs", type=_positive, metavar="N", help="MAX_JOBS for the builds (default: the build driver's)"
+    )
+    loc.add_argument("--quiet", action="store_true", help="keep command output in the logs only")
+
+    tw = sub.add_parser(
+        "test-wheel", allow_abbrev=False, help="install a wheel with its torch into a fresh venv and test it"
+    )
+    tw.add_argument("wheel", type=Path, metavar="WHEEL")
+    tw.add_argument("--torch-index-url", metavar="URL", help="PyTorch's index for the wheel's accelerator")
+    tw.add_argument(
+        "--tests",
+        action="append",
+        metavar="PATH",
+        help="test file or folder (relative to the repository) to run against the wheel; repeatable",
+    )
+    tw.add_argument("--work-dir", type=Path, metavar="DIR", help="where the venv and logs go (default: a temp dir)")
+
+    fs = sub.add_parser(
+        "fetch-site",
+        allow_abbrev=False,
+        help="download a published site's manifest and .metadata files to publish on top of",
+    )
+    fs.add_argument("url", metavar="URL", help="the published site, e.g. https://OWNER.github.io/REPO/")
+    fs.add_argument("--out", type=Path, required=True, metavar="DIR", help="an empty or new directory")
+
+    rr = sub.add_parser(
+        "record-result", allow_abbrev=False, help="write one job's build/test outcome for the run summary"
+    )
+    rr.add_argument("--job", required=True, metavar="ID")
+    rr.add_argument("--stage", required=True, choices=("build", "test"))
+    rr.add_argument("--outcome", required=True, metavar="OUTCOME", help="success, failure, cancelled or skipped")
+    rr.add_argument("--wheel-dir", type=Path, metavar="DIR", help="where the job's wheels are (recorded by name)")
+    rr.add_argument("--out", type=Path, required=True, metavar="DIR")
+
+    sm = sub.add_parser(
+        "summary", allow_abbrev=False, help="Markdown table of built/failed jobs ($GITHUB_STEP_SUMMARY)"
+    )
+    sm.add_argument("--plan", type=Path, required=True, metavar="FILE")
+    sm.add_argument("--results", type=Path, required=True, metavar="DIR")
+    sm.add_argument("--out", metavar="FILE", help="default: $GITHUB_STEP_SUMMARY, else stdout")
+    sm.add_argument("--fail-on-failure", action="store_true", help="exit 1 when a job failed or has no result")
+    return p
+
+
+def _cmd_local(args: argparse.Namespace) -> int:
+    from release import machine
+    from release.commands import SubprocessRunner
+    from release.local import LocalOptions, LocalRelease
+
+    options = LocalOptions(
+        work_dir=args.work_dir,
+        variants=args.variants,
+        cuda=args.cuda,
+        cuda_archs=args.cuda_archs,
+        wheels_from=args.wheels_from,
+        port=args.port,
+        install_variant=args.install_variant,
+        torch_index_url=args.torch_index_url,
+        max_jobs=args.max_jobs,
+    )
+    result = LocalRelease(options, SubprocessRunner(echo=not args.quiet), machine.detect()).run()
+    return 0 if result.ok else EXIT_STEP
+
+
+def _cmd_test_wheel(args: argparse.Namespace) -> int:
+    from release.commands import SubprocessRunner
+    from release.wheeltest import WheelTest, WheelTestOptions, parse_tests
+
+    opts = WheelTestOptions(
+        wheel=args.wheel, work_dir=args.work_dir, torch_index_url=args.torch_index_url, tests=parse_tests(args.tests)
+    )
+    return 0 if WheelTest(opts, SubprocessRunner()).run().ok else EXIT_STEP
+
+
+def _cmd_fetch_site(args: argparse.Namespace) -> int:
+    from release.fetch import fetch_site
+
+    print(f"{args.url}: {fetch_site(args.url, args.out)}", file=sys.stderr)
+    return 0
+
+
+def _cmd_record_result(args: argparse.Namespace) -> int:
+    rec = gha.result_record(args.job, args.stage, args.outcome, wheel_dir=args.wheel_dir)
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"{args.stage}-{args.job}.json"
+    path.write_text(json.dumps(rec, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"{path}: {args.job} {args.stage} {args.outcome}", file=sys.stderr)
+    return 0
+
+
+def _cmd_summary(args: argparse.Namespace) -> int:
+    plan = gha.read_json(args.plan, what="plan")
+    results = gha.load_results(args.results)
+    text = gha.summary_markdown(plan, results)
+    gha.append_lines(gha.env_path(args.out, "GITHUB_STEP_SUMMARY"), text.splitlines(), what="summary")
+    if args.fail_on_failure:
+        ids = [str(j["id"]) for j in gha.plan_jobs(plan)]
+        bad = [
+            i
+            for i in ids
+            if results.get(i, {}).get("build", {}).get("outcome") != "success"
+            or results.get(i, {}).get("test", {}).get("outcome") == "failure"
+        ]
+        if bad:
+            print(f"{len(bad)} job(s) failed or have no result: {', '.join(bad[:10])}", file=sys.stderr)
+            return EXIT_STEP
+    return 0
+
+
+_COMMANDS = {
+    "local": _cmd_local,
+    "test-wheel": _cmd_test_wheel,
+    "fetch-site": _cmd_fetch_site,
+    "record-result": _cmd_record_result,
+    "summary": _cmd_summary,
+}
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return _COMMANDS[args.command](args)
+    except ReleaseError as exc:
+        if args.traceback:
+            raise
+        kind = "error" if isinstance(exc, UsageError) else "failed"
+        print(f"{kind}: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

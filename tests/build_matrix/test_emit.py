@@ -1,0 +1,98 @@
+"""GitHub Actions matrix shards and per-job environments."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+
+import pytest
+
+from build_matrix import emit
+from build_matrix.plan import make_plan
+
+
+@pytest.fixture(scope="module")
+def plan(data):
+    return make_plan(data)
+
+
+@pytest.mark.parametrize("size", [256, 50, 7, 1])
+def test_shards_hold_every_job_once_in_order(plan, size: int) -> None:
+    shards = emit.shards(plan, size=size)
+    assert len(shards) == math.ceil(len(plan.jobs) / size)
+    assert all(1 <= s["count"] == len(s["include"]) <= size for s in shards)
+    ids = [entry["id"] for s in shards for entry in s["include"]]
+    assert ids == [j.id for j in plan.jobs]
+    assert [s["name"] for s in shards] == [f"shard-{i}" for i in range(len(shards))]
+
+
+def test_ids_are_stable_when_the_plan_grows(data) -> None:
+    older = make_plan(data, torch="2.4-2.13")
+    newer = make_plan(data)
+    old_entries = {e["id"]: e for s in emit.shards(older) for e in s["include"]}
+    new_entries = {e["id"]: e for s in emit.shards(newer) for e in s["include"]}
+    assert old_entries.keys() < new_entries.keys()
+    assert all(new_entries[k] == v for k, v in old_entries.items())
+
+
+def test_matrix_entry(plan) -> None:
+    entry = emit.matrix_entry(plan.job("torch2.14-cu130-linux-aarch64"))
+    assert entry == {"id": "torch2.14-cu130-linux-aarch64", "variant": "torch2.14-cu130", "torch": "2.14",
+                     "accel": "cu130", "cuda": "13.0", "platform": "linux-aarch64", "os": "linux",
+                     "arch": "aarch64", "runs_on": "ubuntu-24.04-arm", "python": "3.10"}
+
+
+@pytest.mark.parametrize("size", [0, 257])
+def test_bad_shard_size(plan, cli, size: int) -> None:
+    with pytest.raises(ValueError, match="shard size"):
+        emit.shards(plan, size=size)
+    res = cli("emit", "matrix", "--shard-size", str(size))
+    assert res.code == 2 and "shard size" in res.err
+
+
+def test_github_output(plan, cli) -> None:
+    res = cli("emit", "matrix", "--format", "github-output", "--shard-size", "100")
+    assert res.code == 0
+    lines = dict(line.split("=", 1) for line in res.out.splitlines())
+    assert int(lines["shards"]) == math.ceil(len(plan.jobs) / 100)
+    assert json.loads(lines["names"]) == [f"shard-{i}" for i in range(int(lines["shards"]))]
+    first = json.loads(lines["shard-0"])
+    assert len(first["include"]) == 100 and first["include"][0]["id"] == plan.jobs[0].id
+
+
+def test_env_shell_format_round_trips_through_bash(plan, tmp_path) -> None:
+    job = plan.job("torch2.13-cpu-windows-amd64")  # quotes, ';', '&&', '{dest_dir}\\name' inside
+    script = tmp_path / "env.sh"
+    script.write_text(emit.format_env(job.environment, "shell"))
+    for key, value in job.environment.items():
+        got = subprocess.run(["bash", "-c", f'source "{script}"; printf %s "${key}"'], capture_output=True, text=True, check=True)
+        assert got.stdout == value, key
+
+
+def _parse_github_env(text: str) -> dict[str, str]:
+    out, lines, i = {}, text.split("\n"), 0
+    while i < len(lines) and lines[i]:
+        name, delim = lines[i].split("<<", 1)
+        end = lines.index(delim, i + 1)
+        out[name] = "\n".join(lines[i + 1:end])
+        i = end + 1
+    return out
+
+
+def test_env_github_and_dotenv_formats(plan, cli) -> None:
+    job = plan.job("torch2.6-cu118-linux-x86_64")
+    res = cli("emit", "env", "--job", job.id, "--format", "github")
+    assert res.code == 0 and _parse_github_env(res.out) == job.environment
+    res = cli("emit", "env", "--job", job.id, "--format", "dotenv")
+    assert {k: json.loads(v) for k, v in (ln.split("=", 1) for ln in res.out.splitlines())} == job.environment
+    res = cli("emit", "env", "--job", job.id)
+    assert json.loads(res.out) == job.environment
+    with pytest.raises(ValueError, match="environment format"):
+        emit.format_env(job.environment, "yaml")
+
+
+def test_env_unknown_job(cli) -> None:
+    res = cli("emit", "env", "--job", "torch2.7-cu128-linux-x86")
+    assert res.code == 3
+    assert "Perhaps you meant 'torch2.7-cu128-linux-x86_64'" in res.err

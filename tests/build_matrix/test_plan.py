@@ -1,0 +1,242 @@
+"""The plan: combinations, jobs, filters, job fields and the JSON schema."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from build_matrix import compat
+from build_matrix.errors import UnknownJob, UnknownValue
+from build_matrix.plan import ABI_NAMES, Job, make_plan, python_tag
+from build_support.contract import contract
+
+
+@pytest.fixture(scope="module")
+def plan(data: compat.CompatData):
+    return make_plan(data)
+
+
+def test_full_plan_is_fast(data: compat.CompatData) -> None:
+    best = min(_timed(lambda: make_plan(data)) for _ in range(3))
+    assert best < 1.0, f"plan over the full table took {best:.3f} s"
+    start = time.perf_counter()
+    make_plan()  # including loading and validating the data file
+    assert time.perf_counter() - start < 1.0
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def test_counts_are_consistent(plan, data: compat.CompatData) -> None:
+    s = plan.summary()
+    assert s["covered"] + s["unavailable"] == s["combinations"] == len(plan.combinations)
+    # the full cross product: linux platforms have two ABIs, Windows one
+    per_minor = len(data.accels()) * len(data.pythons()) * (2 + 2 + 1)
+    assert s["combinations"] == per_minor * len(data.torch)
+    assert s["jobs"] == len(plan.jobs) == len({j.id for j in plan.jobs})
+    covered = [c for c in plan.combinations if c.status == "covered"]
+    assert {c.job for c in covered} == {j.id for j in plan.jobs}, "every job covers something"
+    assert s["per_python_jobs"] == len(covered)  # one official ABI per covered (torch, accel, python, platform)
+    assert s["jobs_saved_ratio"] == round(len(covered) / len(plan.jobs), 2) > 3
+    assert "abi3" in s["abi3"]
+
+
+def test_combination_keys_and_values(plan) -> None:
+    for c in plan.combinations[:500]:
+        d = c.to_dict()
+        assert set(d) == {"torch", "accel", "python", "abi", "platform", "status", "job", "reason"}
+        assert d["abi"] in ABI_NAMES
+        assert d["status"] in ("covered", "unavailable")
+        assert (d["job"] is None) == (d["status"] == "unavailable")
+        assert d["reason"]
+
+
+def _combo(plan, torch, accel, python, abi, platform):
+    [c] = [c for c in plan.combinations
+           if (c.torch, c.accel, c.python, c.abi, c.platform) == (torch, accel, python, abi, platform)]
+    return c
+
+
+def test_reasons(plan) -> None:
+    assert _combo(plan, "2.8", "cu118", "3.12", "cxx11", "linux-x86_64").reason.startswith("torch 2.8 has no cu118 build")
+    assert "no cu118 build for linux-aarch64" in _combo(plan, "2.7", "cu118", "3.12", "cxx11", "linux-aarch64").reason
+    assert "does not ship for CPython 3.14" in _combo(plan, "2.8", "cpu", "3.14", "cxx11", "linux-x86_64").reason
+    assert "free-threaded" in _combo(plan, "2.9", "cu128", "3.13t", "cxx11", "linux-x86_64").reason
+    assert "needs CPython >=3.9" in _combo(plan, "2.4", "cpu", "3.8", "pre-cxx11", "linux-x86_64").reason
+    wrong_abi = _combo(plan, "2.6", "cu118", "3.11", "cxx11", "linux-x86_64")
+    assert wrong_abi.status == "unavailable" and "torch2.6-cu118-cxx11abi1" in wrong_abi.reason
+    ok = _combo(plan, "2.6", "cu118", "3.11", "pre-cxx11", "linux-x86_64")
+    assert ok.status == "covered" and ok.job == "torch2.6-cu118-linux-x86_64"
+    assert _combo(plan, "2.6", "cu126", "3.11", "cxx11", "linux-x86_64").status == "covered"
+    assert _combo(plan, "2.13", "cu130", "3.14", "msvc", "windows-amd64").job == "torch2.13-cu130-windows-amd64"
+
+
+def test_abi_follows_the_contract(plan) -> None:
+    for job in plan.jobs:
+        assert job.cxx11_abi == contract.official_cxx11_abi(job.variant.torch_minor, job.accel)
+        if job.os == "linux":
+            assert job.manylinux == ("manylinux_2_28" if job.cxx11_abi else "manylinux2014")
+        else:
+            assert job.manylinux is None
+
+
+def test_cpu_job_fields(plan) -> None:
+    job = plan.job("torch2.13-cpu-linux-x86_64")
+    assert isinstance(job, Job)
+    assert (job.torch, job.accel, job.platform, job.os, job.arch) == ("2.13", "cpu", "linux-x86_64", "linux", "x86_64")
+    assert job.variant == contract.Variant.parse("torch2.13-cpu")
+    assert job.torch_version == "2.13.0"
+    assert job.torch_index_url == "https://download.pytorch.org/whl/cpu"
+    assert job.cuda is None and job.cuda_archs == ""
+    assert job.cxx11_abi is True and job.manylinux == "manylinux_2_28"
+    assert job.python == "3.10" and job.cpp_std == "20"
+    assert job.covers_pythons == ("3.10", "3.11", "3.12", "3.13", "3.14")
+    assert job.wheel_filename == "causal_conv1d-1.6.1+cpu.torch2.13-cp39-abi3-manylinux_2_28_x86_64.whl"
+    env = job.environment
+    assert env["CIBW_BUILD"] == "cp310-manylinux_x86_64"
+    assert env["CIBW_ARCHS"] == "x86_64"
+    assert env["CIBW_MANYLINUX_X86_64_IMAGE"] == "manylinux_2_28"
+    assert env["CIBW_BEFORE_ALL"] == ""
+    assert '"torch==2.13.0" --index-url https://download.pytorch.org/whl/cpu' in env["CIBW_BEFORE_BUILD"]
+    assert "--no-isolation" in env["CIBW_BUILD_FRONTEND"]
+    assert 'CAUSAL_CONV1D_LOCAL_VERSION="cpu.torch2.13"' in env["CIBW_ENVIRONMENT"]
+    assert 'CAUSAL_CONV1D_FORCE_BUILD="TRUE"' in env["CIBW_ENVIRONMENT"]
+    assert 'CAUSAL_CONV1D_SKIP_CUDA_BUILD="TRUE"' in env["CIBW_ENVIRONMENT"]
+    assert "TORCH_CUDA_ARCH_LIST" not in env["CIBW_ENVIRONMENT"]
+    assert env["CIBW_REPAIR_WHEEL_COMMAND"].startswith("auditwheel repair ")
+    assert "--exclude 'libtorch.so'" in env["CIBW_REPAIR_WHEEL_COMMAND"]
+    assert "python -m build_matrix check --job torch2.13-cpu-linux-x86_64 {dest_dir}/*.whl" in env["CIBW_REPAIR_WHEEL_COMMAND"]
+    assert "import torch, causal_conv1d" in env["CIBW_TEST_COMMAND"]
+
+
+def test_cuda_job_fields(plan, data: compat.CompatData) -> None:
+    job = plan.job("torch2.6-cu118-linux-x86_64")
+    assert job.cuda == "11.8" and job.cuda_archs == data.cuda["11.8"].archs
+    assert job.cxx11_abi is False and job.manylinux == "manylinux2014"
+    assert job.wheel_platform == "manylinux2014_x86_64" and job.python == "3.9"
+    env = job.environment
+    assert env["CIBW_BEFORE_ALL"] == "bash ci/install-cuda-manylinux.sh 11.8"
+    assert env["CIBW_MANYLINUX_X86_64_IMAGE"] == "manylinux2014"
+    assert f'TORCH_CUDA_ARCH_LIST="{data.cuda["11.8"].archs}"' in env["CIBW_ENVIRONMENT"]
+    assert 'CUDA_HOME="/usr/local/cuda-11.8"' in env["CIBW_ENVIRONMENT"]
+    assert "SKIP_CUDA_BUILD" not in env["CIBW_ENVIRONMENT"]
+
+    arm = plan.job("torch2.14-cu130-linux-aarch64")
+    assert arm.cuda_archs == data.cuda["13.0"].archs_aarch64 and "11.0" in arm.cuda_archs
+    assert arm.environment["CIBW_MANYLINUX_AARCH64_IMAGE"] == "manylinux_2_28"
+    assert arm.environment["CIBW_ARCHS"] == "aarch64"
+
+    win = plan.job("torch2.14-cu130-windows-amd64")
+    assert win.environment["CIBW_BUILD"] == "cp310-win_amd64" and win.environment["CIBW_ARCHS"] == "AMD64"
+    assert win.environment["CIBW_BEFORE_ALL"] == ""  # the toolkit is installed on the runner first
+    assert "delvewheel repair" in win.environment["CIBW_REPAIR_WHEEL_COMMAND"]
+    assert win.wheel_filename in win.environment["CIBW_REPAIR_WHEEL_COMMAND"]
+    assert not any(k.startswith("CIBW_MANYLINUX") for k in win.environment)
+
+
+def test_arch_lists_obey_cuda_limits(plan) -> None:
+    for job in plan.jobs:
+        if job.cuda is None:
+            continue
+        cuda = tuple(int(x) for x in job.cuda.split("."))
+        archs = [tuple(int(x) for x in a.replace("+PTX", "").split(".")) for a in job.cuda_archs.split(";")]
+        if cuda >= (13, 0):
+            assert min(archs) >= (7, 5), job.id
+        if cuda < (12, 8):
+            assert max(archs) < (10, 0), job.id
+
+
+def test_job_ids_and_python(plan) -> None:
+    for job in plan.jobs:
+        assert job.id == f"{job.variant.name}-{job.platform}"
+        assert contract.Variant.parse(job.variant.name) == job.variant
+        assert job.python == job.covers_pythons[0]
+        assert job.environment["CIBW_BUILD"].startswith(python_tag(job.python) + "-")
+        assert not any(p.endswith("t") for p in job.covers_pythons)
+        assert job.torch_version.startswith(job.torch + ".")
+        assert contract.parse_wheel_name(job.wheel_filename).variant == job.variant
+
+
+def test_unknown_job_suggests(plan) -> None:
+    with pytest.raises(UnknownJob) as info:
+        plan.job("torch2.13-cpu-linux-x86-64")
+    assert "torch2.13-cpu-linux-x86_64" in info.value.suggestions
+    assert "Perhaps you meant 'torch2.13-cpu-linux-x86_64'" in str(info.value)
+    assert info.value.exit_code == 3
+
+
+@pytest.mark.parametrize("spec,expected", [
+    ("2.7", ["2.7"]),
+    ("2.6-2.9", ["2.6", "2.7", "2.8", "2.9"]),
+    ("2.6..2.7", ["2.6", "2.7"]),
+    ("2.13-", ["2.13", "2.14", "2.15"]),
+    ("-2.5", ["2.4", "2.5"]),
+    (">=2.12,<2.14", ["2.12", "2.13"]),
+    ("2.4,2.10", ["2.4", "2.10"]),
+    (["2.4", "2.10-2.11"], ["2.4", "2.10", "2.11"]),
+])
+def test_torch_filter(data: compat.CompatData, spec, expected) -> None:
+    plan = make_plan(data, torch=spec)
+    assert sorted({c.torch for c in plan.combinations}, key=compat.minor_key) == expected
+    assert {j.torch for j in plan.jobs} == set(expected)
+
+
+@pytest.mark.parametrize("kwargs,kind,value,suggestion", [
+    ({"torch": "2.44"}, "torch", "2.44", "2.4"),  # typo in a minor
+    ({"torch": "2.6-2.99"}, "torch", "2.99", "2.9"),  # unknown range end
+    ({"torch": ">=3.0"}, "torch", ">=3.0", None),  # selects nothing
+    ({"torch": "latest"}, "torch", "latest", None),  # not a spec at all
+    ({"accels": "cu1288"}, "accel", "cu1288", "cu128"),
+    ({"accels": ["cpu", "CPU"]}, "accel", "CPU", "cpu"),
+    ({"platforms": "linux-x86-64"}, "platform", "linux-x86-64", "linux-x86_64"),
+    ({"platforms": "windows"}, "platform", "windows", "windows-amd64"),
+    ({"pythons": "3.1"}, "python", "3.1", "3.11"),
+])
+def test_unknown_filter_values(data: compat.CompatData, kwargs, kind, value, suggestion) -> None:
+    with pytest.raises(UnknownValue) as info:
+        make_plan(data, **kwargs)
+    assert info.value.kind == kind and info.value.value == value
+    assert repr(value) in str(info.value)
+    if suggestion:
+        assert suggestion in info.value.suggestions, info.value.suggestions
+
+
+def test_filters_combine(data: compat.CompatData) -> None:
+    plan = make_plan(data, torch="2.7", accels="cpu,cu128", platforms=["windows-amd64"], pythons="3.12,3.13t")
+    assert [j.id for j in plan.jobs] == ["torch2.7-cpu-windows-amd64", "torch2.7-cu128-windows-amd64"]
+    assert len(plan.combinations) == 2 * 2  # accels x pythons, one platform with one ABI
+    assert plan.filters == {"torch": ["2.7"], "accels": ["cpu", "cu128"], "platforms": ["windows-amd64"],
+                            "pythons": ["3.12", "3.13t"]}
+
+
+def test_index_url_override(data: compat.CompatData, monkeypatch: pytest.MonkeyPatch) -> None:
+    plan = make_plan(data, torch="2.7", accels="cu128", torch_index_base="https://mirror.example/whl/")
+    assert {j.torch_index_url for j in plan.jobs} == {"https://mirror.example/whl/cu128"}
+    assert all("--index-url https://mirror.example/whl/cu128" in j.environment["CIBW_BEFORE_BUILD"] for j in plan.jobs)
+    monkeypatch.setenv(compat.INDEX_ENV, "https://env.example/whl")
+    assert make_plan(data, torch="2.7", accels="cu128").jobs[0].torch_index_url == "https://env.example/whl/cu128"
+
+
+def test_plan_json_schema(cli) -> None:
+    res = cli("plan", "--format", "json", "--torch", "2.13-2.14")
+    assert res.code == 0
+    doc = json.loads(res.out)
+    assert {"schema_version", "abi3", "summary", "jobs", "combinations", "filters", "data", "generator"} <= set(doc)
+    assert doc["summary"]["covered"] == sum(c["status"] == "covered" for c in doc["combinations"])
+    job = doc["jobs"][0]
+    for key in ("id", "variant", "platform", "python", "environment", "torch_version", "torch_index_url", "cuda",
+                "cuda_archs", "cxx11_abi", "manylinux", "cpp_std", "covers_pythons", "wheel_filename"):
+        assert key in job
+    assert "cp39-abi3" in doc["abi3"]
+
+
+def test_jobs_are_frozen_and_hashable(plan) -> None:
+    job = plan.job("torch2.7-cpu-linux-x86_64")
+    assert len(set(plan.jobs)) == len(plan.jobs)
+    with pytest.raises(AttributeError):
+        job.python = "3.12"  # type: ignore[misc]

@@ -1,0 +1,72 @@
+"""Small shapes through every CUDA kernel path, for compute-sanitizer (memcheck, racecheck).
+
+    compute-sanitizer --tool memcheck --error-exitcode 1 python tests/gpu/sanitize_driver.py
+
+Exits non-zero when a result is wrong; the sanitizer reports bad accesses and races itself.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from conftest import load_ops  # noqa: E402
+from ref import conv_ref, rel_err, tol_for, update_ref  # noqa: E402
+
+
+def main() -> int:
+    ops = load_ops()
+    dev = "cuda"
+    bad = 0
+    n = 0
+    for dtype in (torch.float32, torch.bfloat16):
+        for W in (2, 4, 5):
+            for L in (1, 7, 300):
+                for layout in ("cf", "cl", "cf_odd"):
+                    B, D = 2, 20
+                    if layout == "cf":
+                        x = torch.randn(B, D, L, device=dev, dtype=dtype)
+                    elif layout == "cl":
+                        x = torch.randn(B, L, D + 4, device=dev, dtype=dtype)[:, :, 2 : 2 + D].transpose(1, 2)
+                    else:
+                        x = torch.randn(B, D, L + 1, device=dev, dtype=dtype)[:, :, 1:]
+                    w = torch.randn(D, W, device=dev, dtype=dtype)
+                    b = torch.randn(D, device=dev, dtype=dtype)
+                    init = torch.randn(B, D, W - 1, device=dev, dtype=dtype)
+                    dfin = torch.randn(B, D, W - 1, device=dev, dtype=dtype)
+                    out, fin = ops.fwd(x, w, b, None, init, True, True)
+                    ref, _ = conv_ref(x, w, b, initial_states=init, silu=True)
+                    n += 1
+                    bad += rel_err(out, ref) >= tol_for(dtype)
+                    dout = torch.randn_like(out)
+                    dx, dw, db, di = ops.bwd(x, w, b, dout, None, init, dfin, True, True)
+                    seq = torch.zeros(B, L, device=dev, dtype=torch.int32)
+                    seq[:, L // 2 :] = 1
+                    seq[:, L - 1 :] = -1
+                    out_s, _ = ops.fwd(x, w, b, seq, None, False, False)
+                    ref_s, _ = conv_ref(x, w, b, seq_idx=seq)
+                    n += 1
+                    bad += rel_err(out_s, ref_s) >= tol_for(dtype)
+                    ops.bwd(x, w, b, dout, seq, None, None, False, True)
+        for S, circ, idx in ((3, False, False), (5, True, False), (4, False, True)):
+            B, D, W = 3, 40, 4
+            state = torch.randn(4, D, S, device=dev, dtype=dtype)
+            x = torch.randn(B, D, 2, device=dev, dtype=dtype)
+            w = torch.randn(D, W, device=dev, dtype=dtype)
+            cs = torch.tensor([0, 3, 11], device=dev, dtype=torch.int32) if circ else None
+            ix = torch.tensor([2, -1, 0], device=dev, dtype=torch.int32) if idx else None
+            st_ref = state.clone()
+            ref = update_ref(x, st_ref, w, None, True, cs, ix)
+            out = ops.update(x, state, w, None, True, cs, ix)
+            n += 1
+            bad += (not torch.equal(state, st_ref)) or rel_err(out, ref) >= tol_for(dtype)
+    torch.cuda.synchronize()
+    print(f"sanitize driver: {n - bad}/{n} checks passed")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,183 @@
+"""Native builds of real jobs: the CPU job (torch 2.13.0) and the CUDA 13.0 job with one arch.
+
+Both wheels must build, pass every check, install into a fresh venv and import (the CUDA one on
+a machine without a GPU). Bad input must fail with a clear message and leave --out empty.
+The wheels are cached per source state (build/test-wheels/), so only the first run compiles.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from build_matrix import wheelcheck
+from build_support.contract import contract
+
+CPU_JOB = "torch2.13-cpu-linux-x86_64"
+CUDA_JOB = "torch2.14-cu130-linux-x86_64"
+REPO = Path(__file__).resolve().parents[2]
+VENVS = REPO / "build" / "test-wheels" / "venvs"
+
+pytestmark = pytest.mark.slow
+
+
+def _report(wheel: Path) -> dict:
+    found = sorted(wheel.parent.parent.glob(f"{wheel.parent.name}.report.json"))
+    return json.loads(found[0].read_text()) if found else {}
+
+
+def _assert_all_checks_pass(wheel: Path, run_cli, *extra: str) -> None:
+    proc = run_cli("check", "--require-cuobjdump", *extra, str(wheel))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "FAIL" not in proc.stdout
+
+
+def test_cpu_wheel_builds_and_passes_checks(cpu_wheel: Path, run_cli, timings) -> None:
+    name = contract.parse_wheel_name(cpu_wheel.name)
+    assert str(name.variant) == "torch2.13-cpu"
+    assert all(p.endswith("_x86_64") for p in name.platforms)
+    _assert_all_checks_pass(cpu_wheel, run_cli, "--job", CPU_JOB)
+    with zipfile.ZipFile(cpu_wheel) as zf:
+        record = json.loads(zf.read(f"{contract.DIST_NAME}/{contract.BUILD_INFO_FILENAME}"))
+    assert record["variant"] == "torch2.13-cpu" and record["with_cuda"] is False
+    assert record["torch_version"].startswith("2.13.")
+    report = _report(cpu_wheel)
+    if report.get("compile_s"):
+        timings["cpu compile"] = report["compile_s"]
+
+
+def test_cpu_wheel_installs_into_fresh_venv_and_runs(cpu_wheel: Path, fresh_venv, tmp_path: Path, timings) -> None:
+    start = time.monotonic()
+    py = fresh_venv(tmp_path / "venv", "torch==2.13.0", str(cpu_wheel))
+    code = (
+        "import torch, causal_conv1d\n"
+        "from causal_conv1d import causal_conv1d_fn\n"
+        "from causal_conv1d.causal_conv1d_interface import causal_conv1d_ref\n"
+        "x = torch.randn(2, 8, 32); w = torch.randn(8, 4); b = torch.randn(8)\n"
+        "out = causal_conv1d_fn(x, w, b, activation='silu')\n"
+        "torch.testing.assert_close(out, causal_conv1d_ref(x, w, b, activation='silu'), rtol=1e-4, atol=1e-4)\n"
+        "print(causal_conv1d.__version__)\n"
+    )
+    proc = __import__("subprocess").run([str(py), "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip() == f"{contract.PACKAGE_VERSION}+cpu.torch2.13"
+    timings["cpu install+import"] = time.monotonic() - start
+
+
+def test_cuda_wheel_builds_and_passes_checks(cuda_wheel: Path, run_cli, timings) -> None:
+    name = contract.parse_wheel_name(cuda_wheel.name)
+    assert str(name.variant) == "torch2.14-cu130"
+    _assert_all_checks_pass(cuda_wheel, run_cli, "--job", CUDA_JOB, "--cuda-archs", "9.0")
+    # and the arch list really is checked: the job's full default list is not what was built
+    proc = run_cli("check", "--job", CUDA_JOB, "--only", "cuda-archs", "--require-cuobjdump", str(cuda_wheel))
+    assert proc.returncode == 11 and "cuda-archs" in proc.stdout
+    with zipfile.ZipFile(cuda_wheel) as zf:
+        record = json.loads(zf.read(f"{contract.DIST_NAME}/{contract.BUILD_INFO_FILENAME}"))
+    assert record["cuda_version"].startswith("13.0") and record["with_cuda"] is True
+    assert record["cuda_archs"] == ["9.0"]
+    report = _report(cuda_wheel)
+    if report.get("compile_s"):
+        timings["cuda compile (1 arch)"] = report["compile_s"]
+
+
+def test_cuda_wheel_installs_and_imports_without_gpu(cuda_wheel: Path, fresh_venv, tmp_path: Path, timings) -> None:
+    start = time.monotonic()
+    py = fresh_venv(tmp_path / "venv", "torch==2.14.1", str(cuda_wheel))
+    code = (
+        "import torch, causal_conv1d\n"
+        "assert hasattr(torch.ops.causal_conv1d, 'fwd'), 'ops not registered'\n"
+        "print(causal_conv1d.__version__, torch.version.cuda, torch.cuda.is_available())\n"
+    )
+    proc = __import__("subprocess").run([str(py), "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.split()[:2] == [f"{contract.PACKAGE_VERSION}+cu130.torch2.14", "13.0"]
+    timings["cuda install+import"] = time.monotonic() - start
+
+
+# --- bad input: a clear error, a distinct exit code, nothing in --out
+
+
+def _assert_failed_cleanly(proc, out: Path, code: int, *messages: str) -> None:
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    for message in messages:
+        assert message in proc.stderr, proc.stderr
+    assert not out.exists() or not any(out.iterdir()), list(out.iterdir())
+
+
+def test_unknown_job(run_cli, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = run_cli("build", "--job", "torch2.13-cpu-linux-x86", "--native", "--out", str(out))
+    _assert_failed_cleanly(proc, out, 3, "Unknown job", "torch2.13-cpu-linux-x86_64")
+
+
+def test_native_flag_required(run_cli, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = run_cli("build", "--job", CPU_JOB, "--out", str(out))
+    _assert_failed_cleanly(proc, out, 10, "add --native")
+
+
+def test_bad_cuda_archs(run_cli, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = run_cli("build", "--job", CUDA_JOB, "--native", "--out", str(out), "--cuda-archs", "sm_90")
+    _assert_failed_cleanly(proc, out, 10, "Invalid CUDA arch", "'sm_90'")
+
+
+def test_torch_not_installable(run_cli, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = run_cli("build", "--job", CPU_JOB, "--native", "--out", str(out),
+                   "--torch-spec", "torch==0.0.1", "--torch-index-url", "")
+    _assert_failed_cleanly(proc, out, 10, "installing torch==0.0.1 failed", "--torch-spec")
+
+
+def test_compiler_missing(cpu_wheel: Path, run_cli, tmp_path: Path, clean_env: dict[str, str]) -> None:
+    out = tmp_path / "out"
+    env = dict(clean_env, CXX=str(tmp_path / "no-such-c++"))
+    proc = run_cli("build", "--job", CPU_JOB, "--native", "--out", str(out), "--venv", str(VENVS / CPU_JOB), env=env)
+    _assert_failed_cleanly(proc, out, 10, "no C++ compiler found")
+
+
+def test_wrong_torch_for_the_job(cuda_wheel: Path, run_cli, tmp_path: Path) -> None:
+    # the CUDA build venv holds torch 2.14.1+cu130: the CPU 2.14 job must refuse it before compiling
+    out = tmp_path / "out"
+    proc = run_cli("build", "--job", "torch2.14-cpu-linux-x86_64", "--native", "--out", str(out),
+                   "--venv", str(VENVS / CUDA_JOB), "--torch-spec", "torch==2.14.1", "--torch-index-url", "")
+    _assert_failed_cleanly(proc, out, 10, "is a cu130 build, the job needs cpu")
+
+
+def test_no_cuda_toolkit(cuda_wheel: Path, run_cli, tmp_path: Path, clean_env: dict[str, str]) -> None:
+    out = tmp_path / "out"
+    env = dict(clean_env, CUDA_HOME=str(tmp_path / "no-cuda"))
+    proc = run_cli("build", "--job", CUDA_JOB, "--native", "--out", str(out), "--venv", str(VENVS / CUDA_JOB),
+                   "--cuda-archs", "9.0", "--torch-index-url", "", env=env)
+    _assert_failed_cleanly(proc, out, 10, f"CUDA_HOME={tmp_path / 'no-cuda'} does not exist")
+
+
+def test_source_hash_tracks_sources(tmp_path: Path) -> None:
+    from build_matrix.native import source_hash
+
+    for rel in ("csrc", "causal_conv1d", "build_support"):
+        (tmp_path / rel).mkdir()
+        (tmp_path / rel / "a.txt").write_text(rel)
+    (tmp_path / "setup.py").write_text("setup()")
+    first = source_hash(tmp_path)
+    (tmp_path / "causal_conv1d" / "_C.so").write_bytes(b"build product")  # ignored
+    (tmp_path / "causal_conv1d" / contract.BUILD_INFO_FILENAME).write_text("{}")  # ignored
+    assert source_hash(tmp_path) == first
+    (tmp_path / "csrc" / "a.txt").write_text("changed")
+    assert source_hash(tmp_path) != first
+
+
+def test_checks_run_on_the_native_wheel_report(cpu_wheel: Path) -> None:
+    report = _report(cpu_wheel)
+    if not report:
+        pytest.skip("wheel came from an older cache without a report")
+    assert report["wheel"] == str(cpu_wheel)
+    assert {c["check"] for c in report["checks"]} == set(wheelcheck.CHECKS)
+    assert all(c["status"] != "fail" for c in report["checks"])
+    assert report["platform"] in cpu_wheel.name
+    assert os.path.basename(report["wheel"]) == cpu_wheel.name

@@ -1,0 +1,31 @@
+"""Fixtures for the package tests (kernels, ops, Python API).
+
+Every test that takes ``device`` runs on the CPU and, marked ``gpu``, on CUDA (skipped without a
+GPU by the top-level conftest). Helpers shared by the test files live in ``_cc1d_ref.py``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import causal_conv1d  # noqa: F401  (loads _C: registers the ops)
+
+# --import-mode=importlib (pyproject.toml) does not put test folders on sys.path; the test files
+# import their helpers from _cc1d_ref.py (a name no other test area uses).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+
+
+@pytest.fixture(params=DEVICES)
+def device(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture(autouse=True)
+def _seed() -> None:
+    torch.manual_seed(0)

@@ -1,0 +1,286 @@
+"""The local release's orchestration, with a fake runner: commands, order, outputs, failures."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+from release_fakes import FakeRunner, arg_after, machine, make_plan, smoke_json, write_fake_wheel
+
+from build_support.contract import contract
+from release.local import LocalOptions, LocalRelease
+
+PORT = 5555
+BASE = f"http://127.0.0.1:{PORT}/"
+
+
+class World:
+    """A fake machine: handlers that act like build_matrix, index_site, pip and the smoke script."""
+
+    def __init__(self, tmp: Path, plan: dict[str, Any]) -> None:
+        self.tmp = tmp
+        self.plan = plan
+        self.installed_from: Optional[str] = None  # override the URL pip reports
+        self.smoke_ok = True
+        self.fail: dict[str, int] = {}  # runner key -> exit status
+        self.runner = FakeRunner(
+            {
+                "build_matrix plan": self.plan_cmd,
+                "build_matrix build": self.build,
+                "build_matrix check": self.simple("build_matrix check"),
+                "index_site build": self.publish,
+                "index_site verify": self.simple("index_site verify"),
+                "venv": self.simple("venv"),
+                "pip": self.pip,
+                "script": self.smoke,
+            }
+        )
+        self.pages: dict[str, str] = {}
+        self.base = BASE  # where the fake server is (the port the run will pick)
+
+    def simple(self, key: str):
+        return lambda argv, kw: self.fail.get(key)
+
+    def plan_cmd(self, argv, kw):
+        return self.fail.get("build_matrix plan") or json.dumps(self.plan)
+
+    def build(self, argv, kw):
+        if "build_matrix build" in self.fail:
+            return self.fail["build_matrix build"]
+        job = arg_after(argv, "--job")
+        variant = job.rsplit("-linux-", 1)[0]
+        write_fake_wheel(Path(arg_after(argv, "--out")), variant, "manylinux_2_28_x86_64")
+        Path(arg_after(argv, "--report")).write_text(json.dumps({"compile_s": 75.0}))
+        return None
+
+    def publish(self, argv, kw):
+        if "index_site build" in self.fail:
+            return self.fail["index_site build"]
+        wheels, site = Path(argv[argv.index("build") + 1]), Path(arg_after(argv, "--out"))
+        for wheel in wheels.glob("*.whl"):
+            variant = contract.parse_wheel_name(wheel.name).variant
+            page = site / "whl" / variant.name / contract.PROJECT_NAME / "index.html"
+            page.parent.mkdir(parents=True, exist_ok=True)
+            page.write_text(f'<a href="../../../files/{contract.quote_path(wheel.name)}">{wheel.name}</a>')
+            self.pages[contract.project_page_url(self.base, variant)] = page.read_text()
+        return None
+
+    def pip(self, argv, kw):
+        if "pip" in self.fail:
+            return self.fail["pip"]
+        index = arg_after(argv, "--extra-index-url")
+        variant = index.rstrip("/").rsplit("/", 1)[-1]
+        wheel = next(
+            (self.tmp / "work" / "wheels").glob(f"*+{contract.local_version(contract.Variant.parse(variant))}-*.whl")
+        )
+        url = self.installed_from or f"{self.base}files/{contract.quote_path(wheel.name)}"
+        report = {
+            "install": [
+                {
+                    "metadata": {"name": "torch", "version": "2.13.0+cpu"},
+                    "download_info": {"url": "file:///opt/wheels/t.whl"},
+                },
+                {
+                    "metadata": {"name": "causal_conv1d", "version": "1.6.1+cpu.torch2.13"},
+                    "download_info": {"url": url, "archive_info": {"hashes": {"sha256": "ab" * 32}}},
+                },
+            ]
+        }
+        Path(arg_after(argv, "--report")).write_text(json.dumps(report))
+        return None
+
+    def smoke(self, argv, kw):
+        return smoke_json(self.installed_variant(), ok=self.smoke_ok)
+
+    def installed_variant(self) -> str:
+        pip = next(c for c in self.runner.calls if FakeRunner.key(c) == "pip")
+        return arg_after(pip, "--extra-index-url").rstrip("/").rsplit("/", 1)[-1]
+
+    def release(self, *, nvcc: bool = True, **opts: Any) -> tuple[LocalRelease, io.StringIO]:
+        stream = io.StringIO()
+        options = LocalOptions(work_dir=self.tmp / "work", **opts)
+        rel = LocalRelease(
+            options,
+            self.runner,
+            machine(nvcc="/usr/local/cuda/bin/nvcc" if nvcc else None),
+            stream=stream,
+            http_get=self.http_get,
+            port_picker=lambda: PORT,
+            reachable=lambda url: False,
+        )
+        return rel, stream
+
+    def http_get(self, url: str) -> str:
+        if url not in self.pages:
+            raise OSError(f"404 {url}")
+        return self.pages[url]
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> World:
+    return World(tmp_path, make_plan())
+
+
+def test_defaults_build_both_variants_and_install_the_cpu_wheel(world: World) -> None:
+    rel, stream = world.release()
+    result = rel.run()
+    text = stream.getvalue()
+    assert result.ok, text
+    assert world.runner.keys() == [
+        "build_matrix plan",
+        "build_matrix build",
+        "build_matrix build",
+        "build_matrix check",
+        "index_site build",
+        "index_site serve",
+        "index_site verify",
+        "venv",
+        "pip",
+        "script",
+    ]
+    builds = [c for c in world.runner.calls if FakeRunner.key(c) == "build_matrix build"]
+    assert [arg_after(c, "--job") for c in builds] == ["torch2.13-cpu-linux-x86_64", "torch2.14-cu130-linux-x86_64"]
+    assert "--native" in builds[0] and "--cuda-archs" not in builds[0]
+    assert arg_after(builds[1], "--cuda-archs") == "9.0"  # the small default arch list
+    check = next(c for c in world.runner.calls if FakeRunner.key(c) == "build_matrix check")
+    assert sorted(Path(p).name for p in check[4:]) == sorted(p.name for p in (world.tmp / "work/wheels").glob("*.whl"))
+    serve = world.runner.started[0]
+    assert serve.argv[-2:] == ["--port", str(PORT)] and serve.stopped
+    pip = next(c for c in world.runner.calls if FakeRunner.key(c) == "pip")
+    assert arg_after(pip, "--extra-index-url") == f"{BASE}whl/torch2.13-cpu/"
+    assert arg_after(pip, "--only-binary") == "causal-conv1d" and pip[-1] == "causal-conv1d"
+    assert pip.count("--extra-index-url") == 1  # PyTorch's index unreachable: pip's own indexes for torch
+    pip_env = world.runner.kwargs[world.runner.calls.index(pip)]["env"]
+    assert "127.0.0.1" in pip_env["NO_PROXY"]  # the local index never goes through a proxy
+    # progress, timings and the total
+    assert "[1/7] plan the build matrix" in text and "[7/7] import and run the op" in text
+    assert "compile time 1 min 15 s" in text
+    assert "local release finished: 7 steps in" in text
+    assert "stopped the index server" in text
+    report = json.loads((world.tmp / "work/report.json").read_text())
+    assert report["ok"] and report["installed"]["variant"] == "torch2.13-cpu"
+    assert report["installed"]["url"].startswith(BASE)
+    assert report["compile_seconds"] == {"torch2.13-cpu-linux-x86_64": 75.0, "torch2.14-cu130-linux-x86_64": 75.0}
+    assert json.loads((world.tmp / "work/plan.json").read_text())["jobs"]
+
+
+def test_without_nvcc_only_the_cpu_variant(world: World) -> None:
+    rel, stream = world.release(nvcc=False)
+    assert rel.run().ok
+    assert world.runner.keys().count("build_matrix build") == 1
+    assert "torch2.14-cu130 left out: no nvcc found" in stream.getvalue()
+
+
+def test_options_reach_the_commands(world: World) -> None:
+    rel, _ = world.release(
+        variants=("torch2.14-cu130", "torch2.14-cpu"), cuda_archs="8.0;9.0", max_jobs=3, torch_index_url="", port=6000
+    )
+    world.base = "http://127.0.0.1:6000/"
+    rel.port_picker = lambda: pytest.fail("an explicit --port must be used")  # type: ignore[assignment]
+    assert rel.run().ok
+    builds = [c for c in world.runner.calls if FakeRunner.key(c) == "build_matrix build"]
+    assert [arg_after(c, "--job") for c in builds] == ["torch2.14-cpu-linux-x86_64", "torch2.14-cu130-linux-x86_64"]
+    assert arg_after(builds[1], "--cuda-archs") == "8.0;9.0"
+    assert all(arg_after(c, "--max-jobs") == "3" and arg_after(c, "--torch-index-url") == "" for c in builds)
+    pip = next(c for c in world.runner.calls if FakeRunner.key(c) == "pip")
+    assert arg_after(pip, "--extra-index-url") == "http://127.0.0.1:6000/whl/torch2.14-cpu/"
+
+
+def test_wheels_from_skips_the_build(world: World, tmp_path: Path) -> None:
+    prebuilt = tmp_path / "prebuilt"
+    write_fake_wheel(prebuilt, "torch2.13-cpu", "linux_x86_64")
+    write_fake_wheel(prebuilt, "torch2.14-cpu", "linux_x86_64")  # not selected: ignored
+    rel, stream = world.release(variants=("torch2.13-cpu",), wheels_from=prebuilt)
+    assert rel.run().ok, stream.getvalue()
+    assert "build_matrix build" not in world.runner.keys()
+    assert [p.name for p in (tmp_path / "work/wheels").glob("*.whl")] == [next(prebuilt.glob("*torch2.13*")).name]
+    assert "take prebuilt wheels" in stream.getvalue()
+
+
+def test_wheels_from_without_the_variant_fails_at_build(world: World, tmp_path: Path) -> None:
+    prebuilt = tmp_path / "prebuilt"
+    write_fake_wheel(prebuilt, "torch2.14-cpu")
+    rel, stream = world.release(variants=("torch2.13-cpu",), wheels_from=prebuilt)
+    result = rel.run()
+    assert result.failed is not None and result.failed.key == "build"
+    assert "expected one torch2.13-cpu wheel for linux-x86_64" in result.failed.detail
+    assert "FAILED at step 2/7 'take prebuilt wheels'" in stream.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("key", "step"),
+    [
+        ("build_matrix plan", "plan"),
+        ("build_matrix build", "build"),
+        ("build_matrix check", "check"),
+        ("index_site build", "publish"),
+        ("index_site verify", "serve"),
+        ("pip", "install"),
+    ],
+)
+def test_a_failing_command_stops_at_its_step(world: World, key: str, step: str) -> None:
+    world.fail[key] = 3
+    rel, stream = world.release(nvcc=False)
+    result = rel.run()
+    assert result.failed is not None and result.failed.key == step
+    assert "status 3" in result.failed.detail
+    statuses = {s.key: s.status for s in result.steps}
+    order = ["plan", "build", "check", "publish", "serve", "install", "run"]
+    after = order[order.index(step) + 1 :]
+    assert all(statuses[k] == "not run" for k in after)
+    assert all(p.stopped for p in world.runner.started)  # the server never outlives the run
+    report = json.loads((world.tmp / "work/report.json").read_text())
+    assert report["ok"] is False and report["failed_step"] == step
+
+
+def test_install_from_elsewhere_is_a_failure(world: World) -> None:
+    world.installed_from = "https://pypi.org/packages/causal_conv1d-1.6.1+cpu.torch2.13-cp39-abi3-linux_x86_64.whl"
+    rel, _ = world.release(nvcc=False)
+    result = rel.run()
+    assert result.failed is not None and result.failed.key == "install"
+    assert "not from the local index" in result.failed.detail
+
+
+def test_wrong_numbers_fail_the_run_step(world: World) -> None:
+    world.smoke_ok = False
+    rel, _ = world.release(nvcc=False)
+    result = rel.run()
+    assert result.failed is not None and result.failed.key == "run"
+    assert "differs from the reference" in result.failed.detail
+
+
+def test_server_that_dies_fails_serve(world: World) -> None:
+    rel, _ = world.release(nvcc=False)
+    original_start = world.runner.start
+
+    def dying_start(argv, **kw):
+        proc = original_start(argv, **kw)
+        proc.exit_status = 1
+        return proc
+
+    world.runner.start = dying_start  # type: ignore[method-assign]
+    result = rel.run()
+    assert result.failed is not None and result.failed.key == "serve"
+    assert "exited with status 1" in result.failed.detail
+
+
+def test_invalid_plan_json_fails_plan(world: World) -> None:
+    world.runner.handlers["build_matrix plan"] = lambda argv, kw: "not json"
+    rel, _ = world.release()
+    result = rel.run()
+    assert result.failed is not None and result.failed.key == "plan"
+    assert "invalid JSON" in result.failed.detail
+
+
+def test_work_dir_is_reset_but_foreign_files_are_kept(world: World) -> None:
+    work = world.tmp / "work"
+    (work / "wheels").mkdir(parents=True)
+    stale = write_fake_wheel(work / "wheels", "torch2.14-cpu")
+    (work / "notes.txt").write_text("mine")
+    rel, _ = world.release(nvcc=False)
+    assert rel.run().ok
+    assert not stale.exists()  # an old run's wheel is not republished
+    assert (work / "notes.txt").read_text() == "mine"

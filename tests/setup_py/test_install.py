@@ -1,0 +1,128 @@
+"""Real pip, real HTTP, a fresh venv: `pip install` of the sdist with the index first."""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from pathlib import Path
+
+import pytest
+
+from build_support.contract import contract
+
+from .conftest import CPU_LABEL, CPU_VARIANT, install_env, pip_install_sdist_args
+
+pytestmark = pytest.mark.slow
+
+SMOKE = (
+    "import importlib.metadata as m, json, torch, causal_conv1d as c\n"
+    "from causal_conv1d import causal_conv1d_fn\n"
+    "x = torch.randn(2, 4, 16); w = torch.randn(4, 3)\n"
+    "y = causal_conv1d_fn(x, w, None)\n"
+    "assert y.shape == x.shape\n"
+    "print(json.dumps({'version': c.__version__, 'dist': m.version('causal-conv1d'),"
+    " 'prebuilt': m.distribution('causal-conv1d').read_text('PREBUILT.json')}))\n"
+)
+
+
+def compiler_shims(tmp_path: Path) -> tuple[Path, Path]:
+    """c++/gcc/cc/g++/nvcc/ninja that record being called and fail: 'compiles nothing' is checkable."""
+    shims, marker = tmp_path / "shims", tmp_path / "compiler-called"
+    shims.mkdir()
+    for name in ("c++", "g++", "gcc", "cc", "nvcc", "ninja", "clang", "clang++"):
+        p = shims / name
+        p.write_text(f'#!/bin/sh\necho "{name} $*" >> "{marker}"\nexit 1\n')
+        p.chmod(p.stat().st_mode | stat.S_IEXEC)
+    return shims, marker
+
+
+def shim_env(tmp_path: Path, base: dict[str, str]) -> tuple[dict[str, str], Path]:
+    shims, marker = compiler_shims(tmp_path)
+    env = dict(base)
+    env["PATH"] = f"{shims}{os.pathsep}{env.get('PATH', '')}"
+    env["CC"], env["CXX"] = str(shims / "cc"), str(shims / "c++")
+    return env, marker
+
+
+def test_sdist_install_takes_prebuilt_wheel_compiles_nothing(venv_clean, index, sdist_dir, build_deps, tmp_path, capsys):
+    """Also the isolation case: torch is only in the target venv, not in pip's build env."""
+    env, marker = shim_env(tmp_path, install_env(tmp_path, index.url))
+    t0 = time.monotonic()
+    proc = venv_clean.pip(*pip_install_sdist_args(sdist_dir, build_deps), env=env)
+    elapsed = time.monotonic() - t0
+    out = proc.stdout + proc.stderr
+    assert f"using prebuilt wheel causal_conv1d-{contract.PACKAGE_VERSION}+{CPU_LABEL}-" in out, out[-4000:]
+    assert "(nothing compiled)" in out
+    assert "pip builds in an isolated environment" in out and str(venv_clean.path) in out  # which torch, why
+    assert f"torch: 2.13" in out
+    assert not marker.exists(), marker.read_text()
+    assert any(r.startswith(f"/whl/{CPU_VARIANT}/{contract.PROJECT_NAME}/") for r in index.requests), index.requests
+    res = venv_clean.py(SMOKE)
+    import json
+
+    info = json.loads(res.stdout.strip().splitlines()[-1])
+    assert info["version"] == f"{contract.PACKAGE_VERSION}+{CPU_LABEL}"  # from the build record
+    assert info["dist"] == contract.PACKAGE_VERSION  # relabelled for pip's sdist/cache consistency check
+    assert json.loads(info["prebuilt"])["filename"].startswith(f"causal_conv1d-{contract.PACKAGE_VERSION}+{CPU_LABEL}")
+    with capsys.disabled():
+        print(f"\n[setup_py] sdist install with prebuilt wheel: {elapsed:.1f} s (torch already installed)")
+
+    # The same sdist again with pip's wheel cache populated (pip checks the cached wheel's version
+    # against the sdist's: a local label there would make this second install fail).
+    venv_clean.uninstall()
+    proc = venv_clean.pip(*pip_install_sdist_args(sdist_dir, build_deps), env=env)
+    assert "Successfully installed causal-conv1d" in proc.stdout, proc.stdout[-3000:]
+
+
+@pytest.mark.parametrize("mode,expect", [
+    ("404", "HTTP 404"), ("500", "HTTP 500"), ("stall", "timed out"), ("garbage", "no wheel"),
+    ("badhash", "sha256 mismatch"), ("truncate", "truncated"), ("refused", "refused"),
+])
+def test_index_failures_stop_cleanly_when_prebuilt_only(venv_clean, index, refused_url, sdist_dir, build_deps,
+                                                        tmp_path, mode, expect):
+    """Each index failure reaches the fall-back decision and installs nothing; with
+    CAUSAL_CONV1D_PREBUILT_ONLY=TRUE the fall-back is a clear stop instead of a compile
+    (test_index_404_falls_back_to_a_local_build runs the compile once)."""
+    url = refused_url if mode == "refused" else index.url
+    index.mode = "ok" if mode == "refused" else mode
+    index.stall_s = 4
+    env, marker = shim_env(tmp_path, install_env(tmp_path, url, CAUSAL_CONV1D_PREBUILT_ONLY="TRUE",
+                                                 CAUSAL_CONV1D_INDEX_TIMEOUT="1.5"))
+    proc = venv_clean.pip(*pip_install_sdist_args(sdist_dir, build_deps), env=env, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert expect in out.lower() if expect == "refused" else expect in out, out[-4000:]
+    assert "building locally" in out and "Not compiling" in out, out[-4000:]
+    assert not marker.exists()
+    assert venv_clean.pip("show", contract.PROJECT_NAME, check=False).returncode != 0  # nothing installed
+
+
+def test_force_build_skips_the_index_and_compiles(venv_clean, index, sdist_dir, build_deps, tmp_path):
+    env, marker = shim_env(tmp_path, install_env(tmp_path, index.url, **{contract.ENV_FORCE_BUILD: "TRUE"}))
+    proc = venv_clean.pip(*pip_install_sdist_args(sdist_dir, build_deps), env=env, check=False)
+    out = proc.stdout + proc.stderr
+    assert f"{contract.ENV_FORCE_BUILD}=TRUE: not looking for a prebuilt wheel; building locally" in out, out[-4000:]
+    assert index.requests == []  # the index was not asked
+    assert marker.exists()  # the (shimmed, failing) compiler was invoked: a local build was attempted
+    assert proc.returncode != 0
+
+
+def test_index_404_falls_back_to_a_local_build(venv_clean, index, sdist_dir, build_deps, tmp_path):
+    """The real fallback: a local CPU build under pip's isolation, against the venv's torch."""
+    index.mode = "404"
+    env = install_env(tmp_path, index.url, MAX_JOBS="1")
+    proc = venv_clean.pip(*pip_install_sdist_args(sdist_dir, build_deps), env=env, timeout=3600)
+    out = proc.stdout + proc.stderr
+    assert f"no wheel for variant {CPU_VARIANT} at {index.url}whl/{CPU_VARIANT}/{contract.PROJECT_NAME}/ (HTTP 404); building locally" in out
+    assert "compiling against torch 2.13" in out  # the target torch made visible to the isolated build
+    assert "local build" in out and "CPU-only build" in out
+    res = venv_clean.py(SMOKE)
+    import json
+
+    info = json.loads(res.stdout.strip().splitlines()[-1])
+    assert info["version"] == contract.PACKAGE_VERSION and info["prebuilt"] is None
+    rec = venv_clean.py("import causal_conv1d._guard as g, json; print(json.dumps(g.read_build_record()))")
+    record = json.loads(rec.stdout.strip().splitlines()[-1])
+    assert record["variant"] == CPU_VARIANT and record["with_cuda"] is False
+    assert set(record) == set(contract.BUILD_INFO_KEYS)

@@ -1,0 +1,198 @@
+"""build_support/prebuilt.py without pip: page parsing, selection, verification, relabelling."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+from packaging.tags import Tag
+
+from build_support import prebuilt
+from build_support.contract import contract
+from build_support.toolchain import TorchInfo
+
+V = contract.Variant.parse("torch2.13-cpu")
+LINUX = [Tag("cp311", "abi3", "manylinux_2_28_x86_64"), Tag("cp39", "abi3", "manylinux_2_28_x86_64"),
+         Tag("cp39", "abi3", "manylinux2014_x86_64"), Tag("cp39", "abi3", "linux_x86_64")]
+
+
+def cand(filename: str, **kw: object) -> prebuilt.Candidate:
+    return prebuilt.Candidate(filename, f"https://x/{filename}", kw.pop("sha256", "ab" * 32), **kw)  # type: ignore[arg-type]
+
+
+def name(version: str = "1.6.1+cpu.torch2.13", plat: str = "linux_x86_64") -> str:
+    return f"causal_conv1d-{version}-cp39-abi3-{plat}.whl"
+
+
+def test_html_page_parsing_resolves_relative_urls_and_hashes() -> None:
+    body = (b'<html><a href="../../../files/causal_conv1d-1.6.1%2Bcpu.torch2.13-cp39-abi3-linux_x86_64.whl'
+            b'#sha256=' + b"c" * 64 + b'" data-requires-python="&gt;=3.9">x</a><a href="other.tar.gz">y</a>'
+            b'<a href="y.whl" data-yanked="">z</a></html>')
+    got = prebuilt.parse_page(body, "text/html", "http://h/whl/torch2.13-cpu/causal-conv1d/")
+    assert got[0].filename == "causal_conv1d-1.6.1+cpu.torch2.13-cp39-abi3-linux_x86_64.whl"
+    assert got[0].url == "http://h/files/causal_conv1d-1.6.1%2Bcpu.torch2.13-cp39-abi3-linux_x86_64.whl"
+    assert got[0].sha256 == "c" * 64 and got[0].requires_python == ">=3.9" and not got[0].yanked
+    assert got[1].sha256 is None
+    assert got[2].yanked
+
+
+def test_json_page_parsing() -> None:
+    data = {"meta": {"api-version": "1.1"}, "name": "causal-conv1d", "files": [
+        {"filename": name(), "url": "../../../files/a.whl", "hashes": {"sha256": "d" * 64}, "size": 123,
+         "requires-python": ">=3.9", "yanked": False}]}
+    got = prebuilt.parse_page(json.dumps(data).encode(), "application/vnd.pypi.simple.v1+json", "http://h/p/q/r/")
+    assert got == [prebuilt.Candidate(name(), "http://h/files/a.whl", "d" * 64, 123, ">=3.9", False)]
+
+
+@pytest.mark.parametrize("body", [b"\xff\xfe\x00garbage", b'{"files": 3'])
+def test_garbage_pages_raise_index_error(body: bytes) -> None:
+    with pytest.raises(prebuilt.IndexError_):
+        prebuilt.parse_page(body, "application/vnd.pypi.simple.v1+json" if body.startswith(b"{") else "text/html", "http://h/")
+
+
+def test_select_exact_version_variant_and_best_tag() -> None:
+    cands = [
+        cand(name("1.6.0+cpu.torch2.13")),  # other version
+        cand(name("1.6.1+cu128.torch2.13")),  # other variant
+        cand(name("1.6.1+cpu.torch2.12")),  # other torch
+        cand(name(plat="linux_x86_64")),
+        cand(name(plat="manylinux_2_28_x86_64")),
+        cand(name(plat="manylinux_2_28_aarch64")),
+        cand(name(plat="win_amd64")),
+    ]
+    best, why = prebuilt.select(cands, V, LINUX)
+    assert best is not None and best.filename == name(plat="manylinux_2_28_x86_64"), why
+    arm = [Tag("cp312", "abi3", "manylinux_2_28_aarch64"), Tag("cp39", "abi3", "manylinux_2_28_aarch64")]
+    best, _ = prebuilt.select(cands, V, arm)
+    assert best is not None and best.filename.endswith("aarch64.whl")
+    best, _ = prebuilt.select(cands, V, [Tag("cp39", "abi3", "win_amd64")])
+    assert best is not None and best.filename.endswith("win_amd64.whl")
+
+
+def test_select_skips_yanked_and_requires_python_and_explains() -> None:
+    best, why = prebuilt.select([cand(name(), yanked=True)], V, LINUX)
+    assert best is None and "no 1.6.1 wheel" in why
+    best, _ = prebuilt.select([cand(name(), requires_python=">=4")], V, LINUX)
+    assert best is None
+    best, why = prebuilt.select([cand(name(plat="win_amd64"))], V, LINUX)
+    assert best is None and "win_amd64" in why
+    best, why = prebuilt.select([cand(name("1.5.0+cpu.torch2.13"))], V, LINUX)
+    assert best is None and "1.5.0+cpu.torch2.13" in why
+
+
+def test_settings_skip_reasons(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in (contract.ENV_FORCE_BUILD, contract.ENV_LOCAL_VERSION, contract.ENV_SKIP_CUDA_BUILD):
+        monkeypatch.delenv(var, raising=False)
+    assert prebuilt.settings_skip_reason() is None
+    monkeypatch.setenv(contract.ENV_FORCE_BUILD, "TRUE")
+    assert contract.ENV_FORCE_BUILD in (prebuilt.settings_skip_reason() or "")
+    monkeypatch.setenv(contract.ENV_FORCE_BUILD, "FALSE")
+    assert prebuilt.settings_skip_reason() is None
+    monkeypatch.setenv(contract.ENV_LOCAL_VERSION, "cpu.torch2.13")
+    assert "release build" in (prebuilt.settings_skip_reason() or "")
+
+
+def test_target_variant(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(contract.ENV_FORCE_CXX11_ABI, raising=False)
+    assert prebuilt.target_variant(TorchInfo(True, "2.7.1+cu128", "12.8", None, True)).name == "torch2.7-cu128"
+    assert prebuilt.target_variant(TorchInfo(True, "2.5.1", None, None, True)).name == "torch2.5-cpu-cxx11abi1"
+    monkeypatch.setenv(contract.ENV_FORCE_CXX11_ABI, "FALSE")
+    assert prebuilt.target_variant(TorchInfo(True, "2.7.1+cu128", "12.8", None, True)).name == "torch2.7-cu128-cxx11abi0"
+    with pytest.raises(prebuilt.IndexError_, match="ROCm"):
+        prebuilt.target_variant(TorchInfo(True, "2.7.1+rocm6.3", None, "6.3", True))
+    with pytest.raises(prebuilt.IndexError_, match="no torch"):
+        prebuilt.target_variant(TorchInfo(False, error="nope"))
+
+
+def test_restamp_keeps_every_file_and_relabels_dist_info(real_cpu_wheel: Path, tmp_path: Path) -> None:
+    sha = hashlib.sha256(real_cpu_wheel.read_bytes()).hexdigest()
+    out = prebuilt.restamp(real_cpu_wheel, tmp_path, "http://x/y.whl", sha)
+    assert out.name == f"causal_conv1d-{contract.PACKAGE_VERSION}-cp39-abi3-" + real_cpu_wheel.name.split("-abi3-")[1]
+    with zipfile.ZipFile(real_cpu_wheel) as a, zipfile.ZipFile(out) as b:
+        old = {n: a.read(n) for n in a.namelist() if ".dist-info/" not in n}
+        new = {n: b.read(n) for n in b.namelist() if ".dist-info/" not in n}
+        assert old == new  # the extension and the build record: byte for byte
+        di = f"causal_conv1d-{contract.PACKAGE_VERSION}.dist-info"
+        meta = b.read(f"{di}/METADATA").decode()
+        assert f"\nVersion: {contract.PACKAGE_VERSION}\n" in meta and "Requires-Dist: torch" in meta
+        assert json.loads(b.read(f"{di}/PREBUILT.json"))["sha256"] == sha
+        record = b.read(f"{di}/RECORD").decode().splitlines()
+        assert {ln.split(",")[0] for ln in record} == set(b.namelist())
+        import base64
+
+        for ln in record:
+            path, digest, _size = ln.split(",")
+            if digest:
+                want = base64.urlsafe_b64encode(hashlib.sha256(b.read(path)).digest()).rstrip(b"=").decode()
+                assert digest == f"sha256={want}", path
+    assert not list(tmp_path.glob(".*tmp"))
+
+
+# --- against the live 127.0.0.1 index, each failure mode ----------------------------------------
+
+def _fetch(tmp_path: Path, url: str, monkeypatch: pytest.MonkeyPatch) -> prebuilt.Outcome:
+    for var in (contract.ENV_FORCE_BUILD, contract.ENV_LOCAL_VERSION, contract.ENV_SKIP_CUDA_BUILD,
+                contract.ENV_FORCE_CXX11_ABI):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv(contract.ENV_INDEX_URL, url)
+    monkeypatch.setattr(prebuilt, "TIMEOUT_S", 1.5)
+    return prebuilt.fetch_prebuilt(tmp_path / "dest")
+
+
+def _nothing_left(tmp_path: Path) -> bool:
+    dest = tmp_path / "dest"
+    return not dest.exists() or not [p for p in dest.rglob("*") if p.is_file()]
+
+
+@pytest.mark.parametrize("mode", ["ok", "json"])
+def test_fetch_ok(index, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], mode: str) -> None:
+    index.mode = mode
+    out = _fetch(tmp_path, index.url, monkeypatch)
+    assert out.wheel is not None and out.wheel.exists(), out.message
+    assert out.variant == "torch2.13-cpu"
+    assert out.wheel.name.startswith(f"causal_conv1d-{contract.PACKAGE_VERSION}-cp39-abi3-")
+    assert "using prebuilt wheel causal_conv1d-1.6.1+cpu.torch2.13" in capsys.readouterr().err
+    assert [p.name for p in out.wheel.parent.iterdir()] == [out.wheel.name]  # no partial/download leftovers
+
+
+def test_fetch_file_url(site_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = _fetch(tmp_path, site_dir.as_uri() + "/", monkeypatch)
+    assert out.wheel is not None, out.message
+
+
+@pytest.mark.parametrize("mode,expect", [
+    ("404", "HTTP 404"), ("500", "HTTP 500"), ("stall", "timed out"), ("garbage", "no wheel"),
+    ("badhash", "sha256 mismatch"), ("truncate", "truncated"),
+])
+def test_fetch_failures_fall_back_and_leave_nothing(index, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    mode: str, expect: str) -> None:
+    index.mode = mode
+    index.stall_s = 5
+    monkeypatch.setattr(prebuilt, "RETRIES", 2)
+    out = _fetch(tmp_path, index.url, monkeypatch)
+    assert out.wheel is None
+    assert expect in out.message and out.message.endswith("building locally"), out.message
+    assert _nothing_left(tmp_path)
+
+
+def test_fetch_connection_refused(refused_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = _fetch(tmp_path, refused_url, monkeypatch)
+    assert out.wheel is None and "refused" in out.message.lower(), out.message
+
+
+def test_fetch_skipped_by_force_build_makes_no_request(index, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(contract.ENV_INDEX_URL, index.url)
+    monkeypatch.setenv(contract.ENV_FORCE_BUILD, "TRUE")
+    out = prebuilt.fetch_prebuilt(tmp_path / "dest")
+    assert out.wheel is None and contract.ENV_FORCE_BUILD in out.message
+    assert index.requests == []
+
+
+def test_probe_for_doctor(index, refused_url: str) -> None:
+    assert prebuilt.probe(V, index.url)[0] is True
+    assert prebuilt.probe(contract.Variant.parse("torch2.7-cu128"), index.url)[0] is False
+    known, detail = prebuilt.probe(V, refused_url, timeout=1)
+    assert known is None and "refused" in detail.lower()
