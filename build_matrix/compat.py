@@ -311,14 +311,12 @@ def _validate_archs(v: _V, key: str, value: str, cuda: tuple[int, int]) -> None:
         seen.append(arch)
         if cuda >= (13, 0) and arch < (7, 5):
             raise v.fail(key, value, f"CUDA {cuda[0]}.{cuda[1]} cannot compile for sm_{arch[0]}{arch[1]} (CUDA 13 dropped sm < 7.5)")
-        if cuda < (12, 0) and arch[0] >= 10:
-            raise v.fail(key, value, f"sm_{arch[0]}{arch[1]} needs CUDA >= 12.8")
         if cuda < (12, 8) and arch[0] >= 10:
             raise v.fail(key, value, f"sm_{arch[0]}{arch[1]} needs CUDA >= 12.8")
         if arch == (11, 0) and cuda < (13, 0):
             raise v.fail(key, value, "sm_110 needs CUDA >= 13.0 (it was sm_101 before)")
-        if cuda < (12, 0) and arch[0] < 3:
-            raise v.fail(key, value, f"sm_{arch[0]}{arch[1]} is not supported")
+        if arch < (3, 5):
+            raise v.fail(key, value, f"sm_{arch[0]}{arch[1]} is older than any CUDA 11+ supports")
     if "+PTX" in value and not value.endswith("+PTX"):
         raise v.fail(key, value, "+PTX belongs on the last (highest) arch only")
 

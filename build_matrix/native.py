@@ -382,8 +382,11 @@ def build_job(job: Any, opts: BuildOptions) -> BuildReport:
             f"native builds run on Linux (this is {sys.platform}); on Windows use cibuildwheel with "
             "ci/install-cuda-windows.ps1 (see docs/building.md)"
         )
+    if job.os != "linux":
+        raise BuildError(f"job {job.id} is a {job.os} job; native mode builds Linux jobs (pick a *-linux-* job, "
+                         "or build Windows jobs with cibuildwheel: docs/building.md)")
     plat_arch = os.uname().machine
-    if job.arch not in (plat_arch, {"x86_64": "amd64"}.get(plat_arch)):
+    if job.arch != plat_arch:
         raise BuildError(f"job {job.id} is for {job.arch}; this machine is {plat_arch}: pick a *-linux-{plat_arch} job")
     _check_tools()
     report = BuildReport(job=job.id)

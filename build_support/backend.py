@@ -50,9 +50,15 @@ _STASH = ".causal_conv1d_prebuilt"  # inside metadata_directory: the verified wh
 
 
 def get_requires_for_build_wheel(config_settings: Optional[dict[str, Any]] = None) -> list[str]:
-    # setuptools would run setup.py here just to learn about setup_requires (we have none); the
-    # [build-system] requires are all a prebuilt or a local build needs from the build env.
-    return []
+    """``ninja`` when this build will compile (and none is on PATH), else nothing.
+
+    setuptools would run setup.py here only to learn about setup_requires (there are none). The
+    index is asked once more later; if the wheel disappears in between, the local build just runs
+    without ninja (slower, same result).
+    """
+    if shutil.which("ninja") or prebuilt._truthy(prebuilt.ENV_PREBUILT_ONLY):
+        return []
+    return ["ninja"] if prebuilt.will_build_locally() else []
 
 
 def _stop_if_prebuilt_only(outcome: prebuilt.Outcome) -> None:

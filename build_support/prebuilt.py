@@ -116,7 +116,7 @@ def find_target_torch() -> tuple[TorchInfo, str]:
     here = torch_info()
     if isolated:
         env = {k: v for k, v in os.environ.items() if k not in _PIP_ISOLATION_VARS}
-        user = torch_info(sys.executable, env=env)
+        user = torch_info(sys.executable, env=env, fast=True)
         if user.importable:
             if here.importable and here.version != user.version:
                 why = (f"pip's isolated build environment has torch {here.version}, which is not the torch you "
@@ -130,7 +130,7 @@ def find_target_torch() -> tuple[TorchInfo, str]:
         return user, f"no torch in your interpreter {sys.executable} nor in pip's isolated build environment"
     base = getattr(sys, "_base_executable", None)
     if not here.importable and base and base != sys.executable:
-        user = torch_info(base, env={k: v for k, v in os.environ.items() if k not in _PIP_ISOLATION_VARS})
+        user = torch_info(base, env={k: v for k, v in os.environ.items() if k not in _PIP_ISOLATION_VARS}, fast=True)
         if user.importable:
             return user, f"isolated build venv has no torch; using the torch of the base interpreter {base}"
     return here, f"the torch importable in the isolated build venv ({here.location or 'not importable'})"
@@ -383,11 +383,11 @@ def download(c: Candidate, dest_dir: Path, variant: Any) -> Path:
         retry = True
         try:
             with os.fdopen(fd, "wb") as fh:
-                def sink(chunk: bytes) -> None:
+                def sink(chunk: bytes, _digest: Any = digest, _fh: Any = fh) -> None:
                     nonlocal size
-                    digest.update(chunk)
+                    _digest.update(chunk)
                     size += len(chunk)
-                    fh.write(chunk)
+                    _fh.write(chunk)
 
                 parsed = urllib.parse.urlparse(c.url)
                 expected_len: Optional[int] = c.size
@@ -539,6 +539,24 @@ def fetch_prebuilt(dest_dir: Path) -> Outcome:
     msg = f"using prebuilt wheel {cand.filename} from {cand.url} (sha256 verified; installed as {contract.PACKAGE_VERSION})"
     _say(msg)
     return Outcome(wheel, msg, variant.name, info, why)
+
+
+def will_build_locally() -> bool:
+    """Quietly: will this build compile (settings, or no matching wheel on the index page)?
+
+    One page request, no download; for get_requires_for_build_wheel (ninja only when compiling).
+    """
+    if settings_skip_reason():
+        return True
+    info, _why = find_target_torch()
+    try:
+        variant = target_variant(info)
+        if not variant.is_official:
+            return True
+        cand, _reason = select(fetch_candidates(contract.project_page_url(index_base(), variant)), variant)
+    except IndexError_:
+        return True
+    return cand is None
 
 
 def probe(variant: Any, base: Optional[str] = None, timeout: float = 5.0) -> tuple[Optional[bool], str]:

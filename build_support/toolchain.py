@@ -53,6 +53,8 @@ RELEASE_ARCHS: dict[tuple[int, int], str] = {
     (12, 8): "7.5;8.0;8.6;8.9;9.0;10.0;12.0",
     (13, 0): "7.5;8.0;8.6;8.9;9.0;10.0;11.0;12.0",
 }
+#: Fixed places a toolkit is looked for after CUDA_HOME/CUDA_PATH and nvcc on PATH.
+DEFAULT_CUDA_ROOTS: list[str] = [] if os.name == "nt" else ["/usr/local/cuda"]
 GB_PER_NVCC_JOB = 4.0  #: peak resident memory of one nvcc job on these kernels (with headroom)
 GB_PER_CXX_JOB = 1.5
 
@@ -142,8 +144,38 @@ print(json.dumps({"importable": True, "version": str(torch.__version__), "cuda":
 """
 
 
-def torch_info(executable: Optional[str] = None, env: Optional[dict[str, str]] = None, timeout: float = 120) -> TorchInfo:
-    """The torch of this interpreter (in-process), or of ``executable`` run with ``env``."""
+#: Reads torch's version.py and scans libc10 for ``__cxx11`` symbols instead of importing torch
+#: (seconds saved on every sdist install); anything unexpected -> the full import above.
+_TORCH_FAST_PROBE = r"""
+import importlib.util, json, os, sys
+spec = importlib.util.find_spec("torch")
+if spec is None or not spec.submodule_search_locations:
+    print(json.dumps({"importable": False, "error": "ModuleNotFoundError: No module named 'torch'"}))
+    sys.exit(0)
+root = list(spec.submodule_search_locations)[0]
+ns = {}
+with open(os.path.join(root, "version.py"), encoding="utf-8") as fh:
+    exec(compile(fh.read(), "torch/version.py", "exec"), ns)
+abi = None
+for name in ("libc10.so", "libtorch_cpu.so"):
+    path = os.path.join(root, "lib", name)
+    if os.path.isfile(path):
+        with open(path, "rb") as fh:
+            abi = b"NSt7__cxx11" in fh.read()  # std::__cxx11:: types appear only with the cxx11 ABI
+        break
+if abi is None:
+    sys.exit(3)
+print(json.dumps({"importable": True, "version": str(ns["__version__"]), "cuda": ns.get("cuda"),
+    "hip": ns.get("hip"), "cxx11_abi": abi, "location": os.path.join(root, "__init__.py")}))
+"""
+
+
+def torch_info(executable: Optional[str] = None, env: Optional[dict[str, str]] = None, timeout: float = 120,
+               fast: bool = False) -> TorchInfo:
+    """The torch of this interpreter (in-process), or of ``executable`` run with ``env``.
+
+    ``fast`` (other interpreters on Linux): read torch's files instead of importing it.
+    """
     if executable is None:
         try:
             import torch  # noqa: PLC0415
@@ -153,6 +185,14 @@ def torch_info(executable: Optional[str] = None, env: Optional[dict[str, str]] =
             True, str(torch.__version__), torch.version.cuda, getattr(torch.version, "hip", None),
             bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", False)), str(torch.__file__),
         )
+    if fast and sys.platform.startswith("linux"):
+        try:
+            out = subprocess.run([executable, "-c", _TORCH_FAST_PROBE], capture_output=True, text=True, env=env,
+                                 timeout=timeout, check=False)
+            if out.returncode == 0:
+                return TorchInfo(**json.loads(out.stdout.strip().splitlines()[-1]))
+        except (OSError, subprocess.SubprocessError, ValueError, IndexError, TypeError, KeyError):
+            pass  # the full import below decides
     try:
         out = subprocess.run([executable, "-c", _TORCH_PROBE], capture_output=True, text=True, env=env,
                              timeout=timeout, check=False)
@@ -243,16 +283,14 @@ def find_cuda_toolkit(torch_cuda_major: Optional[int] = None) -> Optional[CudaTo
     on_path = shutil.which("nvcc")
     if on_path:
         candidates.append((on_path, "nvcc on PATH"))
-    if os.name != "nt":
-        candidates.append(("/usr/local/cuda/bin/nvcc", "/usr/local/cuda"))
+    for root in DEFAULT_CUDA_ROOTS:
+        candidates.append((os.path.join(root, "bin", exe), root))
     pip_nvcc, pip_include, pip_cudart = _pip_cuda_parts(torch_cuda_major)
     if pip_nvcc:
         candidates.append((pip_nvcc, "NVIDIA pip package"))
     for nvcc, source in candidates:
         if not os.path.isfile(nvcc):
-            if source.startswith("$"):
-                continue  # a stale CUDA_HOME: Problem raised by diagnose()
-            continue
+            continue  # (a CUDA_HOME that does not exist is reported by diagnose())
         version = _nvcc_version(nvcc)
         if version is None:
             continue

@@ -21,7 +21,9 @@ def is_channel_last(x: Tensor) -> bool:
     return x.stride(2) != 1 and x.stride(1) == 1
 
 
-def empty_bdl(batch: Any, dim: Any, seqlen: Any, channel_last: bool, like: Tensor, dtype: Optional[torch.dtype] = None) -> Tensor:
+def empty_bdl(
+    batch: Any, dim: Any, seqlen: Any, channel_last: bool, like: Tensor, dtype: Optional[torch.dtype] = None
+) -> Tensor:
     """A new (batch, dim, seqlen) tensor in the given layout (mirrors ``empty_bdl`` in checks.h)."""
     dtype = like.dtype if dtype is None else dtype
     if channel_last:

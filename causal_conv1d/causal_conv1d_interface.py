@@ -144,14 +144,18 @@ def causal_conv1d_update_ref(
     width = weight.shape[1]
     state_len = conv_state.shape[-1]
     if conv_state.shape != (batch, dim, state_len):
-        raise ValueError(f"conv_state must have shape (batch, dim, state_len) = {(batch, dim, state_len)}, got {tuple(conv_state.shape)}")
+        raise ValueError(
+            f"conv_state must have shape (batch, dim, state_len) = {(batch, dim, state_len)}, got {tuple(conv_state.shape)}"
+        )
     if weight.shape != (dim, width):
         raise ValueError(f"weight must have shape (dim, width) = {(dim, width)}, got {tuple(weight.shape)}")
     if cache_seqlens is None:
         x_new = torch.cat([conv_state, x], dim=-1).to(weight.dtype)  # (batch, dim, state_len + seqlen)
         conv_state.copy_(x_new[:, :, -state_len:])
     else:
-        width_idx = torch.arange(-(width - 1), 0, dtype=torch.long, device=x.device).unsqueeze(0) + cache_seqlens.unsqueeze(1)
+        width_idx = torch.arange(-(width - 1), 0, dtype=torch.long, device=x.device).unsqueeze(
+            0
+        ) + cache_seqlens.unsqueeze(1)
         width_idx = torch.remainder(width_idx, state_len).unsqueeze(1).expand(-1, dim, -1)
         x_new = torch.cat([conv_state.gather(2, width_idx), x], dim=-1).to(weight.dtype)
         copy_idx = torch.arange(seqlen, dtype=torch.long, device=x.device).unsqueeze(0) + cache_seqlens.unsqueeze(1)

@@ -35,7 +35,9 @@ def causal_conv1d_varlen_states(x: Tensor, cu_seqlens: Tensor, state_len: int) -
     cu = cu_seqlens.to(device=x.device, dtype=torch.long)
     ends = cu[1:]
     starts = torch.maximum(cu[:-1], ends - state_len)
-    token = ends.unsqueeze(1) - state_len + torch.arange(state_len, device=x.device, dtype=torch.long)  # (batch, state_len)
+    token = (
+        ends.unsqueeze(1) - state_len + torch.arange(state_len, device=x.device, dtype=torch.long)
+    )  # (batch, state_len)
     valid = token >= starts.unsqueeze(1)
     if total == 0:
         return x.new_zeros((batch, state_len, dim)).transpose(1, 2)

@@ -183,6 +183,9 @@ def main(argv: Optional[list[str]] = None) -> int:
             raise
         print(f"index_site: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except KeyboardInterrupt:
+        print("index_site: interrupted; a site being written was left as it was", file=sys.stderr)
+        return 130
     except OSError as exc:  # disk full, permissions: report, the old site is untouched
         if args.traceback:
             raise

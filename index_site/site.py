@@ -10,6 +10,7 @@ __all__ = ["BuildOptions", "BuildResult", "build_site", "yank_file", "swap_in"]
 import ctypes
 import dataclasses
 import errno
+import hashlib
 import os
 import shutil
 import tempfile
@@ -70,7 +71,7 @@ def _check_out_dir(out: Path) -> None:
 
 
 def _place(src: Path, dst: Path) -> None:
-    """Hard-link (fast, no copy of big wheels) or copy a file into the new site."""
+    """Carry a file of the old site into the new one: hard-link (fast, no copy of big wheels) or copy."""
     dst.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.link(src, dst)
@@ -112,13 +113,29 @@ def swap_in(new: Path, out: Path) -> None:
         os.rename(new, out)
         return
     if _renameat2_exchange(new, out):
-        shutil.rmtree(new)  # now holds the old site
+        shutil.rmtree(new, ignore_errors=True)  # now holds the old site; the new one is live
         return
     old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
     os.rmdir(old)
     os.rename(out, old)
-    os.rename(new, out)
-    shutil.rmtree(old)
+    try:
+        os.rename(new, out)
+    except BaseException:
+        os.rename(old, out)  # put the old site back
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _copy_verified(wheel: WheelFile, dst: Path) -> None:
+    """Copy a new wheel into the site (a copy, not a link: the input may be rewritten in place later),
+    checking that it is still the file that was hashed."""
+    digest = hashlib.sha256()
+    with open(wheel.path, "rb") as src, open(dst, "wb") as out:
+        while chunk := src.read(1 << 20):
+            digest.update(chunk)
+            out.write(chunk)
+    if digest.hexdigest() != wheel.sha256:
+        raise IndexSiteError(f"{str(wheel.path)!r} changed while it was being published; run the build again")
 
 
 def _write_site(out: Path, manifest: Manifest, rows: list[CoverageRow], new: dict[str, WheelFile]) -> list[Problem]:
@@ -148,7 +165,7 @@ def _write_site(out: Path, manifest: Manifest, rows: list[CoverageRow], new: dic
             if not entry.is_relative:
                 continue  # hosted elsewhere (--files-url): only its .metadata lives here, to upload beside it
             if wheel is not None:
-                _place(wheel.path, files / entry.filename)
+                _copy_verified(wheel, files / entry.filename)
             elif (old_files / entry.filename).is_file():
                 _place(old_files / entry.filename, files / entry.filename)
             else:

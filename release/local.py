@@ -109,7 +109,7 @@ class LocalRelease:
         self.http_get = http_get or self._http_get
         self.port_picker = port_picker
         self.reachable = reachable or _reachable
-        self.work = options.work_dir
+        self.work = options.work_dir.resolve()  # commands run in other folders (the smoke test's scratch)
         self.plan: Optional[dict[str, Any]] = None
         self.selection: Optional[Selection] = None
         self.wheels: dict[str, Path] = {}  # job id -> wheel in work/wheels
@@ -169,11 +169,12 @@ class LocalRelease:
         return steps
 
     def run(self) -> PipelineResult:
-        self._prepare_work_dir()
         self.stream.write(
             f"local release of {contract.PROJECT_NAME} {contract.PACKAGE_VERSION} on {self.machine.platform} "
             f"({self.machine.cores} cores, nvcc: {self.machine.cuda_version or 'none'}); work dir {self.work}\n"
         )
+        self.stream.flush()
+        self._prepare_work_dir()
         result = run_pipeline(self.steps(), name="local release", stream=self.stream, finally_=self.stop_server)
         self._write_report(result)
         return result
@@ -274,9 +275,17 @@ class LocalRelease:
         return self._one_wheel(self.o.wheels_from, job)
 
     def step_check(self) -> str:
-        wheels = sorted(self.wheels.values())
-        self._run("check", self._tool("build_matrix", "check", *wheels))
-        return f"{len(wheels)} wheel(s) passed build_matrix check"
+        """``build_matrix check --job ID`` per wheel: the name, metadata, build record, contents,
+        ABI and (CUDA) the embedded archs -- the archs we built for, when we built it here."""
+        assert self.selection is not None
+        for job in self.selection.jobs:
+            job_id = str(job["id"])
+            args: list[str | Path] = ["check", "--job", job_id]
+            cuda = contract.Variant.parse(str(job["variant"])).accel != "cpu"
+            if cuda and self.o.wheels_from is None:
+                args += ["--cuda-archs", self.o.cuda_archs]
+            self._run("check", self._tool("build_matrix", *args, self.wheels[job_id]))
+        return f"{len(self.wheels)} wheel(s) passed build_matrix check"
 
     def step_publish(self) -> str:
         self._run("publish", self._tool("index_site", "build", self.wheels_dir, "--out", self.site_dir))

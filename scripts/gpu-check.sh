@@ -7,7 +7,7 @@
 #
 #   TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16 scripts/gpu-check.sh [--no-bench] [--no-sanitizer]
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 
 OUT=${OUT:-$PWD/gpu-check-out}
 mkdir -p "$OUT"
@@ -36,6 +36,23 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader ||
 "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))'
 nvcc --version | tail -1
 
+# A C++ compiler that has no shared libstdc++ (e.g. a relocated gcc shipping only libstdc++.a)
+# links a second, static libstdc++ into _C.so next to the one torch loads; formatting an error
+# message then crashes (seen on the H200 image with /opt/gcc/bin/g++ as `c++`). Prefer a
+# compiler whose libstdc++.so exists.
+shared_libstdcxx() { local f; f=$("$1" -print-file-name=libstdc++.so 2>/dev/null) && [ -e "$f" ] && [ "$f" != libstdc++.so ]; }
+cxx=${CXX:-c++}
+if command -v "$cxx" >/dev/null && ! shared_libstdcxx "$cxx"; then
+  for alt in /usr/bin/g++ /usr/bin/c++ g++; do
+    if command -v "$alt" >/dev/null && shared_libstdcxx "$alt"; then
+      echo "note: $(command -v "$cxx") has no shared libstdc++; building with $alt instead"
+      export CXX=$alt CUDAHOSTCXX=$alt
+      [ -x "${alt%++}cc" ] && export CC="${alt%++}cc"
+      break
+    fi
+  done
+fi
+
 step "build (TORCH_CUDA_ARCH_LIST=$TORCH_CUDA_ARCH_LIST MAX_JOBS=$MAX_JOBS)"
 start=$(date +%s.%N)
 if ! "$PY" -m pip install --no-build-isolation --no-deps -v -e . >"$OUT/build.log" 2>&1; then
@@ -49,9 +66,13 @@ echo "build wall time: ${build_s} s" | tee "$OUT/build_time.txt"
 grep -E "warning|error" "$OUT/build.log" | grep -v -E "^\s*$|Wno-|UserWarning" | head -20 || true
 (cd /tmp && "$PY" -c 'import causal_conv1d, torch; print("import causal_conv1d OK", causal_conv1d.__version__)') 2>&1 \
   | tail -3 | tee "$OUT/import.log"
+so=$(find causal_conv1d -maxdepth 1 -name "_C*.so" | head -1)
+if [ -n "$so" ] && command -v readelf >/dev/null; then
+  echo "libraries $so needs: $(readelf -d "$so" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' | tr '\n' ' ')" | tee -a "$OUT/import.log"
+fi
 
 step "pytest -m gpu tests/"
-"$PY" -m pytest -m gpu tests/ -q -p no:cacheprovider -o addopts="" -rfEs --durations=5 2>&1 | tee "$OUT/pytest.log"
+"$PY" -m pytest -m gpu tests/ -q -p no:cacheprovider -rfEs --durations=5 2>&1 | tee "$OUT/pytest.log"
 rc=${PIPESTATUS[0]}
 [ "$rc" = 0 ] || status=1
 

@@ -6,6 +6,7 @@ Each part keeps its own fixtures in tests/<area>/conftest.py.
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 import pytest
 
@@ -28,14 +29,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def cpu_wheel() -> "Path":
+def cpu_wheel() -> Path:
     """A real CPU wheel of this project (job torch2.13-cpu-linux-x86_64), built by native mode.
 
     Built once per source state and cached under build/test-wheels/<hash of csrc, causal_conv1d,
     setup.py, build_support>/, so reruns are instant (see build_matrix.native.cached_wheel).
     """
-    from pathlib import Path
-
     from build_matrix.native import cached_wheel
 
     root = Path(__file__).resolve().parent.parent

@@ -137,7 +137,7 @@ struct FwdArgs {
   const at::Tensor* x;
   at::Tensor* out;
   const void* weight;          // acc type; channel-first: (dim, W); channel-last: (W, dim)
-  const void* bias;            // acc type (dim,) or nullptr
+  const void* bias;            // acc type (dim,); zeros when the op got no bias
   const int32_t* seq;          // (batch, seqlen) contiguous or nullptr
   const void* init;            // acc type; channel-first: (batch, dim, W-1); channel-last: (batch, W-1, dim)
   bool silu;
@@ -213,8 +213,8 @@ void fwd_channel_first(const FwdArgs& a) {
   });
 }
 
-template <typename T>
-void fwd_channel_last(const FwdArgs& a, int W) {
+template <typename T, int W>
+void fwd_channel_last(const FwdArgs& a) {
   using A = acc_t<T>;
   const int64_t D = a.dim, L = a.seqlen;
   const T* xp = a.x->const_data_ptr<T>();
@@ -239,6 +239,26 @@ void fwd_channel_last(const FwdArgs& a, int W) {
         const int32_t cur = sp ? sp[b * L + l] : 0;
         if (cur < 0) {
           for (int64_t d = 0; d < D; ++d) orow[d] = static_cast<T>(A(0));
+          continue;
+        }
+        bool all_taps = l >= W - 1;  // every tap is an input of the same sequence
+        for (int k = 0; all_taps && sp && k < W - 1; ++k) all_taps = sp[b * L + l - (W - 1) + k] == cur;
+        if (all_taps) {
+          // The common case: W taps accumulated in registers, one pass over the channels.
+          const T* __restrict rows[W];
+          for (int k = 0; k < W; ++k) rows[k] = xp + b * sxb + (l - (W - 1) + k) * sxl;
+          auto taps = [&](int64_t d) {
+            A v = bp[d];
+#pragma GCC unroll 8
+            for (int k = 0; k < W; ++k) v += wt[k * D + d] * static_cast<A>(rows[k][d]);
+            return v;
+          };
+          if (a.silu) {
+            for (int64_t d = 0; d < D; ++d) ac[d] = taps(d);
+            for (int64_t d = 0; d < D; ++d) orow[d] = static_cast<T>(silu(ac[d]));
+          } else {
+            for (int64_t d = 0; d < D; ++d) orow[d] = static_cast<T>(taps(d));
+          }
           continue;
         }
         if (bp) {
@@ -280,7 +300,8 @@ std::tuple<at::Tensor, at::Tensor> fwd_cpu(const at::Tensor& x, const at::Tensor
   at::Tensor out = empty_bdl(B, D, L, channel_last, x.options());
   const at::ScalarType acc = acc_dtype(x);
   at::Tensor seq = seq_idx.has_value() ? seq_idx->contiguous() : at::Tensor();
-  at::Tensor bf = bias.has_value() ? bias->to(acc).contiguous() : at::Tensor();
+  // A zero bias when there is none: the channel-last inner loop reads it unconditionally.
+  at::Tensor bf = bias.has_value() ? bias->to(acc).contiguous() : at::zeros({D}, x.options().dtype(acc));
   at::Tensor wf, init;
   if (channel_last) {
     wf = weight.to(acc).t().contiguous();  // (W, D)
@@ -296,14 +317,14 @@ std::tuple<at::Tensor, at::Tensor> fwd_cpu(const at::Tensor& x, const at::Tensor
               &x,
               &out,
               wf.const_data_ptr(),
-              bf.defined() ? bf.const_data_ptr() : nullptr,
+              bf.const_data_ptr(),
               seq.defined() ? seq.const_data_ptr<int32_t>() : nullptr,
               init.defined() ? init.const_data_ptr() : nullptr,
               silu};
     dispatch_dtype(x.scalar_type(), [&](auto tag) {
       using T = decltype(tag);
       if (channel_last) {
-        fwd_channel_last<T>(a, static_cast<int>(W));
+        dispatch_width(W, [&](auto wc) { fwd_channel_last<T, decltype(wc)::value>(a); });
       } else {
         dispatch_width(W, [&](auto wc) { fwd_channel_first<T, decltype(wc)::value>(a); });
       }

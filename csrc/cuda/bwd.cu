@@ -15,6 +15,7 @@ namespace causal_conv1d_cuda {
 namespace {
 
 constexpr int kCfThreads = 128;
+constexpr int kCfStages = 3;  // cp.async pipeline depth, channel-first backward (x and dout)
 constexpr int kClThreadsX = 64;  // channel-last: threads along channels
 constexpr int kClThreadsY = 4;   // channel-last: token sub-tiles per block (reduced in shared memory)
 constexpr int kClChannels = 4;   // channels per thread, channel-last backward (register budget)
@@ -64,171 +65,211 @@ __device__ __forceinline__ void write_dinit(const ConvParams& p, int b, int d, c
 }
 
 template <typename T, int kW>
-__global__ void __launch_bounds__(kCfThreads) bwd_cf_kernel(const ConvParams p, const int64_t wpr, const int64_t nwarps) {
+__global__ void __launch_bounds__(kCfThreads, 4) bwd_cf_kernel(const ConvParams p, const int64_t wpr, const int64_t spw,
+                                                               const int64_t nwarps) {
   constexpr int kN = 32 / sizeof(T);
   constexpr int kH = kW - 1;
+  constexpr int kVec = kN * sizeof(T) / 16;
   static_assert(kN >= kH, "the halo must fit in one neighbour's tokens");
+  // A warp walks spw consecutive segments (32 * kN tokens) of one row with a kCfStages-deep
+  // cp.async ring for x and dout (each lane copies and reads back only its own bytes).
   const int lane = threadIdx.x & 31;
-  const int64_t gw = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  if (gw >= nwarps) return;  // warp-uniform: one warp = 32 * kN tokens of one row
-  const int64_t seg = gw % wpr;
-  const int64_t row = gw / wpr;
+  const int warp = threadIdx.x >> 5;
+  const int64_t gw = (int64_t)blockIdx.x * (blockDim.x >> 5) + warp;
+  if (gw >= nwarps) return;  // warp-uniform
+  const int64_t wrow = (wpr + spw - 1) / spw;
+  const int64_t row = gw / wrow;
+  const int64_t wseg = gw % wrow;
+  const int64_t seg0 = wseg * spw;
+  const int64_t seg1 = seg0 + spw < wpr ? seg0 + spw : wpr;
   const int b = static_cast<int>(row / p.dim);
   const int d = static_cast<int>(row % p.dim);
   const int64_t L = p.seqlen;
-  const int64_t l0 = (seg * 32 + lane) * kN;
   const T* __restrict__ xr = static_cast<const T*>(p.x) + b * p.x_bs + d * p.x_cs;
   const T* __restrict__ dr = static_cast<const T*>(p.dout) + b * p.do_bs + d * p.do_cs;
-  const bool full = p.vec_ok && l0 + kN <= L;
-
-  float xv[kH + kN + kH];  // positions l0-kH .. l0+kN+kH-1
-  float dv[kN + kH];       // dout at l0 .. l0+kN+kH-1
-  {
-    float tx[kN], td[kN];
-    if (full) {
-      load_vec<T, kN>(xr + l0, tx);
-      load_vec<T, kN>(dr + l0, td);
-    } else {
-#pragma unroll
-      for (int i = 0; i < kN; ++i) {
-        tx[i] = l0 + i < L ? to_float(xr[l0 + i]) : 0.f;
-        td[i] = l0 + i < L ? to_float(dr[l0 + i]) : 0.f;
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < kN; ++i) {
-      xv[kH + i] = tx[i];
-      dv[i] = td[i];
-    }
-  }
-  // lanes 0 and 31 issue their halo loads now, overlapping the vector loads above
-  float hb[kH], hf[kH], hd[kH];
-#pragma unroll
-  for (int j = 0; j < kH; ++j) {
-    hb[j] = 0.f;
-    hf[j] = 0.f;
-    hd[j] = 0.f;
-    if (lane == 0) {
-      const int64_t pos = l0 - kH + j;
-      hb[j] = pos >= 0 ? (pos < L ? to_float(xr[pos]) : 0.f) : init_value<T>(p, b, d, pos);
-    }
-    if (lane == 31) {
-      const int64_t pos = l0 + kN + j;
-      hf[j] = pos < L ? to_float(xr[pos]) : 0.f;
-      hd[j] = pos < L ? to_float(dr[pos]) : 0.f;
-    }
-  }
+  T* __restrict__ dxr = static_cast<T*>(p.dx) + b * p.dx_bs + d * p.dx_cs;
   const bool has_seq = p.seq_idx != nullptr;
   const int32_t* __restrict__ sr = has_seq ? p.seq_idx + b * p.s_bs : nullptr;
-  int sv[kH + kN + kH];
-  if (has_seq) {
+
+  __shared__ uint4 ringx[kCfStages][kCfThreads / 32][32][kVec];
+  __shared__ uint4 ringd[kCfStages][kCfThreads / 32][32][kVec];
+  auto issue = [&](int64_t seg, int stage) {
+    const int64_t l = (seg * 32 + lane) * kN;
+    if (seg < seg1 && p.vec_ok && l + kN <= L) {
 #pragma unroll
-    for (int i = 0; i < kN; ++i) sv[kH + i] = l0 + i < L ? sr[(l0 + i) * p.s_ls] : -1;
-  }
+      for (int v = 0; v < kVec; ++v) {
+        cp_async16(&ringx[stage][warp][lane][v], xr + l + v * (16 / sizeof(T)));
+        cp_async16(&ringd[stage][warp][lane][v], dr + l + v * (16 / sizeof(T)));
+      }
+    }
+    cp_async_commit();
+  };
+#pragma unroll
+  for (int st = 0; st < kCfStages - 1; ++st) issue(seg0 + st, st);
+
+  float carry[kH];
 #pragma unroll
   for (int j = 0; j < kH; ++j) {
-    // back halo from lane-1
-    float v = __shfl_up_sync(0xffffffffu, xv[kN + j], 1);
-    int s = has_seq ? __shfl_up_sync(0xffffffffu, sv[kN + j], 1) : 0;
+    carry[j] = 0.f;
     if (lane == 0) {
-      const int64_t pos = l0 - kH + j;
-      v = hb[j];
-      if (has_seq) s = pos >= 0 && pos < L ? sr[pos * p.s_ls] : -1;  // before the start: no sequence
-    }
-    // forward halo from lane+1
-    float vf = __shfl_down_sync(0xffffffffu, xv[kH + j], 1);
-    float df = __shfl_down_sync(0xffffffffu, dv[j], 1);
-    int sf = has_seq ? __shfl_down_sync(0xffffffffu, sv[kH + j], 1) : 0;
-    if (lane == 31) {
-      const int64_t pos = l0 + kN + j;
-      vf = hf[j];
-      df = hd[j];
-      if (has_seq) sf = pos < L ? sr[pos * p.s_ls] : -1;
-    }
-    xv[j] = v;
-    xv[kH + kN + j] = vf;
-    dv[kN + j] = df;
-    if (has_seq) {
-      sv[j] = s;
-      sv[kH + kN + j] = sf;
+      const int64_t pos = seg0 * 32 * kN - kH + j;
+      carry[j] = pos >= 0 ? (pos < L ? to_float(xr[pos]) : 0.f) : init_value<T>(p, b, d, pos);
     }
   }
-
   float w[kW];
   load_weights<kW>(p, d, w);
   const float bias = p.bias != nullptr ? load_any(p.bias, p.b_dtype, d * p.b_s) : 0.f;
-
-  // g at positions l0 .. l0+kN+kH-1
-  float g[kN + kH];
-#pragma unroll
-  for (int i = 0; i < kN + kH; ++i) {
-    float gi = dv[i];
-    if (p.silu) {
-      float acc = bias;
-      if (!has_seq) {
-#pragma unroll
-        for (int k = 0; k < kW; ++k) acc = fmaf(w[k], xv[i + k], acc);
-      } else {
-#pragma unroll
-        for (int k = 0; k < kW; ++k) acc += sv[i + k] == sv[kH + i] ? w[k] * xv[i + k] : 0.f;
-      }
-      gi *= dsilu_f(acc);
-    }
-    if (has_seq && sv[kH + i] < 0) gi = 0.f;
-    g[i] = gi;
-  }
-
-  // dx
-  float dxv[kN];
-#pragma unroll
-  for (int i = 0; i < kN; ++i) {
-    float acc = 0.f;
-    if (!has_seq) {
-#pragma unroll
-      for (int j = 0; j < kW; ++j) acc = fmaf(w[kW - 1 - j], g[i + j], acc);
-    } else {
-#pragma unroll
-      for (int j = 0; j < kW; ++j) acc += sv[kH + i + j] == sv[kH + i] ? w[kW - 1 - j] * g[i + j] : 0.f;
-    }
-    dxv[i] = acc;
-  }
-  if (p.dfinal != nullptr && l0 + kN > L - (p.width - 1)) {
-#pragma unroll
-    for (int i = 0; i < kN; ++i) dxv[i] += dfinal_at<T>(p, b, d, l0 + i);
-  }
-  T* __restrict__ dxr = static_cast<T*>(p.dx) + b * p.dx_bs + d * p.dx_cs;
-  if (full) {
-    store_vec<T, kN>(dxr + l0, dxv);
-  } else {
-#pragma unroll
-    for (int i = 0; i < kN; ++i)
-      if (l0 + i < L) dxr[l0 + i] = from_float<T>(dxv[i]);
-  }
-
-  // weight / bias gradient of this thread's outputs (g is 0 past the end)
   float dw[kW + 1];
 #pragma unroll
   for (int k = 0; k <= kW; ++k) dw[k] = 0.f;
+
+  int stage = 0;
+  for (int64_t seg = seg0; seg < seg1; ++seg) {
+    issue(seg + kCfStages - 1, (stage + kCfStages - 1) % kCfStages);
+    const int64_t l0 = (seg * 32 + lane) * kN;
+    // lane 31: the first kH tokens after this segment (from memory; L2 hits)
+    float hf[kH], hd[kH];
 #pragma unroll
-  for (int i = 0; i < kN; ++i) {
-    if (!has_seq) {
-#pragma unroll
-      for (int k = 0; k < kW; ++k) dw[k] = fmaf(g[i], xv[i + k], dw[k]);
-    } else {
-#pragma unroll
-      for (int k = 0; k < kW; ++k) dw[k] += sv[i + k] == sv[kH + i] ? g[i] * xv[i + k] : 0.f;
+    for (int j = 0; j < kH; ++j) {
+      hf[j] = 0.f;
+      hd[j] = 0.f;
+      if (lane == 31) {
+        const int64_t pos = l0 + kN + j;
+        if (pos < L) {
+          hf[j] = to_float(xr[pos]);
+          hd[j] = to_float(dr[pos]);
+        }
+      }
     }
-    dw[kW] += g[i];
-  }
-  if (p.dinit != nullptr && l0 == 0) {
-    float g0[kH];
-    int s0v[kH];
+    cp_async_wait<kCfStages - 1>();
+    const bool full = p.vec_ok && l0 + kN <= L;
+    float xv[kH + kN + kH];  // positions l0-kH .. l0+kN+kH-1
+    float dv[kN + kH];       // dout at l0 .. l0+kN+kH-1
+    {
+      RawVec<T, kN> cx, cd;
+      if (full) {
 #pragma unroll
-    for (int q = 0; q < kH; ++q) {
-      g0[q] = g[q];
-      s0v[q] = has_seq ? sv[kH + q] : 0;
+        for (int v = 0; v < kVec; ++v) {
+          reinterpret_cast<uint4*>(&cx)[v] = ringx[stage][warp][lane][v];
+          reinterpret_cast<uint4*>(&cd)[v] = ringd[stage][warp][lane][v];
+        }
+      } else {
+        load_raw_l<T, kN>(xr, l0, L, false, cx);
+        load_raw_l<T, kN>(dr, l0, L, false, cd);
+      }
+#pragma unroll
+      for (int i = 0; i < kN; ++i) {
+        xv[kH + i] = to_float(cx.v[i]);
+        dv[i] = to_float(cd.v[i]);
+      }
     }
-    write_dinit<T, kW>(p, b, d, w, g0, s0v, /*has_seq=*/false, 0);  // seq_idx excludes initial_states
+    stage = stage + 1 == kCfStages ? 0 : stage + 1;
+    int sv[kH + kN + kH];
+    if (has_seq) {
+#pragma unroll
+      for (int i = 0; i < kN; ++i) sv[kH + i] = l0 + i < L ? sr[(l0 + i) * p.s_ls] : -1;
+    }
+#pragma unroll
+    for (int j = 0; j < kH; ++j) {
+      float v = __shfl_up_sync(0xffffffffu, xv[kN + j], 1);
+      int s = has_seq ? __shfl_up_sync(0xffffffffu, sv[kN + j], 1) : 0;
+      float vf = __shfl_down_sync(0xffffffffu, xv[kH + j], 1);
+      float df = __shfl_down_sync(0xffffffffu, dv[j], 1);
+      int sf = has_seq ? __shfl_down_sync(0xffffffffu, sv[kH + j], 1) : 0;
+      if (lane == 0) {
+        const int64_t pos = l0 - kH + j;
+        v = carry[j];
+        if (has_seq) s = pos >= 0 && pos < L ? sr[pos * p.s_ls] : -1;  // before the start: no sequence
+      }
+      if (lane == 31) {
+        const int64_t pos = l0 + kN + j;
+        vf = hf[j];
+        df = hd[j];
+        if (has_seq) sf = pos < L ? sr[pos * p.s_ls] : -1;
+      }
+      xv[j] = v;
+      xv[kH + kN + j] = vf;
+      dv[kN + j] = df;
+      if (has_seq) {
+        sv[j] = s;
+        sv[kH + kN + j] = sf;
+      }
+    }
+
+    // g at positions l0 .. l0+kN+kH-1
+    float g[kN + kH];
+#pragma unroll
+    for (int i = 0; i < kN + kH; ++i) {
+      float gi = dv[i];
+      if (p.silu) {
+        float acc = bias;
+        if (!has_seq) {
+#pragma unroll
+          for (int k = 0; k < kW; ++k) acc = fmaf(w[k], xv[i + k], acc);
+        } else {
+#pragma unroll
+          for (int k = 0; k < kW; ++k) acc += sv[i + k] == sv[kH + i] ? w[k] * xv[i + k] : 0.f;
+        }
+        gi *= dsilu_f(acc);
+      }
+      if (has_seq && sv[kH + i] < 0) gi = 0.f;
+      g[i] = gi;
+    }
+
+    // dx in 16-byte pieces
+    constexpr int kPer = 16 / sizeof(T);
+    const bool tail = p.dfinal != nullptr && l0 + kN > L - (p.width - 1);
+#pragma unroll
+    for (int h = 0; h < kN / kPer; ++h) {
+      float o[kPer];
+#pragma unroll
+      for (int ii = 0; ii < kPer; ++ii) {
+        const int i = h * kPer + ii;
+        float acc = 0.f;
+        if (!has_seq) {
+#pragma unroll
+          for (int j = 0; j < kW; ++j) acc = fmaf(w[kW - 1 - j], g[i + j], acc);
+        } else {
+#pragma unroll
+          for (int j = 0; j < kW; ++j) acc += sv[kH + i + j] == sv[kH + i] ? w[kW - 1 - j] * g[i + j] : 0.f;
+        }
+        if (tail) acc += dfinal_at<T>(p, b, d, l0 + i);
+        o[ii] = acc;
+      }
+      const int64_t lh = l0 + h * kPer;
+      if (full) {
+        store_vec<T, kPer>(dxr + lh, o);
+      } else {
+#pragma unroll
+        for (int ii = 0; ii < kPer; ++ii)
+          if (lh + ii < L) dxr[lh + ii] = from_float<T>(o[ii]);
+      }
+    }
+
+    // weight / bias gradient of this lane's outputs (g is 0 past the end)
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      if (!has_seq) {
+#pragma unroll
+        for (int k = 0; k < kW; ++k) dw[k] = fmaf(g[i], xv[i + k], dw[k]);
+      } else {
+#pragma unroll
+        for (int k = 0; k < kW; ++k) dw[k] += sv[i + k] == sv[kH + i] ? g[i] * xv[i + k] : 0.f;
+      }
+      dw[kW] += g[i];
+    }
+    if (p.dinit != nullptr && l0 == 0) {
+      float g0[kH];
+      int s0v[kH];
+#pragma unroll
+      for (int q = 0; q < kH; ++q) {
+        g0[q] = g[q];
+        s0v[q] = 0;
+      }
+      write_dinit<T, kW>(p, b, d, w, g0, s0v, /*has_seq=*/false, 0);  // seq_idx excludes initial_states
+    }
+#pragma unroll
+    for (int j = 0; j < kH; ++j) carry[j] = __shfl_sync(0xffffffffu, xv[kN + j], 31);
   }
   // warp reduction in a fixed order; one partial row per warp
 #pragma unroll
@@ -237,7 +278,7 @@ __global__ void __launch_bounds__(kCfThreads) bwd_cf_kernel(const ConvParams p, 
     for (int off = 16; off > 0; off >>= 1) dw[k] += __shfl_xor_sync(0xffffffffu, dw[k], off);
   }
   if (lane == 0) {
-    const int64_t part = (int64_t)b * wpr + seg;
+    const int64_t part = (int64_t)b * wrow + wseg;
 #pragma unroll
     for (int k = 0; k <= kW; ++k) p.partial[(part * (kW + 1) + k) * p.dim + d] = dw[k];
   }
@@ -448,7 +489,9 @@ __global__ void dw_reduce_kernel(const float* __restrict__ partial, const int64_
 
 struct BwdGeometry {
   int threads = 0;      // channel-first: threads per block
-  int64_t nchunks = 0;  // channel-first: warps per row
+  int64_t nchunks = 0;  // channel-first: segments per row
+  int64_t spw = 1;      // channel-first: segments per warp
+  int64_t nwarps = 0;   // channel-first
   int nchb = 0;         // channel-last
   int64_t ntiles = 0;   // channel-last
   int sub = 0;          // channel-last: tokens per thread
@@ -464,10 +507,13 @@ BwdGeometry geometry(const ConvParams& p, bool channel_last) {
     const int64_t per_warp = 32 * kN;
     const int64_t warps = (p.seqlen + per_warp - 1) / per_warp;
     g.threads = kCfThreads;
-    g.nchunks = warps;  // warps per row
-    g.nparts = (int64_t)p.batch * warps;
-    const int64_t nwarps = warps * p.dim * p.batch;
-    g.blocks = (nwarps + kCfThreads / 32 - 1) / (kCfThreads / 32);
+    g.nchunks = warps;  // segments per row
+    g.spw = 8;          // segments per warp, while that leaves >= 16 warps per SM
+    while (g.spw > 1 && ((warps + g.spw - 1) / g.spw) * p.dim * p.batch < 16LL * p.num_sms * (kCfThreads / 32)) g.spw /= 2;
+    const int64_t wrow = (warps + g.spw - 1) / g.spw;
+    g.nparts = (int64_t)p.batch * wrow;
+    g.nwarps = wrow * p.dim * p.batch;
+    g.blocks = (g.nwarps + kCfThreads / 32 - 1) / (kCfThreads / 32);
   } else {
     const int per_block = kClThreadsX * kClChannels;
     g.nchb = (p.dim + per_block - 1) / per_block;
@@ -493,8 +539,7 @@ template <typename T, int kW>
 void launch_bwd(const ConvParams& p, bool channel_last, cudaStream_t stream) {
   const BwdGeometry g = geometry<T>(p, channel_last);
   if (!channel_last) {
-    bwd_cf_kernel<T, kW><<<static_cast<unsigned>(g.blocks), g.threads, 0, stream>>>(p, g.nchunks,
-                                                                                 g.nchunks * p.dim * p.batch);
+    bwd_cf_kernel<T, kW><<<static_cast<unsigned>(g.blocks), g.threads, 0, stream>>>(p, g.nchunks, g.spw, g.nwarps);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   } else {
     bwd_cl_kernel<T, kW><<<static_cast<unsigned>(g.blocks), dim3(kClThreadsX, kClThreadsY), 0, stream>>>(

@@ -174,6 +174,20 @@ __device__ __forceinline__ void load_raw(const T* __restrict__ row, bool valid, 
   }
 }
 
+// kN consecutive tokens l0 .. l0+kN-1 of a unit-stride row of length L (zero past the end).
+template <typename T, int kN>
+__device__ __forceinline__ void load_raw_l(const T* __restrict__ row, int64_t l0, int64_t L, bool full,
+                                           RawVec<T, kN>& dst) {
+  if (full) {
+#pragma unroll
+    for (int v = 0; v < (int)(kN * sizeof(T) / 16); ++v)
+      reinterpret_cast<uint4*>(&dst)[v] = __ldg(reinterpret_cast<const uint4*>(row + l0) + v);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kN; ++i) dst.v[i] = l0 + i < L ? row[l0 + i] : from_float<T>(0.f);
+  }
+}
+
 template <typename T, int kC>
 __device__ __forceinline__ void store_raw(T* __restrict__ row, int c0, int D, bool full, const float (&src)[kC]) {
   RawVec<T, kC> r;
@@ -192,6 +206,17 @@ __device__ __forceinline__ void store_raw(T* __restrict__ row, int c0, int D, bo
     for (int c = 0; c < kC; ++c)
       if (c0 + c < D) row[c0 + c] = r.v[c];
   }
+}
+
+// Asynchronous 16-byte global -> shared copies (sm_80+): bytes in flight without registers.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 __device__ __forceinline__ float silu_f(float z) { return z / (1.f + __expf(-z)); }

@@ -50,104 +50,117 @@ __device__ __forceinline__ void write_final(const ConvParams& p, int b, int d, i
 }
 
 template <typename T, int kW>
-__global__ void __launch_bounds__(kCfThreads) fwd_cf_kernel(const ConvParams p, const int64_t wpr, const int64_t nwarps) {
-  constexpr int kN = 32 / sizeof(T);  // tokens per thread: 32 bytes
+__global__ void __launch_bounds__(kCfThreads, 6) fwd_cf_kernel(const ConvParams p, const int64_t wpr, const int64_t spw,
+                                                            const int64_t nwarps) {
+  constexpr int kN = 32 / sizeof(T);  // tokens per thread and segment: 32 bytes
   constexpr int kH = kW - 1;
   static_assert(kN >= kH, "the halo must fit in one neighbour's tokens");
-  // One warp = 32 * kN consecutive tokens of one row; a block's warps may serve different rows,
-  // so short rows still fill whole blocks.
+  // A warp walks spw consecutive segments (32 * kN tokens each) of one row, loading segment s+1
+  // while it computes segment s; the halo of a segment is the tail of the previous one (carried
+  // in registers), so only a warp's first segment reads its halo from memory. A block's warps
+  // may serve different rows, so short rows still fill whole blocks.
   const int lane = threadIdx.x & 31;
   const int64_t gw = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (gw >= nwarps) return;  // warp-uniform
-  const int64_t seg = gw % wpr;
-  const int64_t row = gw / wpr;
+  const int64_t wrow = (wpr + spw - 1) / spw;  // warps per row
+  const int64_t row = gw / wrow;
+  const int64_t seg0 = (gw % wrow) * spw;
+  const int64_t seg1 = seg0 + spw < wpr ? seg0 + spw : wpr;
   const int b = static_cast<int>(row / p.dim);
   const int d = static_cast<int>(row % p.dim);
   const int64_t L = p.seqlen;
-  const int64_t l0 = (seg * 32 + lane) * kN;
   const T* __restrict__ xr = static_cast<const T*>(p.x) + b * p.x_bs + d * p.x_cs;
-  const bool full = p.vec_ok && l0 + kN <= L;
-
-  float xv[kH + kN];
-  {
-    float tmp[kN];
-    if (full) {
-      load_vec<T, kN>(xr + l0, tmp);
-    } else {
-#pragma unroll
-      for (int i = 0; i < kN; ++i) tmp[i] = l0 + i < L ? to_float(xr[l0 + i]) : 0.f;
-    }
-#pragma unroll
-    for (int i = 0; i < kN; ++i) xv[kH + i] = tmp[i];
-  }
-  // lane 0 issues its halo loads now, so they overlap the vector loads above
-  float hv[kH];
-#pragma unroll
-  for (int j = 0; j < kH; ++j) {
-    hv[j] = 0.f;
-    if (lane == 0) {
-      const int64_t pos = l0 - kH + j;
-      hv[j] = pos >= 0 ? (pos < L ? to_float(xr[pos]) : 0.f) : init_value<T>(p, b, d, pos);
-    }
-  }
+  T* __restrict__ outr = static_cast<T*>(p.out) + b * p.out_bs + d * p.out_cs;
   const bool has_seq = p.seq_idx != nullptr;
   const int32_t* __restrict__ sr = has_seq ? p.seq_idx + b * p.s_bs : nullptr;
-  int sv[kH + kN];
-  if (has_seq) {
-#pragma unroll
-    for (int i = 0; i < kN; ++i) sv[kH + i] = l0 + i < L ? sr[(l0 + i) * p.s_ls] : -1;
+
+  // register double buffer: segment s+1 is loaded while segment s is computed
+  RawVec<T, kN> cur;
+  {
+    const int64_t l0 = (seg0 * 32 + lane) * kN;
+    load_raw_l<T, kN>(xr, l0, L, p.vec_ok && l0 + kN <= L, cur);
   }
-  // Halo: the last kH tokens of lane-1 (lane 0 reads them from memory / initial_states).
+  float carry[kH];  // the kH tokens before this lane's first token (lane 0 only)
 #pragma unroll
   for (int j = 0; j < kH; ++j) {
-    float v = __shfl_up_sync(0xffffffffu, xv[kN + j], 1);
-    int s = has_seq ? __shfl_up_sync(0xffffffffu, sv[kN + j], 1) : 0;
+    carry[j] = 0.f;
     if (lane == 0) {
-      const int64_t pos = l0 - kH + j;
-      v = hv[j];
-      // before the start: matches no sequence (seq_idx excludes initial_states)
-      if (has_seq) s = pos >= 0 && pos < L ? sr[pos * p.s_ls] : -1;
+      const int64_t pos = seg0 * 32 * kN - kH + j;
+      carry[j] = pos >= 0 ? (pos < L ? to_float(xr[pos]) : 0.f) : init_value<T>(p, b, d, pos);
     }
-    xv[j] = v;
-    if (has_seq) sv[j] = s;
   }
-
   float w[kW];
   load_weights<kW>(p, d, w);
   const float bias = p.bias != nullptr ? load_any(p.bias, p.b_dtype, d * p.b_s) : 0.f;
-  float o[kN];
-  if (!has_seq) {
-#pragma unroll
-    for (int i = 0; i < kN; ++i) {
-      float acc = bias;
-#pragma unroll
-      for (int k = 0; k < kW; ++k) acc = fmaf(w[k], xv[i + k], acc);
-      o[i] = p.silu ? silu_f(acc) : acc;
+
+  for (int64_t seg = seg0; seg < seg1; ++seg) {
+    const int64_t l0 = (seg * 32 + lane) * kN;
+    const bool full = p.vec_ok && l0 + kN <= L;
+    RawVec<T, kN> nxt;
+    if (seg + 1 < seg1) {
+      const int64_t l1 = l0 + 32 * kN;
+      load_raw_l<T, kN>(xr, l1, L, p.vec_ok && l1 + kN <= L, nxt);
     }
-  } else {
+    float xv[kH + kN];
 #pragma unroll
-    for (int i = 0; i < kN; ++i) {
-      const int cur = sv[kH + i];
-      float acc = bias;
+    for (int i = 0; i < kN; ++i) xv[kH + i] = to_float(cur.v[i]);
+    int sv[kH + kN];
+    if (has_seq) {
 #pragma unroll
-      for (int k = 0; k < kW; ++k) acc += sv[i + k] == cur ? w[k] * xv[i + k] : 0.f;
-      if (cur < 0) acc = 0.f;
-      o[i] = p.silu ? silu_f(acc) : acc;
+      for (int i = 0; i < kN; ++i) sv[kH + i] = l0 + i < L ? sr[(l0 + i) * p.s_ls] : -1;
     }
-  }
-  T* __restrict__ outr = static_cast<T*>(p.out) + b * p.out_bs + d * p.out_cs;
-  if (full) {
-    store_vec<T, kN>(outr + l0, o);
-  } else {
 #pragma unroll
-    for (int i = 0; i < kN; ++i)
-      if (l0 + i < L) outr[l0 + i] = from_float<T>(o[i]);
+    for (int j = 0; j < kH; ++j) {
+      float v = __shfl_up_sync(0xffffffffu, xv[kN + j], 1);
+      int s = has_seq ? __shfl_up_sync(0xffffffffu, sv[kN + j], 1) : 0;
+      if (lane == 0) {
+        const int64_t pos = l0 - kH + j;
+        v = carry[j];
+        // before the start: matches no sequence (seq_idx excludes initial_states)
+        if (has_seq) s = pos >= 0 && pos < L ? sr[pos * p.s_ls] : -1;
+      }
+      xv[j] = v;
+      if (has_seq) sv[j] = s;
+    }
+    // outputs in 16-byte pieces (fewer live registers than a whole kN array)
+    constexpr int kPer = 16 / sizeof(T);
+#pragma unroll
+    for (int h = 0; h < kN / kPer; ++h) {
+      float o[kPer];
+#pragma unroll
+      for (int ii = 0; ii < kPer; ++ii) {
+        const int i = h * kPer + ii;
+        float acc = bias;
+        if (!has_seq) {
+#pragma unroll
+          for (int k = 0; k < kW; ++k) acc = fmaf(w[k], xv[i + k], acc);
+        } else {
+          const int cs = sv[kH + i];
+#pragma unroll
+          for (int k = 0; k < kW; ++k) acc += sv[i + k] == cs ? w[k] * xv[i + k] : 0.f;
+          if (cs < 0) acc = 0.f;
+        }
+        o[ii] = p.silu ? silu_f(acc) : acc;
+      }
+      const int64_t lh = l0 + h * kPer;
+      if (full) {
+        store_vec<T, kPer>(outr + lh, o);
+      } else {
+#pragma unroll
+        for (int ii = 0; ii < kPer; ++ii)
+          if (lh + ii < L) outr[lh + ii] = from_float<T>(o[ii]);
+      }
+    }
+    // the next segment's halo: the last kH tokens of lane 31
+#pragma unroll
+    for (int j = 0; j < kH; ++j) carry[j] = __shfl_sync(0xffffffffu, xv[kN + j], 31);
+    cur = nxt;
   }
-  if (p.final_out != nullptr && seg == wpr - 1 && lane < p.width - 1) write_final<T>(p, b, d, lane);
+  if (p.final_out != nullptr && seg1 == wpr && lane < p.width - 1) write_final<T>(p, b, d, lane);
 }
 
 template <typename T, int kW>
-__global__ void __launch_bounds__(kClThreads) fwd_cl_kernel(const ConvParams p, const int nchb, const int64_t ntiles,
+__global__ void __launch_bounds__(kClThreads, 4) fwd_cl_kernel(const ConvParams p, const int nchb, const int64_t ntiles,
                                                             const int tile) {
   constexpr int kC = kClChannels;
   constexpr int kH = kW - 1;
@@ -199,15 +212,27 @@ __global__ void __launch_bounds__(kClThreads) fwd_cl_kernel(const ConvParams p, 
     }
   }
 
-  for (int64_t lt = t0; lt < t1; lt += G) {
-    RawVec<T, kC> raw[G];
-    int sc[G];
+  // software pipeline: group g+1 is loaded while group g is computed
+  RawVec<T, kC> raw[G];
+  int sc[G];
 #pragma unroll
-    for (int g = 0; g < G; ++g) {
-      const int64_t pos = lt + g;
-      const bool valid = pos < t1;
-      load_raw<T, kC>(xb + (valid ? pos : 0) * p.x_ls, valid, c0, D, full, raw[g]);
-      sc[g] = has_seq && valid ? sr[pos * p.s_ls] : -1;
+  for (int g = 0; g < G; ++g) {
+    const int64_t pos = t0 + g;
+    const bool valid = pos < t1;
+    load_raw<T, kC>(xb + (valid ? pos : 0) * p.x_ls, valid, c0, D, full, raw[g]);
+    sc[g] = has_seq && valid ? sr[pos * p.s_ls] : -1;
+  }
+  for (int64_t lt = t0; lt < t1; lt += G) {
+    RawVec<T, kC> nraw[G];
+    int nsc[G];
+    if (lt + G < t1) {
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const int64_t pos = lt + G + g;
+        const bool valid = pos < t1;
+        load_raw<T, kC>(xb + (valid ? pos : 0) * p.x_ls, valid, c0, D, full, nraw[g]);
+        nsc[g] = has_seq && valid ? sr[pos * p.s_ls] : -1;
+      }
     }
 #pragma unroll
     for (int g = 0; g < G; ++g) {
@@ -244,6 +269,11 @@ __global__ void __launch_bounds__(kClThreads) fwd_cl_kernel(const ConvParams p, 
       for (int c = 0; c < kC; ++c) hx[kH - 1][c] = cx[c];
       hs[kH - 1] = sc[g];
     }
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      raw[g] = nraw[g];
+      sc[g] = nsc[g];
+    }
   }
   if (p.final_out != nullptr && tl == ntiles - 1) {
     for (int j = 0; j < p.width - 1; ++j)
@@ -257,10 +287,13 @@ void launch_fwd(const ConvParams& p, bool channel_last, cudaStream_t stream) {
   if (!channel_last) {
     constexpr int kN = 32 / sizeof(T);
     const int64_t per_warp = 32 * kN;
-    const int64_t wpr = (p.seqlen + per_warp - 1) / per_warp;
-    const int64_t nwarps = wpr * p.dim * p.batch;
+    const int64_t wpr = (p.seqlen + per_warp - 1) / per_warp;  // segments per row
+    // segments per warp: up to 4 while that still leaves >= 16 warps per SM (several waves)
+    int64_t spw = 4;
+    while (spw > 1 && ((wpr + spw - 1) / spw) * p.dim * p.batch < 16LL * p.num_sms * (kCfThreads / 32)) spw /= 2;
+    const int64_t nwarps = ((wpr + spw - 1) / spw) * p.dim * p.batch;
     const int64_t blocks = (nwarps + kCfThreads / 32 - 1) / (kCfThreads / 32);
-    fwd_cf_kernel<T, kW><<<static_cast<unsigned>(blocks), kCfThreads, 0, stream>>>(p, wpr, nwarps);
+    fwd_cf_kernel<T, kW><<<static_cast<unsigned>(blocks), kCfThreads, 0, stream>>>(p, wpr, spw, nwarps);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   } else {
     const int64_t thr_needed = (p.dim + kClChannels - 1) / kClChannels;

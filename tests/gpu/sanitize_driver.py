@@ -22,7 +22,7 @@ def main() -> int:
     dev = "cuda"
     bad = 0
     n = 0
-    for dtype in (torch.float32, torch.bfloat16):
+    for dtype in (torch.float32, torch.bfloat16):  # noqa: PLR1702
         for W in (2, 4, 5):
             for L in (1, 7, 300):
                 for layout in ("cf", "cl", "cf_odd"):
@@ -53,7 +53,7 @@ def main() -> int:
                     ops.bwd(x, w, b, dout, seq, None, None, False, True)
         for S, circ, idx in ((3, False, False), (5, True, False), (4, False, True)):
             B, D, W = 3, 40, 4
-            state = torch.randn(4, D, S, device=dev, dtype=dtype)
+            state = torch.randn(4 if idx else B, D, S, device=dev, dtype=dtype)
             x = torch.randn(B, D, 2, device=dev, dtype=dtype)
             w = torch.randn(D, W, device=dev, dtype=dtype)
             cs = torch.tensor([0, 3, 11], device=dev, dtype=torch.int32) if circ else None

@@ -439,3 +439,40 @@ def test_swap_replaces_the_site(cli, make_wheel, tmp_path, monkeypatch, exchange
     assert cli("build", tmp_path / "wheels", "--out", site, "--now", NOW).code == 0
     assert (site / "whl" / "torch2.14-cpu" / "causal-conv1d" / "index.html").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["site", "wheels"]  # no temp or old trees left
+
+
+def test_serve_command(cli, make_wheel, tmp_path):
+    """python -m index_site serve: prints its URL, serves pages with the right content types."""
+    import subprocess
+    import sys
+    import urllib.request
+
+    make_wheel()
+    site = tmp_path / "site"
+    assert cli("build", tmp_path / "wheels", "--out", site, "--now", NOW).code == 0
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "index_site", "serve", str(site), "--port", "0"],
+        cwd=str(root),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline()
+        url = re.search(r"http://127\.0\.0\.1:\d+/", line).group(0)
+        with urllib.request.urlopen(url) as resp:
+            assert resp.headers["Content-Type"] == "text/html; charset=utf-8"
+            assert b"Install causal-conv1d" in resp.read()
+        page = url + "whl/torch2.13-cpu/causal-conv1d/"
+        req = urllib.request.Request(page, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+        with urllib.request.urlopen(req) as resp:
+            assert resp.headers["Content-Type"] == "application/vnd.pypi.simple.v1+json"
+            assert json.loads(resp.read())["files"][0]["filename"] == CPU_213
+        with urllib.request.urlopen(url + "files/" + contract.quote_path(CPU_213)) as resp:
+            assert resp.headers["Content-Type"] == "application/octet-stream"
+            assert resp.read() == (site / "files" / CPU_213).read_bytes()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        proc.stdout.close()

@@ -80,8 +80,8 @@ def test_windows_script_installs_named_components() -> None:
 
 @pytest.mark.skipif(shutil.which("pwsh") is None, reason="PowerShell (pwsh) not installed")
 def test_windows_script_parses() -> None:
-    cmd = ("$e=$null; [System.Management.Automation.Language.Parser]::ParseFile('%s', [ref]$null, [ref]$e) | Out-Null; "
-           "if ($e.Count) { $e | ForEach-Object { $_.Message }; exit 1 }" % WINDOWS)
+    cmd = (f"$e=$null; [System.Management.Automation.Language.Parser]::ParseFile('{WINDOWS}', [ref]$null, [ref]$e) "
+           "| Out-Null; if ($e.Count) { $e | ForEach-Object { $_.Message }; exit 1 }")
     proc = subprocess.run(["pwsh", "-NoProfile", "-Command", cmd], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 

@@ -7,10 +7,10 @@ import copy
 import os
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from build_matrix import repair
 

@@ -121,6 +121,19 @@ def test_native_flag_required(run_cli, tmp_path: Path) -> None:
     _assert_failed_cleanly(proc, out, 10, "add --native")
 
 
+@pytest.mark.parametrize(
+    ("job", "message"),
+    [
+        ("torch2.13-cpu-windows-amd64", "is a windows job"),  # native mode builds Linux jobs only
+        ("torch2.13-cpu-linux-aarch64", "is for aarch64"),  # no cross-compiling
+    ],
+)
+def test_job_for_another_platform(run_cli, tmp_path: Path, job: str, message: str) -> None:
+    out = tmp_path / "out"
+    proc = run_cli("build", "--job", job, "--native", "--out", str(out))
+    _assert_failed_cleanly(proc, out, 10, message)
+
+
 def test_bad_cuda_archs(run_cli, tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = run_cli("build", "--job", CUDA_JOB, "--native", "--out", str(out), "--cuda-archs", "sm_90")

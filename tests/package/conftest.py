@@ -17,6 +17,11 @@ import causal_conv1d  # noqa: F401  (loads _C: registers the ops)
 # --import-mode=importlib (pyproject.toml) does not put test folders on sys.path; the test files
 # import their helpers from _cc1d_ref.py (a name no other test area uses).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+# build_support (test_extension_flags.py) lives at the repository root, which `pytest` (unlike
+# `python -m pytest`) does not put on sys.path.
+_ROOT = str(Path(__file__).resolve().parents[2])
+if _ROOT not in sys.path:
+    sys.path.append(_ROOT)
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 

@@ -21,7 +21,12 @@ def _grads(x, weight, bias, init, seq_idx, silu, dout, dfinal, use_ours: bool):
     if use_ours:
         want_final = dfinal is not None
         res = causal_conv1d_fn(
-            xl, wl, bl, seq_idx=seq_idx, initial_states=il, return_final_states=want_final,
+            xl,
+            wl,
+            bl,
+            seq_idx=seq_idx,
+            initial_states=il,
+            return_final_states=want_final,
             activation="silu" if silu else None,
         )
         out, final = res if want_final else (res, None)
@@ -41,7 +46,9 @@ def _compare(ours, ref, dtype) -> None:
             assert g is None, name
             continue
         scale = max(1.0, float(r.abs().max()))
-        torch.testing.assert_close(g.double(), r.double(), rtol=rtol, atol=atol * scale, msg=lambda m, n=name: f"{n}: {m}")
+        torch.testing.assert_close(
+            g.double(), r.double(), rtol=rtol, atol=atol * scale, msg=lambda m, n=name: f"{n}: {m}"
+        )
 
 
 @pytest.mark.parametrize("seqlen", [1, 2, 3, 127, 129])
@@ -109,7 +116,9 @@ def test_gradcheck_fp64(layout: str, width: int, silu: bool) -> None:
 
     assert torch.autograd.gradcheck(f, (x, weight, bias, init))
     seq_idx = torch.tensor([[0, 0, 1, 1, 1, -1], [0, 0, 0, 0, 2, 2]], dtype=torch.int32)
-    assert torch.autograd.gradcheck(lambda x, w, b: causal_conv1d_fn(x, w, b, seq_idx=seq_idx, activation=act), (x, weight, bias))
+    assert torch.autograd.gradcheck(
+        lambda x, w, b: causal_conv1d_fn(x, w, b, seq_idx=seq_idx, activation=act), (x, weight, bias)
+    )
 
 
 @pytest.mark.parametrize("layout", ["cf", "cl"])

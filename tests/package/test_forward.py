@@ -41,7 +41,9 @@ def test_fwd_shapes(device: str, seqlen: int, layout: str, width: int, with_init
 @pytest.mark.parametrize("width", [2, 4, 8])
 @pytest.mark.parametrize("layout", ["cf", "cl"])
 @pytest.mark.parametrize("activation", [None, "silu", "swish"])
-def test_fwd_dtypes(device: str, x_dtype: torch.dtype, w_dtype: torch.dtype, width: int, layout: str, activation) -> None:
+def test_fwd_dtypes(
+    device: str, x_dtype: torch.dtype, w_dtype: torch.dtype, width: int, layout: str, activation
+) -> None:
     batch, dim, seqlen = 2, 40, 129
     x = make_bdl(batch, dim, seqlen, layout, x_dtype, device)
     weight = torch.randn(dim, width, device=device, dtype=w_dtype)
@@ -109,7 +111,9 @@ def test_final_states(device: str, seqlen: int, layout: str, width: int, with_in
         torch.empty(batch, dim, width - 1, device=device),
         torch.empty(batch, width - 1, dim, device=device).transpose(1, 2),
     ):
-        out2, final2 = causal_conv1d_fn(x, weight, initial_states=init, return_final_states=True, final_states_out=fs_out)
+        out2, final2 = causal_conv1d_fn(
+            x, weight, initial_states=init, return_final_states=True, final_states_out=fs_out
+        )
         assert final2 is fs_out
         torch.testing.assert_close(fs_out, final, rtol=0, atol=0)
         torch.testing.assert_close(out2, out, rtol=0, atol=0)

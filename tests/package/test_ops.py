@@ -37,7 +37,9 @@ def test_opcheck_bwd(device: str, layout: str, states: bool) -> None:
     dout = torch.randn(batch, dim, seqlen, device=device)
     init = torch.randn(batch, dim, width - 1, device=device) if states else None
     dfinal = torch.randn(batch, dim, width - 1, device=device) if states else None
-    torch.library.opcheck(torch.ops.causal_conv1d.bwd.default, (x, weight, bias, dout, None, init, dfinal, states, True))
+    torch.library.opcheck(
+        torch.ops.causal_conv1d.bwd.default, (x, weight, bias, dout, None, init, dfinal, states, True)
+    )
 
 
 @pytest.mark.parametrize("circular", [False, True])

@@ -21,7 +21,11 @@ DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 def test_update_shift(device: str, width: int, extra_state: int, seqlen, dtype: torch.dtype, silu: bool) -> None:
     batch, dim = 3, 24
     state_len = width - 1 + extra_state
-    x = torch.randn(batch, dim, device=device, dtype=dtype) if seqlen is None else torch.randn(batch, dim, seqlen, device=device, dtype=dtype)
+    x = (
+        torch.randn(batch, dim, device=device, dtype=dtype)
+        if seqlen is None
+        else torch.randn(batch, dim, seqlen, device=device, dtype=dtype)
+    )
     conv_state = torch.randn(batch, dim, state_len, device=device, dtype=dtype)
     weight = torch.randn(dim, width, device=device)
     bias = torch.randn(dim, device=device)
@@ -69,7 +73,9 @@ def test_update_conv_state_indices(device: str, with_cache_seqlens: bool, seqlen
             assert torch.all(out[b] == 0), "a negative index (padding slot) gives a zero output"
             continue
         state = expected[row : row + 1]
-        ref = update_ref(x3[b : b + 1], state, weight, bias, False, None if cache_seqlens is None else cache_seqlens[b : b + 1])
+        ref = update_ref(
+            x3[b : b + 1], state, weight, bias, False, None if cache_seqlens is None else cache_seqlens[b : b + 1]
+        )
         torch.testing.assert_close(out[b].double(), ref[0].reshape(out[b].shape), rtol=1e-5, atol=1e-5)
     assert torch.equal(cache, expected), "rows not selected (and the padding slot) are untouched"
 

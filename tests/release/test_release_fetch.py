@@ -113,3 +113,25 @@ def test_refuses_a_non_empty_output(tmp_path: Path) -> None:
     (tmp_path / "out" / "x").write_text("keep me")
     with pytest.raises(UsageError, match="not empty"):
         fetch_site("http://127.0.0.1:9/", tmp_path / "out")
+
+
+def test_release_publish_command_accepts_build_matrix_coverage(tmp_path: Path) -> None:
+    """release.yml's publish step: build_matrix's coverage JSON feeds index_site build --strict."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("build_matrix.coverage", reason="build_matrix (helper H3) is not in this tree yet")
+    repo = Path(__file__).resolve().parents[2]
+    coverage = tmp_path / "coverage.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "build_matrix", "coverage", "--format", "json", "--output", str(coverage)],
+        cwd=repo, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    wheels = tmp_path / "wheels"
+    testing.write_wheel(wheels, variant="torch2.13-cpu")
+    build_site(
+        wheels, tmp_path / "site", "--strict", "--coverage", str(coverage), "--site-url", "https://example.org/cc1d/"
+    )
+    landing = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    assert "torch2.13-cpu" in landing or "2.13" in landing

@@ -134,6 +134,7 @@ def test_defaults_build_both_variants_and_install_the_cpu_wheel(world: World) ->
         "build_matrix build",
         "build_matrix build",
         "build_matrix check",
+        "build_matrix check",
         "index_site build",
         "index_site serve",
         "index_site verify",
@@ -145,8 +146,10 @@ def test_defaults_build_both_variants_and_install_the_cpu_wheel(world: World) ->
     assert [arg_after(c, "--job") for c in builds] == ["torch2.13-cpu-linux-x86_64", "torch2.14-cu130-linux-x86_64"]
     assert "--native" in builds[0] and "--cuda-archs" not in builds[0]
     assert arg_after(builds[1], "--cuda-archs") == "9.0"  # the small default arch list
-    check = next(c for c in world.runner.calls if FakeRunner.key(c) == "build_matrix check")
-    assert sorted(Path(p).name for p in check[4:]) == sorted(p.name for p in (world.tmp / "work/wheels").glob("*.whl"))
+    checks = [c for c in world.runner.calls if FakeRunner.key(c) == "build_matrix check"]
+    assert [arg_after(c, "--job") for c in checks] == [arg_after(c, "--job") for c in builds]
+    assert "--cuda-archs" not in checks[0] and arg_after(checks[1], "--cuda-archs") == "9.0"  # what we built
+    assert sorted(Path(c[-1]).name for c in checks) == sorted(p.name for p in (world.tmp / "work/wheels").glob("*.whl"))
     serve = world.runner.started[0]
     assert serve.argv[-2:] == ["--port", str(PORT)] and serve.stopped
     pip = next(c for c in world.runner.calls if FakeRunner.key(c) == "pip")

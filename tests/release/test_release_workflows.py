@@ -273,21 +273,86 @@ def test_build_shard_jobs() -> None:
     assert any(s.get("if") == "always()" for s in uploads)  # results are uploaded even for failed builds
 
 
+def test_build_matrix_shards_fit_the_workflow() -> None:
+    """What `build_matrix emit matrix --format github-output` writes is what release.yml and
+    build-shard.yml read: the output names, the matrix keys, and few enough shards."""
+    pytest.importorskip("build_matrix.emit", reason="build_matrix (helper H3) is not in this tree yet")
+    release = load(WORKFLOW_DIR / "release.yml")
+    max_shards = int(release["env"]["MAX_SHARDS"])
+    shard_text = (WORKFLOW_DIR / "build-shard.yml").read_text(encoding="utf-8")
+    used_keys = set(re.findall(r"matrix\.([A-Za-z_][\w-]*)", shard_text))
+    for size in (256, 40):  # the real size, and a small one that forces several shards
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "build_matrix",
+                "emit",
+                "matrix",
+                "--format",
+                "github-output",
+                "--shard-size",
+                str(size),
+            ],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr
+        outputs = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
+        count = int(outputs["shards"])
+        shards = [yaml.safe_load(outputs[f"shard-{i}"]) for i in range(count)]
+        assert all(0 < len(s["include"]) <= size for s in shards)
+        ids = [e["id"] for s in shards for e in s["include"]]
+        assert len(ids) == len(set(ids))
+        for entry in (e for s in shards for e in s["include"]):
+            assert used_keys <= set(entry), (
+                f"build-shard.yml reads matrix keys {used_keys - set(entry)} the emitter lacks"
+            )
+        if size == 256:
+            assert count <= max_shards, f"the plan needs {count} shards; release.yml has {max_shards} build jobs"
+
+
+def test_ci_scripts_the_workflows_call_exist_with_those_parameters() -> None:
+    calls = 0
+    for path in WORKFLOWS:
+        for _job, name, shell, script in run_steps(path):
+            for m in re.finditer(r"(?:\./)?(ci/[\w.-]+\.(?:ps1|sh|py))(?P<args>[^\n]*)", script):
+                target = REPO_ROOT / m.group(1)
+                assert target.is_file(), f"{path.name} / {name}: {m.group(1)} does not exist"
+                calls += 1
+                if target.suffix == ".ps1":
+                    params = target.read_text(encoding="utf-8").split("param(", 1)[1].split(")\n", 1)[0]
+                    for flag in re.findall(r"(?<![\w$])-([A-Za-z]\w*)", m.group("args")):
+                        assert re.search(r"\$" + flag + r"\b", params), (
+                            f"{path.name} / {name}: {target.name} has no -{flag}"
+                        )
+    assert calls, "the workflows call no ci/ script (the Windows CUDA install is expected)"
+
+
 # -- every project command the workflows run exists, with those options ------------------------------
-CMD_RE = re.compile(r"python\s+-m\s+(?P<module>" + "|".join(MODULES) + r")\b(?P<rest>[^\n]*)")
+CMD_RE = re.compile(r"python\"?\s+-m\s+(?P<module>" + "|".join(MODULES) + r")\b(?P<rest>[^\n]*)")
 WORD_RE = re.compile(r"^[a-z][a-z0-9-]*$")
 STOP = {">", ">>", "|", "||", "&&", ";", ")", "2>", "&"}
 
 
-def project_commands() -> list[tuple[str, tuple[str, ...], tuple[tuple[str, Optional[str]], ...], str]]:
+def project_commands(
+    sources: Optional[list[tuple[str, str]]] = None,
+) -> list[tuple[str, tuple[str, ...], tuple[tuple[str, Optional[str]], ...], str]]:
     """(module, subcommand words, ((option, literal value or None), ...), where) of every invocation."""
-    sources = [(p.name, s) for p in WORKFLOWS for (_j, _n, _sh, s) in run_steps(p)]
-    sources += [(p.name, p.read_text(encoding="utf-8")) for p in SCRIPTS]
+    if sources is None:
+        sources = [(p.name, s) for p in WORKFLOWS for (_j, _n, _sh, s) in run_steps(p)]
+        sources += [(p.name, p.read_text(encoding="utf-8")) for p in SCRIPTS]
     found = []
     for where, text in sources:
         text = text.replace("\\\n", " ")
         for line in text.splitlines():
+            if line.lstrip().startswith("#"):
+                continue  # a comment
             for m in CMD_RE.finditer(line):
+                if m.start() > 0 and line[m.start() - 1] == "`":
+                    continue  # a command quoted in a message, not run
                 lexer = shlex.shlex(m.group("rest"), posix=True, punctuation_chars=True)
                 lexer.whitespace_split = True
                 tokens = []
@@ -329,22 +394,45 @@ def _grouped() -> dict[tuple[str, tuple[str, ...]], list[tuple[tuple[tuple[str, 
 GROUPS = _grouped()
 
 
-@pytest.mark.parametrize("key", sorted(GROUPS), ids=[" ".join((m, *w)) for m, w in sorted(GROUPS)])
-def test_command_exists_with_its_options(key: tuple[str, tuple[str, ...]]) -> None:
-    module, words = key
+def command_problems(module: str, words: tuple[str, ...], uses: list) -> list[str]:
+    """Run ``python -m module words --help``; what the uses pass that it does not have."""
     argv = [sys.executable, "-m", module, *words, "--help"]
     proc = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
-    where = sorted({w for _o, w in GROUPS[key]})
-    assert proc.returncode == 0, f"`{' '.join(argv[1:])}` failed (used in {where}):\n{proc.stdout}{proc.stderr}"
-    help_text = proc.stdout
-    for options, place in GROUPS[key]:
+    if proc.returncode != 0:
+        return [f"`{' '.join(argv[1:])}` failed: {proc.stdout}{proc.stderr}"]
+    help_text, problems = proc.stdout, []
+    for options, place in uses:
         for opt, value in options:
             if opt == "--help":
                 continue
-            assert re.search(r"(?<![\w-])" + re.escape(opt) + r"(?![\w-])", help_text), (
-                f"{place}: `python -m {module} {' '.join(words)}` has no option {opt}:\n{help_text}"
-            )
+            if not re.search(r"(?<![\w-])" + re.escape(opt) + r"(?![\w-])", help_text):
+                problems.append(f"{place}: `python -m {module} {' '.join(words)}` has no option {opt}")
+                continue
             choices = re.search(re.escape(opt) + r"\s+\{([^}]*)\}", help_text)
-            if value is not None and choices:
-                allowed = choices.group(1).split(",")
-                assert value in allowed, f"{place}: {opt} {value} is not one of {allowed}"
+            if value is not None and choices and value not in choices.group(1).split(","):
+                problems.append(f"{place}: {opt} {value} is not one of {choices.group(1)}")
+    return problems
+
+
+@pytest.mark.parametrize("key", sorted(GROUPS), ids=[" ".join((m, *w)) for m, w in sorted(GROUPS)])
+def test_command_exists_with_its_options(key: tuple[str, tuple[str, ...]]) -> None:
+    module, words = key
+    assert command_problems(module, words, GROUPS[key]) == []
+
+
+def test_the_command_check_catches_mistakes() -> None:
+    script = (
+        "python -m release local --no-such-option\n"
+        "python -m release summary --plan p.json --results r --fail-on-failure > out.md\n"
+        "python -m release record-result --stage deploy --outcome x\n"
+        "python -m release no-such-command --x"
+    )
+    found = {(m, w): [(o, where)] for m, w, o, where in project_commands([("demo.yml", script)])}
+    assert command_problems("release", ("local",), found[("release", ("local",))]) == [
+        "demo.yml: `python -m release local` has no option --no-such-option"
+    ]
+    assert command_problems("release", ("summary",), found[("release", ("summary",))]) == []
+    assert command_problems("release", ("record-result",), found[("release", ("record-result",))]) == [
+        "demo.yml: --stage deploy is not one of build,test"
+    ]
+    assert "failed" in command_problems("release", ("no-such-command",), found[("release", ("no-such-command",))])[0]

@@ -19,8 +19,9 @@ import time
 import urllib.parse
 import venv
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 import pytest
 
@@ -246,7 +247,7 @@ def build_deps(tmp_path_factory: pytest.TempPathFactory) -> Path:
     another causal-conv1d 1.6.1 can win)."""
     out = tmp_path_factory.mktemp("build_deps")
     run([sys.executable, "-m", "pip", "download", "--only-binary", ":all:", "-d", out,
-         "setuptools>=69", "wheel", "packaging>=24", "ninja"], env=clean_env())
+         "setuptools>=70.1", "packaging>=24", "ninja"], env=clean_env())
     return out
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from build_support.contract import contract
 
-from .conftest import CPU_VARIANT, clean_env, run
+from .conftest import CPU_VARIANT, REPO, clean_env, run
 
 MISMATCHED = {
     "version": "1.6.1+cu128.torch2.7",
@@ -34,6 +34,10 @@ def unpacked(real_cpu_wheel: Path, tmp_path: Path) -> Path:
     dest = tmp_path / "site"
     with zipfile.ZipFile(real_cpu_wheel) as zf:
         zf.extractall(dest)
+    # This tree's Python files over the wheel's (the wheel may be a cached build of an older tree);
+    # the compiled extension and the build record stay the wheel's.
+    for src in (REPO / contract.DIST_NAME).glob("*.py"):
+        shutil.copy2(src, dest / contract.DIST_NAME / src.name)
     return dest
 
 

@@ -55,7 +55,7 @@ def test_sdist_install_takes_prebuilt_wheel_compiles_nothing(venv_clean, index, 
     assert f"using prebuilt wheel causal_conv1d-{contract.PACKAGE_VERSION}+{CPU_LABEL}-" in out, out[-4000:]
     assert "(nothing compiled)" in out
     assert "pip builds in an isolated environment" in out and str(venv_clean.path) in out  # which torch, why
-    assert f"torch: 2.13" in out
+    assert "torch: 2.13" in out
     assert not marker.exists(), marker.read_text()
     assert any(r.startswith(f"/whl/{CPU_VARIANT}/{contract.PROJECT_NAME}/") for r in index.requests), index.requests
     res = venv_clean.py(SMOKE)

@@ -1,0 +1,56 @@
+"""build_support/extension.py: the Extension definition and the environment switches (no compiling)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from build_support import extension
+from build_support.contract import contract
+
+
+def test_install_requires_pins_the_running_torch_minor() -> None:
+    major, minor = (int(p) for p in torch.__version__.split(".")[:2])
+    assert extension.install_requires() == [f"torch>={major}.{minor},<{major}.{minor + 1}"]
+
+
+def test_cpu_extension_for_skip_or_cpu_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(contract.ENV_SKIP_CUDA_BUILD, "TRUE")
+    (ext,) = extension.ext_modules()
+    assert ext.name == "causal_conv1d._C" and ext.py_limited_api
+    assert sorted(ext.sources) == ["csrc/cpu/causal_conv1d_cpu.cpp", "csrc/ops.cpp"]
+    flags = ext.extra_compile_args["cxx"]
+    assert "-DCAUSAL_CONV1D_WITH_CUDA" not in flags and "-fopenmp" in flags
+    assert not any(lib.startswith("cuda") for lib in ext.libraries)
+
+
+@pytest.mark.parametrize("value, expected", [("TRUE", 1), ("false", 0), ("1", 1), ("0", 0)])
+def test_force_cxx11_abi(monkeypatch: pytest.MonkeyPatch, value: str, expected: int) -> None:
+    monkeypatch.setenv(contract.ENV_SKIP_CUDA_BUILD, "TRUE")
+    monkeypatch.setenv(contract.ENV_FORCE_CXX11_ABI, value)
+    (ext,) = extension.ext_modules()
+    assert f"-D_GLIBCXX_USE_CXX11_ABI={expected}" in ext.extra_compile_args["cxx"]
+
+
+def test_default_abi_is_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(contract.ENV_SKIP_CUDA_BUILD, "TRUE")
+    monkeypatch.delenv(contract.ENV_FORCE_CXX11_ABI, raising=False)
+    (ext,) = extension.ext_modules()
+    assert f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}" in ext.extra_compile_args["cxx"]
+
+
+def test_bad_switch_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(contract.ENV_FORCE_CXX11_ABI, "maybe")
+    with pytest.raises(ValueError, match=r"CAUSAL_CONV1D_FORCE_CXX11_ABI .*'maybe'"):
+        extension.ext_modules()
+    monkeypatch.delenv(contract.ENV_FORCE_CXX11_ABI)
+    monkeypatch.setenv("NVCC_THREADS", "lots")
+    with pytest.raises(ValueError, match=r"NVCC_THREADS .*'lots'"):
+        extension._nvcc_flags()
+
+
+def test_cmdclass_is_torch_build_extension() -> None:
+    from torch.utils.cpp_extension import BuildExtension
+
+    build_ext = extension.cmdclass()["build_ext"]
+    assert issubclass(build_ext, BuildExtension)
