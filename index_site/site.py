@@ -1,12 +1,14 @@
-"""Build, merge and yank: the site is written to a temporary directory next to it and swapped in.
+"""Build, merge and yank, without ever showing a half-written site (see ``_write_site``).
 
-A failed or interrupted run leaves the previous site exactly as it was (never a half-written one).
+A run that fails before its commit point (bad input, a rendering error) leaves the site exactly as it
+was; ``files/`` only ever grows; the pages are swapped in atomically.
 """
 
 from __future__ import annotations
 
 __all__ = ["BuildOptions", "BuildResult", "build_site", "yank_file", "swap_in"]
 
+import contextlib
 import ctypes
 import dataclasses
 import errno
@@ -23,9 +25,10 @@ from index_site.coverage import COVERAGE_NAME, CoverageRow, read_coverage
 from index_site.errors import BadInputError, IndexSiteError, ManifestError, Problem
 from index_site.manifest import MANIFEST_NAME, Entry, Manifest, load_manifest, resolve_now
 from index_site.render import render_pages
-from index_site.wheels import WheelFile, WheelProblem, scan_wheels
+from index_site.wheels import WheelFile, WheelProblem, scan_wheels, sha256_file
 
 FILES_DIR = "files"
+WHL_DIR = "whl"
 _RENAME_EXCHANGE = 2  # linux/fs.h
 
 
@@ -70,20 +73,24 @@ def _check_out_dir(out: Path) -> None:
         )
 
 
-def _place(src: Path, dst: Path) -> None:
-    """Carry a file of the old site into the new one: hard-link (fast, no copy of big wheels) or copy."""
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copyfile(src, dst)
-        os.chmod(dst, 0o644)
-
-
 def _write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as f:
         f.write(data)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Replace one file atomically (temp file in the same directory + os.replace)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def _renameat2_exchange(a: Path, b: Path) -> bool:
@@ -126,61 +133,115 @@ def swap_in(new: Path, out: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _copy_verified(wheel: WheelFile, dst: Path) -> None:
+def _copy_verified(wheel: WheelFile, dst: Path, *, atomic: bool = True) -> None:
     """Copy a new wheel into the site (a copy, not a link: the input may be rewritten in place later),
-    checking that it is still the file that was hashed."""
+    checking that it is still the file that was hashed; ``atomic``: through a temp file + os.replace."""
     digest = hashlib.sha256()
-    with open(wheel.path, "rb") as src, open(dst, "wb") as out:
-        while chunk := src.read(1 << 20):
-            digest.update(chunk)
-            out.write(chunk)
-    if digest.hexdigest() != wheel.sha256:
-        raise IndexSiteError(f"{str(wheel.path)!r} changed while it was being published; run the build again")
-
-
-def _write_site(out: Path, manifest: Manifest, rows: list[CoverageRow], new: dict[str, WheelFile]) -> list[Problem]:
-    """Write the whole site into a fresh directory beside ``out`` and swap it in."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=out.parent))
-    problems: list[Problem] = []
+    if atomic:
+        fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", dir=dst.parent)
+    else:
+        fd, tmp = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), str(dst)
     try:
-        os.chmod(tmp, 0o755)
-        files = tmp / FILES_DIR
-        files.mkdir()
-        old_files = out / FILES_DIR
-        for entry in manifest.entries:
-            wheel = new.get(entry.filename)
-            meta_name = entry.filename + ".metadata"
-            if wheel is not None:
-                _write(files / meta_name, wheel.metadata)
-            elif (old_files / meta_name).is_file():
-                _place(old_files / meta_name, files / meta_name)
-            else:
-                problems.append(
-                    Problem(
-                        entry.filename,
-                        f"{FILES_DIR}/{meta_name} is missing from the site and the wheel is not among the inputs",
-                    )
-                )
-            if not entry.is_relative:
-                continue  # hosted elsewhere (--files-url): only its .metadata lives here, to upload beside it
-            if wheel is not None:
-                _copy_verified(wheel, files / entry.filename)
-            elif (old_files / entry.filename).is_file():
-                _place(old_files / entry.filename, files / entry.filename)
-            else:
-                problems.append(
-                    Problem(
-                        entry.filename,
-                        f"published but missing: not in {str(old_files)!r} and not among the inputs; its link is dead",
-                    )
-                )
-        for rel, data in render_pages(manifest, rows).items():
-            _write(tmp / rel, data)
-        swap_in(tmp, out)
+        with open(wheel.path, "rb") as src, os.fdopen(fd, "wb") as out:
+            while chunk := src.read(1 << 20):
+                digest.update(chunk)
+                out.write(chunk)
+        if digest.hexdigest() != wheel.sha256:
+            raise IndexSiteError(f"{str(wheel.path)!r} changed while it was being published; run the build again")
+        if atomic:
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, dst)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
         raise
+
+
+def _is_file_with(path: Path, sha256: str) -> bool:
+    return path.is_file() and sha256_file(path)[0] == sha256
+
+
+def _add_files(
+    files: Path, manifest: Manifest, new: dict[str, WheelFile], added: set[str], *, fresh_dir: bool = False
+) -> list[Problem]:
+    """Put new wheels and their .metadata into ``files/``. A published file is never changed; a file of
+    a wheel published just now that is already there (left by an interrupted run) is checked and replaced
+    if it differs; a published file missing from the site is restored from the inputs when they have it."""
+    problems: list[Problem] = []
+    files.mkdir(parents=True, exist_ok=True)
+    for entry in manifest.entries:
+        wheel = new.get(entry.filename)
+        meta = files / (entry.filename + ".metadata")
+        target = files / entry.filename
+        fresh = entry.filename in added
+        if wheel is not None:
+            if fresh_dir:  # a directory nobody sees yet: plain writes (much faster than temp + rename)
+                _write(meta, wheel.metadata)
+                if entry.is_relative:
+                    _copy_verified(wheel, target, atomic=False)
+                continue
+            if not meta.is_file() or (fresh and not _is_file_with(meta, wheel.metadata_sha256)):
+                _write_atomic(meta, wheel.metadata)
+            if entry.is_relative and (not target.is_file() or (fresh and not _is_file_with(target, wheel.sha256))):
+                _copy_verified(wheel, target)
+            continue
+        if not meta.is_file():
+            problems.append(
+                Problem(
+                    entry.filename,
+                    f"{FILES_DIR}/{meta.name} is missing from the site and the wheel is not among the inputs",
+                )
+            )
+        if entry.is_relative and not target.is_file():
+            problems.append(
+                Problem(
+                    entry.filename,
+                    f"published but missing from {str(files)!r} and not among the inputs; its link is dead",
+                )
+            )
+    return problems
+
+
+def _write_site(
+    out: Path, manifest: Manifest, rows: list[CoverageRow], new: dict[str, WheelFile], added: set[str]
+) -> list[Problem]:
+    """Write the site so that a reader never sees a half-written one.
+
+    A new site is written to a temporary directory and renamed into place. An existing one is updated
+    in this order: new files are added to ``files/`` (append-only, so no page can link to a missing file);
+    the manifest is replaced (the record the next build starts from); the whole ``whl/`` tree is written
+    beside the site and swapped in atomically; the landing page is replaced. Unchanged published files
+    are never copied or touched, which keeps adding one wheel to a big site fast.
+    """
+    pages = render_pages(manifest, rows)  # in memory first: a rendering failure changes nothing
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=out.parent))
+        try:
+            os.chmod(tmp, 0o755)
+            problems = _add_files(tmp / FILES_DIR, manifest, new, added, fresh_dir=True)
+            for rel, data in pages.items():
+                _write(tmp / rel, data)
+            os.rename(tmp, out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return problems
+    problems = _add_files(out / FILES_DIR, manifest, new, added)
+    _write_atomic(out / MANIFEST_NAME, pages.pop(MANIFEST_NAME))
+    whl = Path(tempfile.mkdtemp(prefix=f".{out.name}.whl-new-", dir=out.parent))
+    try:
+        os.chmod(whl, 0o755)
+        for rel, data in pages.items():
+            if rel.startswith(WHL_DIR + "/"):
+                _write(whl / rel[len(WHL_DIR) + 1 :], data)
+        swap_in(whl, out / WHL_DIR)
+    except BaseException:
+        shutil.rmtree(whl, ignore_errors=True)
+        raise
+    for rel, data in sorted(pages.items()):
+        if not rel.startswith(WHL_DIR + "/"):
+            _write_atomic(out / rel, data)
     return problems
 
 
@@ -205,20 +266,25 @@ def build_site(opts: BuildOptions) -> BuildResult:
         raise BadInputError(problems)
     merged, added = manifest.merge(wheels, url_for, now)
     new = {w.filename: w for w in wheels}
-    site_problems = _write_site_checked(out, merged, rows, opts, new)
+    site_problems = _write_site_checked(out, merged, rows, opts, new, {e.filename for e in added})
     problems += site_problems
     return BuildResult(out, added, len(merged.entries), len({e.variant for e in merged.entries}), problems)
 
 
 def _write_site_checked(
-    out: Path, manifest: Manifest, rows: list[CoverageRow], opts: BuildOptions, new: dict[str, WheelFile]
+    out: Path,
+    manifest: Manifest,
+    rows: list[CoverageRow],
+    opts: BuildOptions,
+    new: dict[str, WheelFile],
+    added: set[str],
 ) -> list[Problem]:
     if opts.strict:
         # dry check first, so that --strict never swaps in a site with dead links
         missing = _missing_files(out, manifest, new)
         if missing:
             raise BadInputError(missing)
-    return _write_site(out, manifest, rows, new)
+    return _write_site(out, manifest, rows, new, added)
 
 
 def _normalise_site_url(url: str) -> str:
@@ -271,5 +337,5 @@ def yank_file(out: Path, filename: str, reason: str, *, strict: bool = False) ->
     rows = _coverage(out, None, problems)
     if strict and problems:
         raise BadInputError(problems)
-    problems += _write_site(out, yanked, rows, {})
+    problems += _write_site(out, yanked, rows, {}, set())
     return yanked.by_name()[name], problems

@@ -81,8 +81,11 @@ def inspect_wheel(path: Path) -> WheelFile:
     except contract.InvalidWheelName as exc:
         raise WheelProblem(str(exc)) from None
     metadata = _read_metadata(path, filename)
+    raw, unparsed = parse_email(metadata)  # what Metadata.from_email does, without parsing twice
+    if unparsed:
+        raise WheelProblem(f"invalid METADATA (unrecognised or malformed fields: {sorted(unparsed)})")
     try:
-        meta = Metadata.from_email(metadata, validate=True)
+        meta = Metadata.from_raw(raw, validate=True)
     except Exception as exc:  # packaging raises an ExceptionGroup of InvalidMetadata
         raise WheelProblem(f"invalid METADATA ({_validation_message(exc)})") from None
     if canonicalize_name(meta.name) != canonicalize_name(contract.PROJECT_NAME):
@@ -91,7 +94,7 @@ def inspect_wheel(path: Path) -> WheelFile:
         raise WheelProblem(f"METADATA Version is {str(meta.version)!r} but the file name says {str(name.version)!r}")
     sha256, size = sha256_file(path)
     # the value as written (validated above): str(SpecifierSet) would reorder it
-    requires_python = None if meta.requires_python is None else parse_email(metadata)[0].get("requires_python")
+    requires_python = raw.get("requires_python")
     return WheelFile(
         path=path,
         filename=filename,

@@ -26,6 +26,15 @@
 #include <type_traits>
 #include <vector>
 
+// Unroll the W-tap loops fully (W <= 8) so the loop around them vectorises.
+#if defined(__clang__)
+#define CC1D_UNROLL _Pragma("unroll")
+#elif defined(__GNUC__)
+#define CC1D_UNROLL _Pragma("GCC unroll 8")
+#else
+#define CC1D_UNROLL
+#endif
+
 namespace causal_conv1d {
 namespace cpu {
 namespace {
@@ -105,7 +114,7 @@ template <int W, typename A>
 inline void conv_window(const A* __restrict win, const A* __restrict w, A bias, A* __restrict out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     A acc = bias;
-#pragma GCC unroll 8
+CC1D_UNROLL
     for (int k = 0; k < W; ++k) {
       acc += w[k] * win[i + k];
     }
@@ -121,7 +130,7 @@ inline void conv_window_seq(const A* __restrict win, const int32_t* __restrict s
   for (int64_t i = 0; i < n; ++i) {
     const int32_t cur = sw[i + W - 1];
     A acc = bias;
-#pragma GCC unroll 8
+CC1D_UNROLL
     for (int k = 0; k < W; ++k) {
       acc += sw[i + k] == cur ? w[k] * win[i + k] : A(0);
     }
@@ -249,7 +258,7 @@ void fwd_channel_last(const FwdArgs& a) {
           for (int k = 0; k < W; ++k) rows[k] = xp + b * sxb + (l - (W - 1) + k) * sxl;
           auto taps = [&](int64_t d) {
             A v = bp[d];
-#pragma GCC unroll 8
+CC1D_UNROLL
             for (int k = 0; k < W; ++k) v += wt[k * D + d] * static_cast<A>(rows[k][d]);
             return v;
           };
@@ -442,7 +451,7 @@ void bwd_channel_first(const BwdArgs& a) {
           A* gxp = gx.data();
           for (int64_t i = 0; i < L + H; ++i) {
             A acc = A(0);
-#pragma GCC unroll 8
+CC1D_UNROLL
             for (int k = 0; k < W; ++k) acc += w[k] * dzp[i - k + H];
             gxp[i] = acc;
           }

@@ -400,9 +400,13 @@ __global__ void __launch_bounds__(kClThreadsX* kClThreadsY, 2) bwd_cl_kernel(con
             dw[kW][c] += gw[kH][c];
           }
         }
-        if (g < kH && pl == 0) {
+        // g at positions 0 .. kH-1 (for dinitial_states); kH may exceed one group
 #pragma unroll
-          for (int c = 0; c < kC; ++c) g0[g < kH ? g : 0][c] = gw[kH][c];
+        for (int m = 0; m * G < kH; ++m) {
+          if (m * G + g < kH && pl == (int64_t)m * G) {
+#pragma unroll
+            for (int c = 0; c < kC; ++c) g0[m * G + g < kH ? m * G + g : 0][c] = gw[kH][c];
+          }
         }
         const int64_t q = pos - kH;
         if (q >= t0 && q < t1) {

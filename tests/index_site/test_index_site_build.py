@@ -476,3 +476,30 @@ def test_serve_command(cli, make_wheel, tmp_path):
         proc.terminate()
         proc.wait(10)
         proc.stdout.close()
+
+
+def test_failure_after_commit_keeps_pages_whole(cli, make_wheel, tmp_path, monkeypatch):
+    """A failure while swapping the pages: every page stays whole and every link resolves; the manifest
+    already records the new wheel, whose file is in place, and the next build renders it."""
+    site = tmp_path / "site"
+    make_wheel()
+    assert cli("build", tmp_path / "wheels", "--out", site, "--now", NOW).code == 0
+    before = snapshot(site)
+    make_wheel(variant="torch2.14-cpu")
+
+    def explode(new, out):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(site_module, "swap_in", explode)
+    run = cli("build", tmp_path / "wheels", "--out", site, "--now", NOW)
+    assert run.code == 1 and "Input/output error" in run.err
+    after = snapshot(site)
+    assert {k: v for k, v in after.items() if k.startswith("whl/")} == {
+        k: v for k, v in before.items() if k.startswith("whl/")
+    }
+    assert after["index.html"] == before["index.html"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["site", "wheels"]  # no temp trees left
+    monkeypatch.undo()
+    assert cli("build", "--out", site).code == 0
+    assert (site / "whl" / "torch2.14-cpu" / "causal-conv1d" / "index.html").is_file()
+    assert cli("verify", site).code == 0

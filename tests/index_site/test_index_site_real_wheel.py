@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -14,6 +15,8 @@ from build_support.contract import contract
 
 pytestmark = pytest.mark.slow
 VARIANT = "torch2.13-cpu"
+#: the torch scripts/run-tests.sh installed (so pip finds it in its cache)
+TORCH_SPEC = os.environ.get("CAUSAL_CONV1D_TEST_TORCH", "torch==2.13.0")
 
 
 @pytest.fixture
@@ -42,7 +45,7 @@ def test_pip_installs_real_wheel_and_its_torch(real_wheel, tmp_path):
     assert main(["build", str(wheels), "--out", str(site), "--now", NOW]) == 0
     assert main(["verify", str(site)]) == 0
     venv = tmp_path / "venv"
-    # this machine's own pip configuration supplies torch 2.13.0 (a local mirror here, PyPI in CI)
+    # this machine's own pip configuration supplies torch 2.13.0 (a local mirror here, PyPI or its cache in CI)
     env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     run_cmd([sys.executable, "-m", "venv", venv], env)
@@ -50,7 +53,7 @@ def test_pip_installs_real_wheel_and_its_torch(real_wheel, tmp_path):
     with serve(site) as served:
         run_cmd(
             [python, "-m", "pip", "install", "--only-binary", "causal-conv1d",
-             "--extra-index-url", served.url + f"whl/{VARIANT}/", "causal-conv1d", "torch==2.13.0"],
+             "--extra-index-url", served.url + f"whl/{VARIANT}/", "causal-conv1d", *shlex.split(TORCH_SPEC)],
             env, timeout=1200,
         )  # fmt: skip
     check = (

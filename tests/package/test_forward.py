@@ -152,3 +152,18 @@ def test_zero_sized(device: str) -> None:
         assert out.shape == x.shape and final.shape == (shape[0], 4, 2)
     _, final = causal_conv1d_fn(torch.randn(2, 4, 0, device=device), weight, return_final_states=True)
     assert torch.all(final == 0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("layout", ["cf", "cl"])
+@pytest.mark.parametrize("width", [3, 8])
+def test_fwd_long_reduced_precision(device: str, dtype: torch.dtype, layout: str, width: int) -> None:
+    # Rows longer than the CPU kernel's conversion chunk (1024): the W-1 carried inputs at each
+    # chunk boundary must be right.
+    batch, dim, seqlen = 2, 4, 2500
+    x = make_bdl(batch, dim, seqlen, layout, dtype, device)
+    weight, bias = torch.randn(dim, width, device=device), torch.randn(dim, device=device)
+    init = torch.randn(batch, dim, width - 1, device=device, dtype=dtype)
+    out = causal_conv1d_fn(x, weight, bias, initial_states=init, activation="silu")
+    ref, _ = fwd_ref(x, weight, bias, initial_states=init, silu=True)
+    torch.testing.assert_close(out.double(), ref, **tol(dtype, torch.float32))

@@ -239,3 +239,47 @@ def test_setup_py_metadata_commands_need_no_torch(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     requires = (next(tmp_path.glob("*.egg-info")) / "requires.txt").read_text()
     assert requires.strip() == "torch"
+
+
+def test_fast_torch_probe_agrees_with_importing_torch() -> None:
+    pytest.importorskip("torch")
+    pythons = [Path(sys.executable)] + ([VENV_CU] if VENV_CU.exists() else [])
+    for py in pythons:
+        fast = toolchain.torch_info(str(py), fast=True)
+        full = toolchain.torch_info(str(py))
+        assert full.importable, full.error
+        assert (fast.version, fast.cuda, fast.hip, fast.cxx11_abi) == (full.version, full.cuda, full.hip, full.cxx11_abi)
+
+
+FAKE_TORCH = """
+__version__ = "2.7.1+cu128"
+class version:
+    cuda = "12.8"
+    hip = None
+class _C:
+    _GLIBCXX_USE_CXX11_ABI = False
+"""
+
+ISOLATION_SCRIPT = """
+import json, sys
+sys.path.insert(0, {repo!r})
+from build_support.prebuilt import find_target_torch, in_pip_isolation
+info, why = find_target_torch()
+print(json.dumps({{"isolated": in_pip_isolation(), "version": info.version, "why": why}}))
+"""
+
+
+def test_pip_isolation_uses_the_users_torch_not_the_build_envs(tmp_path: Path) -> None:
+    """pip's isolated env (PYTHONPATH=.../pip-build-env-*/site, PYTHONNOUSERSITE=1) holding some
+    other torch: the target is the torch of the interpreter with those variables removed."""
+    torch = pytest.importorskip("torch")
+    site = tmp_path / "pip-build-env-abc123" / "site"
+    (site / "torch").mkdir(parents=True)
+    (site / "torch" / "__init__.py").write_text(FAKE_TORCH)
+    env = clean_env(PYTHONPATH=str(site), PYTHONNOUSERSITE="1")
+    proc = run([sys.executable, "-c", ISOLATION_SCRIPT.format(repo=str(REPO))], env=env)
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert r["isolated"] is True
+    assert r["version"] == str(torch.__version__)
+    assert "isolated build environment has torch 2.7.1+cu128, which is not the torch you install into" in r["why"]
+    assert sys.executable in r["why"] or str(Path(sys.executable)) in r["why"]

@@ -1,0 +1,113 @@
+"""Fast tests of native mode's pieces: the build environment, ccache, MAX_JOBS, repair."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from build_matrix import native, repair, wheelcheck
+from build_matrix.plan import make_plan
+from build_support.contract import contract
+
+
+@pytest.fixture(scope="module")
+def plan():
+    return make_plan()
+
+
+def _opts(tmp_path: Path) -> native.BuildOptions:
+    return native.BuildOptions(out=tmp_path / "out")
+
+
+def test_build_env_for_cpu_job(plan, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv(contract.ENV_FORCE_CXX11_ABI, "FALSE")  # a stray override must not reach the build
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "8.0")
+    job = plan.job("torch2.13-cpu-linux-x86_64")
+    env = native._build_env(job, _opts(tmp_path), tmp_path, None, 2, 1)
+    assert env[contract.ENV_LOCAL_VERSION] == "cpu.torch2.13"
+    assert env[contract.ENV_FORCE_BUILD] == "TRUE"
+    assert env[contract.ENV_SKIP_CUDA_BUILD] == "TRUE"
+    assert contract.ENV_FORCE_CXX11_ABI not in env
+    assert "TORCH_CUDA_ARCH_LIST" not in env
+    assert env["MAX_JOBS"] == "2" and env["NVCC_THREADS"] == "1"
+    cfg = Path(env["DIST_EXTRA_CONFIG"]).read_text()
+    assert f"build_base = {tmp_path / 'st-build'}" in cfg and f"egg_base = {tmp_path / 'st-egg'}" in cfg
+
+
+def test_build_env_for_cuda_job(plan, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv(contract.ENV_SKIP_CUDA_BUILD, "TRUE")  # would silently drop the CUDA kernels
+    job = plan.job("torch2.14-cu130-linux-x86_64")
+    env = native._build_env(job, _opts(tmp_path), tmp_path, "9.0", 1, 2)
+    assert env[contract.ENV_LOCAL_VERSION] == "cu130.torch2.14"
+    assert contract.ENV_SKIP_CUDA_BUILD not in env
+    assert env["TORCH_CUDA_ARCH_LIST"] == "9.0"
+
+
+def test_ccache_shims_compilers(tmp_path: Path, monkeypatch) -> None:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    fake = bindir / "ccache"
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    env = {"PATH": os.environ["PATH"]}
+    assert native._ccache_env(tmp_path, env, "/usr/local/cuda/bin/nvcc") is True
+    shim = tmp_path / "ccache-bin"
+    assert env["PATH"].startswith(str(shim) + os.pathsep)
+    assert (shim / "c++").resolve() == fake.resolve()
+    assert env["PYTORCH_NVCC"] == f"{fake} /usr/local/cuda/bin/nvcc"
+
+
+def test_no_ccache_leaves_env_alone(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    env = {"PATH": str(tmp_path)}
+    assert native._ccache_env(tmp_path, env, None) is False
+    assert env == {"PATH": str(tmp_path)}
+
+
+def test_default_max_jobs_bounded_by_cores_and_memory(monkeypatch) -> None:
+    monkeypatch.setattr(native, "_mem_available_gb", lambda: 9.0)
+    monkeypatch.setattr(native.os, "sched_getaffinity", lambda _pid: set(range(16)), raising=False)
+    assert native.default_max_jobs(cuda=True) == 2  # 9 GB / 4 GB per nvcc job
+    assert native.default_max_jobs(cuda=False) == 6  # 9 GB / 1.5 GB per c++ job
+    monkeypatch.setattr(native, "_mem_available_gb", lambda: 0.5)
+    assert native.default_max_jobs(cuda=True) == 1  # never zero
+
+
+def test_verify_torch_names_every_mismatch(plan, tmp_path: Path) -> None:
+    job = plan.job("torch2.13-cpu-linux-x86_64")
+    native._verify_torch(job, {"version": "2.13.0+cpu", "cuda": None, "cxx11_abi": True}, _opts(tmp_path))
+    with pytest.raises(native.BuildError) as err:
+        native._verify_torch(job, {"version": "2.12.1+cu126", "cuda": "12.6", "cxx11_abi": False}, _opts(tmp_path))
+    text = str(err.value)
+    assert "is not torch 2.13" in text and "cu126 build, the job needs cpu" in text and "needs True" in text
+    assert "--torch-spec" in text
+
+
+def test_atomic_move_leaves_no_partial(tmp_path: Path) -> None:
+    src = tmp_path / "a.whl"
+    src.write_bytes(b"wheel")
+    final = native._atomic_move(src, tmp_path / "out")
+    assert final.read_bytes() == b"wheel"
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.whl"]
+
+
+def test_repair_gives_a_manylinux_tag_and_keeps_checks_green(make_wheel, tmp_path: Path) -> None:
+    wheel = make_wheel()
+    result = repair.repair_linux(wheel, tmp_path / "repaired")
+    assert result.repaired, result.note
+    assert result.platform.startswith("manylinux_") and result.platform.endswith("_x86_64")
+    assert result.wheel.name == wheel.name.replace("linux_x86_64", result.platform)
+    failed = [r for r in wheelcheck.check_wheel(result.wheel) if r.status == "fail"]
+    assert failed == []
+
+
+def test_build_report_is_json_serialisable() -> None:
+    import json
+
+    report = native.BuildReport(job="torch2.13-cpu-linux-x86_64", compile_s=1.5)
+    assert json.loads(json.dumps(dataclasses.asdict(report)))["compile_s"] == 1.5
