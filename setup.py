@@ -55,7 +55,9 @@ setup(
     version=package_version(),
     packages=find_packages(include=["causal_conv1d", "causal_conv1d.*"]),
     package_data={"causal_conv1d": [contract.BUILD_INFO_FILENAME]},
-    install_requires=extension.install_requires(),
+    # The sdist's PKG-INFO must not pin the torch of the machine that made it (uv reads it as static
+    # metadata): unpinned there; wheels and prepared metadata pin the torch they are built against.
+    install_requires=["torch"] if "sdist" in sys.argv[1:] else extension.install_requires(),
     ext_modules=EXT_MODULES,
     cmdclass=CMDCLASS,
     options={"bdist_wheel": {"py_limited_api": contract.PYTHON_TAG}},

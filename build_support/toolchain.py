@@ -424,7 +424,10 @@ def diagnose(build_dir: Optional[Path] = None) -> Diagnosis:
     if not t.importable:
         problems.append(Problem(
             f"torch is not importable in the build environment ({t.error})",
-            "pip install torch  (then: pip install --no-build-isolation causal-conv1d), " + _index_hint()))
+            "install torch into the environment you install causal-conv1d into (pip install torch); pip finds it "
+            "even under build isolation; with uv: uv pip install --no-build-isolation-package causal-conv1d "
+            "causal-conv1d (needs setuptools and packaging installed); with python -m build: --no-isolation; "
+            + _index_hint()))
     elif t.build == "rocm":
         notes.append(f"torch {t.version} is a ROCm build (HIP {t.hip}): causal-conv1d's GPU kernels are CUDA-only; "
                      "building the CPU extension -- GPU ops will be unavailable")

@@ -176,7 +176,7 @@ def _add_files(
         fresh = entry.filename in added
         if wheel is not None:
             if fresh_dir:  # a directory nobody sees yet: plain writes (much faster than temp + rename)
-                _write(meta, wheel.metadata)
+                meta.write_bytes(wheel.metadata)
                 if entry.is_relative:
                     _copy_verified(wheel, target, atomic=False)
                 continue

@@ -14,7 +14,14 @@ from packaging.utils import canonicalize_name
 from build_support.contract import contract
 from release.errors import StepFailed
 
-__all__ = ["venv_python", "install_origin", "SMOKE_SCRIPT", "check_smoke_output"]
+__all__ = [
+    "venv_python",
+    "install_origin",
+    "SMOKE_SCRIPT",
+    "check_smoke_output",
+    "DOCTOR_ARGS",
+    "check_doctor_output",
+]
 
 
 def venv_python(venv: Path) -> Path:
@@ -119,3 +126,28 @@ def check_smoke_output(stdout: str, *, variant: str, step: str, forbidden_root: 
 def summarize_checks(checks: Sequence[Mapping[str, Any]]) -> str:
     worst = max(c["max_abs_err"] for c in checks)
     return f"{len(checks)} comparisons with causal_conv1d_ref, max |diff| {worst:.2e}"
+
+
+#: ``python -m causal_conv1d doctor`` without network: the build record against the running torch.
+DOCTOR_ARGS = ("-m", "causal_conv1d", "doctor", "--json", "--offline")
+
+
+def check_doctor_output(stdout: str, *, step: str) -> str:
+    """The import guard's verdict from ``doctor --json``: the build record matches the running
+    torch and the package imports. (Other problems it lists, e.g. a local nvcc of another CUDA
+    major, concern source builds, not an installed wheel.)"""
+    try:
+        report = json.loads(stdout)
+        record, imported = report["build_record"], report["import"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise StepFailed(
+            step, f"`python -m causal_conv1d doctor --json` printed no report ({exc}): {stdout[-300:]!r}"
+        ) from None
+    if record.get("status") != "ok":
+        raise StepFailed(
+            step, f"the import guard reports the build record as {record.get('status')!r}: {record.get('mismatches')}"
+        )
+    if not imported.get("ok"):
+        raise StepFailed(step, f"doctor: import causal_conv1d fails: {imported.get('error')}")
+    variant = (record.get("record") or {}).get("variant")
+    return f"doctor: build record {variant} matches torch {report.get('torch', {}).get('version')}"

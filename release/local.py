@@ -416,7 +416,11 @@ class LocalRelease:
             out, variant=self.installed["variant"], step="run", forbidden_root=REPO_ROOT / "causal_conv1d"
         )
         self.smoke = data
-        return f"{data['version']} with torch {data['torch']}: {inst.summarize_checks(data['checks'])}"
+        doctor = self.runner.run(
+            [str(py), "-I", *inst.DOCTOR_ARGS], log=self._log("run"), cwd=scratch, capture=True, check=False
+        ).stdout
+        guard = inst.check_doctor_output(doctor, step="run")
+        return f"{data['version']} with torch {data['torch']}: {inst.summarize_checks(data['checks'])}; {guard}"
 
     def stop_server(self) -> None:
         if self.server is not None:

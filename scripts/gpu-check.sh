@@ -2,14 +2,14 @@
 # THE GPU check (run on a CUDA machine, e.g. the H200 device machine): build the extension for
 # this GPU, run the GPU tests (package tests parametrised over device + tests/gpu), the
 # compute-sanitizer memcheck/racecheck driver, and the benchmark. Logs go to $OUT (default
-# ./gpu-check-out). Exit code: non-zero if the build, any test, the sanitizer or the benchmark's
+# ./build/gpu-check). Exit code: non-zero if the build, any test, the sanitizer or the benchmark's
 # correctness checks failed.
 #
 #   TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16 scripts/gpu-check.sh [--no-bench] [--no-sanitizer]
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
-OUT=${OUT:-$PWD/gpu-check-out}
+OUT=${OUT:-$PWD/build/gpu-check}
 mkdir -p "$OUT"
 PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1

@@ -47,7 +47,3 @@ def ops():
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
     return load_ops()
-
-
-def pytest_configure(config):
-    os.environ.setdefault("CUDA_LAUNCH_BLOCKING", "0")

@@ -233,9 +233,7 @@ def test_over_2_31_elements(ops):
         torch.cuda.empty_cache()
 
 
-UPD_CASES = list(
-    itertools.product(DT, [2, 3, 4, 6], [1, 3], ["bds", "bsd"], [False, True], [False, True])
-)
+UPD_CASES = list(itertools.product(DT, [2, 3, 4, 6], [1, 3], ["bds", "bsd"], [False, True], [False, True]))
 
 
 @pytest.mark.parametrize("dtype,W,L,slayout,circular,indexed", UPD_CASES)

@@ -503,3 +503,34 @@ def test_failure_after_commit_keeps_pages_whole(cli, make_wheel, tmp_path, monke
     assert cli("build", "--out", site).code == 0
     assert (site / "whl" / "torch2.14-cpu" / "causal-conv1d" / "index.html").is_file()
     assert cli("verify", site).code == 0
+
+
+def test_incremental_equals_all_at_once(cli, make_wheel, tmp_path):
+    """Publishing in two batches gives the same bytes as publishing everything at once."""
+    for variant in ("torch2.13-cpu", "torch2.14-cu130"):
+        make_wheel(directory=tmp_path / "batch1", variant=variant)
+        make_wheel(directory=tmp_path / "batch2", variant=variant, version="1.6.2")
+    for batch in ("batch1", "batch2"):
+        for wheel in (tmp_path / batch).iterdir():
+            (tmp_path / "all").mkdir(exist_ok=True)
+            (tmp_path / "all" / wheel.name).write_bytes(wheel.read_bytes())
+    assert cli("build", tmp_path / "all", "--out", tmp_path / "at-once", "--now", NOW).code == 0
+    assert cli("build", tmp_path / "batch1", "--out", tmp_path / "steps", "--now", NOW).code == 0
+    assert cli("build", tmp_path / "batch2", "--out", tmp_path / "steps", "--now", NOW).code == 0
+    assert snapshot(tmp_path / "steps") == snapshot(tmp_path / "at-once")
+
+
+def test_files_url_site_verifies_once_metadata_is_uploaded(cli, wheels, two_variants, tmp_path):
+    """The release flow: wheels hosted elsewhere, their .metadata uploaded beside them."""
+    assets = tmp_path / "assets"
+    assets.mkdir()
+    site = tmp_path / "site"
+    assert cli("build", wheels, "--out", site, "--now", NOW, "--files-url", assets.as_uri()).code == 0
+    for wheel in wheels.iterdir():
+        (assets / wheel.name).write_bytes(wheel.read_bytes())
+    run = cli("verify", site)
+    assert run.code == 1 and ".metadata does not resolve" in run.err  # not uploaded yet
+    for meta in (site / "files").glob("*.metadata"):
+        (assets / meta.name).write_bytes(meta.read_bytes())
+    run = cli("verify", site)
+    assert run.code == 0, run

@@ -165,3 +165,14 @@ def smoke_json(
             ],
         }
     )
+
+
+def doctor_json(variant: str, *, status: str = "ok", import_ok: bool = True) -> str:
+    """What ``python -m causal_conv1d doctor --json`` prints (the parts the release checks)."""
+    return json.dumps({
+        "torch": {"version": "2.13.0+cpu", "importable": True},
+        "build_record": {"status": status, "record": {"variant": variant},
+                         "mismatches": [] if status == "ok" else ["torch 2.14 != 2.13"]},
+        "import": {"ok": import_ok, "error": None if import_ok else "ImportError: undefined symbol"},
+        "problems": [],
+    })  # fmt: skip

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import pytest
-from release_fakes import FakeRunner, arg_after, machine, make_plan, smoke_json, write_fake_wheel
+from release_fakes import FakeRunner, arg_after, doctor_json, machine, make_plan, smoke_json, write_fake_wheel
 
 from build_support.contract import contract
 from release.local import LocalOptions, LocalRelease
@@ -25,6 +25,7 @@ class World:
         self.plan = plan
         self.installed_from: Optional[str] = None  # override the URL pip reports
         self.smoke_ok = True
+        self.doctor_status = "ok"
         self.fail: dict[str, int] = {}  # runner key -> exit status
         self.runner = FakeRunner(
             {
@@ -36,6 +37,7 @@ class World:
                 "venv": self.simple("venv"),
                 "pip": self.pip,
                 "script": self.smoke,
+                "causal_conv1d": lambda argv, kw: doctor_json(self.installed_variant(), status=self.doctor_status),
             }
         )
         self.pages: dict[str, str] = {}
@@ -141,6 +143,7 @@ def test_defaults_build_both_variants_and_install_the_cpu_wheel(world: World) ->
         "venv",
         "pip",
         "script",
+        "causal_conv1d",
     ]
     builds = [c for c in world.runner.calls if FakeRunner.key(c) == "build_matrix build"]
     assert [arg_after(c, "--job") for c in builds] == ["torch2.13-cpu-linux-x86_64", "torch2.14-cu130-linux-x86_64"]
@@ -253,6 +256,14 @@ def test_wrong_numbers_fail_the_run_step(world: World) -> None:
     result = rel.run()
     assert result.failed is not None and result.failed.key == "run"
     assert "differs from the reference" in result.failed.detail
+
+
+def test_import_guard_mismatch_fails_the_run_step(world: World) -> None:
+    world.doctor_status = "mismatch"
+    rel, _ = world.release(nvcc=False)
+    result = rel.run()
+    assert result.failed is not None and result.failed.key == "run"
+    assert "import guard reports the build record as 'mismatch'" in result.failed.detail
 
 
 def test_server_that_dies_fails_serve(world: World) -> None:

@@ -7,21 +7,22 @@ import json
 from pathlib import Path
 
 import pytest
-from release_fakes import FakeRunner, smoke_json, write_fake_wheel
+from release_fakes import FakeRunner, doctor_json, smoke_json, write_fake_wheel
 
 from release import cli
 from release.errors import UsageError
 from release.wheeltest import TEST_REQUIREMENTS, WheelTest, WheelTestOptions
 
 
-def fake(variant: str = "torch2.13-cpu", *, version: str | None = None, doctor: str = '{"ok": true}') -> FakeRunner:
+def fake(variant: str = "torch2.13-cpu", *, version: str | None = None, doctor: str | None = None) -> FakeRunner:
     def smoke(argv, kw):
         data = json.loads(smoke_json(variant))
         if version:
             data["version"] = version
         return json.dumps(data)
 
-    return FakeRunner({"script": smoke, "causal_conv1d": lambda argv, kw: doctor})
+    answer = doctor_json(variant) if doctor is None else doctor
+    return FakeRunner({"script": smoke, "causal_conv1d": lambda argv, kw: answer})
 
 
 def test_installs_with_its_torch_and_runs_the_checks(tmp_path: Path) -> None:

@@ -317,7 +317,7 @@ def test_build_matrix_shards_fit_the_workflow() -> None:
 def test_ci_scripts_the_workflows_call_exist_with_those_parameters() -> None:
     calls = 0
     for path in WORKFLOWS:
-        for _job, name, shell, script in run_steps(path):
+        for _job, name, _shell, script in run_steps(path):
             for m in re.finditer(r"(?:\./)?(ci/[\w.-]+\.(?:ps1|sh|py))(?P<args>[^\n]*)", script):
                 target = REPO_ROOT / m.group(1)
                 assert target.is_file(), f"{path.name} / {name}: {m.group(1)} does not exist"
