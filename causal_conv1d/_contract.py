@@ -243,7 +243,9 @@ def parse_wheel_name(filename: str) -> WheelName:
     """
     try:
         name, version, _build, tags = parse_wheel_filename(filename)
-    except (InvalidWheelFilename, InvalidVersion) as exc:
+    except InvalidWheelFilename as exc:
+        raise InvalidWheelName(str(exc)) from None  # packaging's message already names the file
+    except InvalidVersion as exc:
         raise InvalidWheelName(f"Invalid wheel filename ({exc}): {filename!r}") from None
     if name != canonicalize_name(PROJECT_NAME):
         raise InvalidWheelName(f"Invalid wheel filename (not a {PROJECT_NAME} wheel): {filename!r}")
