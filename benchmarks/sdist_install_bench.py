@@ -80,8 +80,11 @@ def main() -> int:
             sh([vdir / "bin" / "python", "-m", "pip", "install", "-q", args.torch], env=env_without_ours())
         setup_s = time.monotonic() - t0
 
-        handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(work / "site"))
-        handler.log_message = lambda *a: None  # type: ignore[assignment]
+        class Quiet(http.server.SimpleHTTPRequestHandler):
+            def log_message(self, *a: object) -> None:
+                pass
+
+        handler = functools.partial(Quiet, directory=str(work / "site"))
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         url = f"http://127.0.0.1:{server.server_address[1]}/"

@@ -476,7 +476,8 @@ def _check_cuda_archs(w: _Wheel, exp: Expectation, cuobjdump: Optional[str]) -> 
     planned = exp.cuda_archs
     if planned is None and record is not None and isinstance(record.get("cuda_archs"), list):
         planned = tuple(str(a) for a in record["cuda_archs"])
-    elves = _elf_files(w)
+    # cuobjdump reads the binaries of the platform it runs on: ELF here, PE (.pyd) on Windows.
+    elves = _elf_files(w) + ([p for p in w.binaries if p.suffix == ".pyd"] if sys.platform == "win32" else [])
     if variant is not None and variant.cuda is None:
         if cuobjdump and elves:
             for elf in elves:
@@ -488,7 +489,7 @@ def _check_cuda_archs(w: _Wheel, exp: Expectation, cuobjdump: Optional[str]) -> 
     if not planned:
         return CheckResult("cuda-archs", "fail", "no planned arch list (give --cuda-archs or a build record)")
     if not elves:
-        return CheckResult("cuda-archs", "skip", "no ELF binary (cuobjdump check runs on Linux wheels)")
+        return CheckResult("cuda-archs", "skip", "no binary of this platform's format (check Windows wheels on Windows)")
     if cuobjdump is None:
         status = "fail" if exp.require_cuobjdump else "skip"
         return CheckResult("cuda-archs", status, "cuobjdump not found (pip install nvidia-cuda-cuobjdump, or set CUDA_HOME)")

@@ -3,9 +3,10 @@
 Variant names, wheel file names, the local version label, the torch pin, index layout,
 environment variable names and the build-record schema are defined here once.
 
-This module must stay importable without torch and without the compiled extension: the
+This module must stay importable without torch, without ``packaging`` (not a runtime requirement;
+only the functions that parse versions or wheel names import it) and without the compiled extension: the
 build driver (``build_matrix``), the index generator (``index_site``) and ``setup.py`` load it
-by file path through ``build_support.contract``. Only the standard library and ``packaging``.
+by file path through ``build_support.contract``.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from __future__ import annotations
 import dataclasses
 import re
 import urllib.parse
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
+if TYPE_CHECKING:  # packaging is a build-time tool, not a runtime requirement: imported lazily
+    from packaging.version import Version
 
 __all__ = [
     "PROJECT_NAME",
@@ -31,6 +32,8 @@ __all__ = [
     "ENV_FORCE_CXX11_ABI",
     "ENV_INDEX_URL",
     "ENV_LOCAL_VERSION",
+    "ENV_PREBUILT_ONLY",
+    "ENV_INDEX_TIMEOUT",
     "BUILD_INFO_FILENAME",
     "BUILD_INFO_KEYS",
     "InvalidVariant",
@@ -65,6 +68,8 @@ ENV_SKIP_CUDA_BUILD = "CAUSAL_CONV1D_SKIP_CUDA_BUILD"  #: TRUE: build no CUDA ex
 ENV_FORCE_CXX11_ABI = "CAUSAL_CONV1D_FORCE_CXX11_ABI"  #: TRUE/FALSE: override the C++ ABI
 ENV_INDEX_URL = "CAUSAL_CONV1D_INDEX_URL"  #: base URL (or file://) of the site
 ENV_LOCAL_VERSION = "CAUSAL_CONV1D_LOCAL_VERSION"  #: local version label to stamp
+ENV_PREBUILT_ONLY = "CAUSAL_CONV1D_PREBUILT_ONLY"  #: TRUE: use a prebuilt wheel or stop; never compile
+ENV_INDEX_TIMEOUT = "CAUSAL_CONV1D_INDEX_TIMEOUT"  #: seconds per socket operation talking to the index
 
 #: The build record inside every wheel, next to the package's __init__.py.
 BUILD_INFO_FILENAME = "_build_info.json"
@@ -147,16 +152,15 @@ class Variant:
             object.__setattr__(self, "cxx11_abi", None)  # normalise: official ABI has no suffix
 
     @classmethod
-    def from_torch(cls, torch_version: str, cuda_version: Optional[str], cxx11_abi: Optional[bool] = None) -> "Variant":
+    def from_torch(cls, torch_version: str, cuda_version: Optional[str], cxx11_abi: Optional[bool] = None) -> Variant:
         """The variant of a torch build, e.g. ``("2.7.1+cu128", "12.8", True)``."""
-        try:
-            v = Version(torch_version)
-        except InvalidVersion:
-            raise InvalidVariant(f"Invalid torch version: {torch_version!r}") from None
-        return cls((v.major, v.minor), accel_from_cuda(cuda_version), cxx11_abi)
+        m = re.match(r"^(\d+)\.(\d+)(?:\.\d+)*(?:(?:a|b|rc|\.dev|\.post)\d+)*(?:\+[A-Za-z0-9.]+)?$", torch_version.strip())
+        if not m:
+            raise InvalidVariant(f"Invalid torch version (expected 'X.Y.Z[+local]'): {torch_version!r}")
+        return cls((int(m.group(1)), int(m.group(2))), accel_from_cuda(cuda_version), cxx11_abi)
 
     @classmethod
-    def parse(cls, name: str) -> "Variant":
+    def parse(cls, name: str) -> Variant:
         """Parse ``torch2.7-cu128`` / ``torch2.5-cpu-cxx11abi1``."""
         m = _VARIANT_RE.match(name)
         if not m:
@@ -217,7 +221,7 @@ def variant_from_local_version(label: str) -> Variant:
 
 def wheel_filename(version: str, variant: Variant, platform: str) -> str:
     """``causal_conv1d-1.6.1+cu128.torch2.7-cp39-abi3-manylinux_2_28_x86_64.whl``."""
-    base = Version(version).base_version if "+" in version else version
+    base = version.split("+", 1)[0]
     return f"{DIST_NAME}-{base}+{local_version(variant)}-{PYTHON_TAG}-{ABI_TAG}-{platform}.whl"
 
 
@@ -241,6 +245,9 @@ def parse_wheel_name(filename: str) -> WheelName:
 
     Raises InvalidWheelName naming what is wrong.
     """
+    from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+    from packaging.version import InvalidVersion
+
     try:
         name, version, _build, tags = parse_wheel_filename(filename)
     except InvalidWheelFilename as exc:

@@ -15,6 +15,7 @@
 #   cuda-nvrtc-devel-X-Y      nvrtc.h: ATen/cuda headers include it (ATen/cuda/detail/LazyNVRTC)
 #   cuda-profiler-api-X-Y     cuda_profiler_api.h (torch/csrc/cuda headers)
 #   cuda-nvtx-X-Y             nvToolsExt / nvtx3 headers (c10/cuda and torch headers)
+#   cuda-cuobjdump-X-Y        lets the wheel check verify the embedded CUDA archs (small)
 #   libcublas-devel-X-Y, libcusparse-devel-X-Y, libcusolver-devel-X-Y
 #                             cublas_v2.h, cusparse.h, cusolverDn.h: ATen/cuda/CUDAContext.h
 #                             includes them (CUDAContextLight.h); set CUDA_MATH_HEADERS=0 to skip
@@ -79,6 +80,7 @@ PKGS=(
   "cuda-nvrtc-devel-${SUFFIX}"
   "cuda-profiler-api-${SUFFIX}"
   "cuda-nvtx-${SUFFIX}"
+  "cuda-cuobjdump-${SUFFIX}"
 )
 PKGS+=("cuda-cccl-${SUFFIX}")  # CUB / Thrust / libcu++, its own package since CUDA 11.x
 if [ "${CUDA_MATH_HEADERS:-1}" = 1 ]; then

@@ -7,7 +7,8 @@
 # Components (network installer subpackage names, suffixed with _MAJOR.MINOR):
 #   nvcc, cudart, thrust (the CCCL headers: CUB / Thrust / libcu++), nvrtc_dev, nvtx,
 #   cuda_profiler_api, cublas_dev, cusparse_dev, cusolver_dev (torch's ATen/cuda/CUDAContext.h
-#   includes their headers), visual_studio_integration (MSBuild props).
+#   includes their headers), visual_studio_integration (MSBuild props), cuobjdump (the wheel
+#   check reads the embedded CUDA archs with it).
 # Pinned: -Cuda selects the minor line and $FullVersion the exact update release installed.
 #
 # Afterwards CUDA_PATH / CUDA_HOME point at the toolkit and its bin is on PATH -- for this
@@ -34,7 +35,7 @@ if (-not $FullVersions.ContainsKey($Cuda)) {
 $FullVersion = $FullVersions[$Cuda]
 
 $Components = @('nvcc', 'cudart', 'thrust', 'nvrtc_dev', 'nvtx', 'cuda_profiler_api', 'cublas_dev', 'cusparse_dev',
-                'cusolver_dev', 'visual_studio_integration')
+                'cusolver_dev', 'visual_studio_integration', 'cuobjdump')
 $Subpackages = $Components | ForEach-Object { "${_}_$Cuda" }
 
 if (-not $DownloadDir) { $DownloadDir = [System.IO.Path]::GetTempPath() }

@@ -1,0 +1,245 @@
+// Fast channel-first forward: out[l] = act(bias + sum_k w[k] * x[l - (width-1) + k]) per row.
+//
+// Why (docs/PERF_NOTES.md, "fwd cf fast path"): the general kernel (fwd.cu) keeps too few bytes in
+// flight per SM (DRAM ~42% of peak at ~47% occupancy). Here every thread owns kVecs consecutive
+// 16-byte vectors of one row and issues all of its global loads before using any of them, so each
+// resident thread has kVecs * 16 bytes outstanding, with no shared memory and no pipeline state.
+//
+// Work split: a flattened 1-D grid of threads, `tpr` = ceil(L / kE) threads per row (kE = elements
+// per thread). Thread g serves row g / tpr (row = b * dim + d), tokens [t * kE, t * kE + kE) with
+// t = g % tpr. Rows need not fill whole warps: a warp may span the end of one row and the start of
+// the next.
+// Halo (the width-1 tokens before a thread's first token): the tail of the previous lane's last
+// vector, through __shfl_up_sync. Lane 0 of a warp and the first thread of a row (t == 0) read
+// theirs instead: from x (an L2 hit: the neighbouring warp reads the same sector), from
+// initial_states before the start of the row, or zero.
+// Eligible: channel-first, no seq_idx, width 2..4, every row of x and out 16-byte aligned and
+// seqlen a multiple of the vector width (so each vector is wholly inside or wholly past the row).
+// Everything else returns false and runs the general kernel.
+#include <c10/cuda/CUDAException.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "fwd_cf_fast.cuh"
+
+namespace causal_conv1d_cuda {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kMinBlocks = 8;  // <= 64 registers: 1024 resident threads per SM
+constexpr int kVecs = 4;       // 16-byte vectors per thread: 64 bytes in flight per thread
+
+// 16 bytes <-> kPer floats, register-only (no aliasing through memory).
+__device__ __forceinline__ void unpack(const uint4& r, float (&f)[4]) {
+  f[0] = __uint_as_float(r.x);
+  f[1] = __uint_as_float(r.y);
+  f[2] = __uint_as_float(r.z);
+  f[3] = __uint_as_float(r.w);
+}
+__device__ __forceinline__ void unpack2_bf16(uint32_t w, float& lo, float& hi) {
+  lo = __uint_as_float(w << 16);
+  hi = __uint_as_float(w & 0xffff0000u);
+}
+__device__ __forceinline__ void unpack(const uint4& r, float (&f)[8], __nv_bfloat16) {
+  unpack2_bf16(r.x, f[0], f[1]);
+  unpack2_bf16(r.y, f[2], f[3]);
+  unpack2_bf16(r.z, f[4], f[5]);
+  unpack2_bf16(r.w, f[6], f[7]);
+}
+__device__ __forceinline__ void unpack2_f16(uint32_t w, float& lo, float& hi) {
+  lo = __half2float(__ushort_as_half(static_cast<unsigned short>(w & 0xffffu)));
+  hi = __half2float(__ushort_as_half(static_cast<unsigned short>(w >> 16)));
+}
+__device__ __forceinline__ void unpack(const uint4& r, float (&f)[8], __half) {
+  unpack2_f16(r.x, f[0], f[1]);
+  unpack2_f16(r.y, f[2], f[3]);
+  unpack2_f16(r.z, f[4], f[5]);
+  unpack2_f16(r.w, f[6], f[7]);
+}
+
+__device__ __forceinline__ uint32_t pack2(float lo, float hi, __nv_bfloat16) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  return static_cast<uint32_t>(__bfloat16_as_ushort(h.x)) | (static_cast<uint32_t>(__bfloat16_as_ushort(h.y)) << 16);
+}
+__device__ __forceinline__ uint32_t pack2(float lo, float hi, __half) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return static_cast<uint32_t>(__half_as_ushort(h.x)) | (static_cast<uint32_t>(__half_as_ushort(h.y)) << 16);
+}
+
+template <typename T>
+struct Vec16 {
+  static constexpr int kPer = 16 / static_cast<int>(sizeof(T));
+  __device__ __forceinline__ static void load(const uint4& r, float (&f)[kPer]) {
+    if constexpr (sizeof(T) == 4) {
+      unpack(r, f);
+    } else {
+      unpack(r, f, T{});
+    }
+  }
+  __device__ __forceinline__ static uint4 store(const float (&f)[kPer]) {
+    if constexpr (sizeof(T) == 4) {
+      return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]), __float_as_uint(f[3]));
+    } else {
+      return make_uint4(pack2(f[0], f[1], T{}), pack2(f[2], f[3], T{}), pack2(f[4], f[5], T{}), pack2(f[6], f[7], T{}));
+    }
+  }
+};
+
+// One 16-byte store (inline PTX: keeps ptxas from splitting it into 4-byte stores when the four
+// words do not sit in consecutive registers).
+__device__ __forceinline__ void st_global_16(void* ptr, const uint4& v) {
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(ptr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+
+__device__ __forceinline__ float silu_fast(float z) { return __fdividef(z, 1.f + __expf(-z)); }
+
+template <typename T, int kW>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
+    fwd_cf_fast_kernel(const ConvParams p, const int64_t tpr, const int64_t total) {
+  constexpr int kPer = Vec16<T>::kPer;
+  constexpr int kE = kVecs * kPer;  // tokens per thread
+  constexpr int kH = kW - 1;
+  static_assert(kPer >= kH, "the halo must fit in the previous lane's last vector");
+
+  const int lane = threadIdx.x & 31;
+  const int64_t g = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  const bool active = g < total;  // inactive threads still take part in the shuffle
+  const int64_t gg = active ? g : 0;
+  int64_t row, t;
+  int b, d;
+  if (total <= 0xffffffffLL) {  // uniform: 32-bit divisions (a 64-bit one is a long call)
+    const uint32_t r = static_cast<uint32_t>(gg) / static_cast<uint32_t>(tpr);
+    const uint32_t bb = r / static_cast<uint32_t>(p.dim);
+    row = r;
+    t = static_cast<uint32_t>(gg) - r * static_cast<uint32_t>(tpr);
+    b = static_cast<int>(bb);
+    d = static_cast<int>(r - bb * static_cast<uint32_t>(p.dim));
+  } else {
+    row = gg / tpr;
+    t = gg - row * tpr;
+    b = static_cast<int>(row / p.dim);
+    d = static_cast<int>(row - static_cast<int64_t>(b) * p.dim);
+  }
+  const int64_t L = p.seqlen;
+  const int64_t l0 = t * kE;
+  const T* __restrict__ xr = static_cast<const T*>(p.x) + b * p.x_bs + d * p.x_cs;
+  T* __restrict__ outr = static_cast<T*>(p.out) + b * p.out_bs + d * p.out_cs;
+
+  // 1. every global load of this thread, before any use
+  uint4 raw[kVecs];
+#pragma unroll
+  for (int v = 0; v < kVecs; ++v) {
+    const int64_t lv = l0 + v * kPer;
+    raw[v] = active && lv < L ? __ldg(reinterpret_cast<const uint4*>(xr + lv)) : make_uint4(0u, 0u, 0u, 0u);
+  }
+  const bool own_halo = lane == 0 || t == 0;
+  float halo[kH];
+#pragma unroll
+  for (int j = 0; j < kH; ++j) {
+    halo[j] = 0.f;
+    if (active && own_halo) {
+      const int64_t pos = l0 - kH + j;
+      if (pos >= 0) {
+        halo[j] = to_float(__ldg(xr + pos));
+      } else if (p.init != nullptr) {  // pos in [-kH, -1]: initial_states[b, d, kH + pos]
+        halo[j] = to_float(static_cast<const T*>(p.init)[b * p.i_bs + d * p.i_cs + (kH + pos) * p.i_ls]);
+      }
+    }
+  }
+  float w[kW];
+#pragma unroll
+  for (int k = 0; k < kW; ++k) w[k] = load_any(p.weight, p.w_dtype, d * p.w_cs + static_cast<int64_t>(k) * p.w_ws);
+  const float bias = p.bias != nullptr ? load_any(p.bias, p.b_dtype, d * p.b_s) : 0.f;
+
+  // 2. halo from the previous lane: the last kH tokens of its last vector
+  {
+    float last[kPer];
+    Vec16<T>::load(raw[kVecs - 1], last);
+#pragma unroll
+    for (int j = 0; j < kH; ++j) {
+      const float s = __shfl_up_sync(0xffffffffu, last[kPer - kH + j], 1);
+      if (!own_halo) halo[j] = s;
+    }
+  }
+
+  // final_states[b, d, j] = token L - kH + j: the row's last thread holds them (L >= kPer >= kH,
+  // so they lie in its last in-range vector) and writes them from its window below.
+  T* __restrict__ fin = p.final_out != nullptr && active && t == tpr - 1
+                            ? static_cast<T*>(p.final_out) + b * p.f_bs + d * p.f_cs
+                            : nullptr;
+
+  // 3. compute and store one 16-byte vector at a time (a sliding window of kH tokens)
+  const bool silu = p.silu;
+#pragma unroll
+  for (int v = 0; v < kVecs; ++v) {
+    float xv[kPer];
+    Vec16<T>::load(raw[v], xv);
+    float o[kPer];
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      float acc = bias;
+#pragma unroll
+      for (int k = 0; k < kH; ++k) acc = fmaf(w[k], halo[k], acc);
+      acc = fmaf(w[kH], xv[i], acc);
+#pragma unroll
+      for (int k = 0; k + 1 < kH; ++k) halo[k] = halo[k + 1];
+      halo[kH - 1] = xv[i];
+      o[i] = silu ? silu_fast(acc) : acc;
+    }
+    const int64_t lv = l0 + v * kPer;
+    if (active && lv < L) st_global_16(outr + lv, Vec16<T>::store(o));
+    if (fin != nullptr && lv + kPer == L) {  // the window now holds tokens L - kH .. L - 1
+#pragma unroll
+      for (int j = 0; j < kH; ++j) fin[j * p.f_ls] = from_float<T>(halo[j]);  // exact: halo came from T
+    }
+  }
+}
+
+template <typename T, int kW>
+bool launch(const ConvParams& p, cudaStream_t stream) {
+  constexpr int64_t kE = kVecs * (16 / static_cast<int64_t>(sizeof(T)));
+  const int64_t tpr = (p.seqlen + kE - 1) / kE;
+  const int64_t total = tpr * p.batch * p.dim;
+  const int64_t blocks = (total + kThreads - 1) / kThreads;
+  if (blocks > 0x7fffffffLL) return false;
+  fwd_cf_fast_kernel<T, kW><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p, tpr, total);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return true;
+}
+
+template <typename T>
+bool launch_w(const ConvParams& p, cudaStream_t stream) {
+  switch (p.width) {
+    case 2: return launch<T, 2>(p, stream);
+    case 3: return launch<T, 3>(p, stream);
+    case 4: return launch<T, 4>(p, stream);
+    default: return false;
+  }
+}
+
+}  // namespace
+
+bool fwd_cf_fast_enabled() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("CAUSAL_CONV1D_FWD_FAST");
+    return env != nullptr && std::strcmp(env, "1") == 0;
+  }();
+  return enabled;
+}
+
+bool launch_fwd_channel_first_fast(const ConvParams& p, cudaStream_t stream) {
+  if (p.x_ls != 1 || p.out_ls != 1 || p.seq_idx != nullptr || !p.vec_ok) return false;
+  if (p.width < 2 || p.width > 4 || p.batch <= 0 || p.dim <= 0 || p.seqlen <= 0) return false;
+  const int64_t per = p.x_dtype == kFloat32 ? 4 : 8;  // elements per 16-byte vector
+  if (p.seqlen % per != 0) return false;
+  switch (p.x_dtype) {
+    case kFloat16: return launch_w<__half>(p, stream);
+    case kBFloat16: return launch_w<__nv_bfloat16>(p, stream);
+    case kFloat32: return launch_w<float>(p, stream);
+    default: return false;
+  }
+}
+
+}  // namespace causal_conv1d_cuda

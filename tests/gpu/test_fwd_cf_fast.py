@@ -1,0 +1,96 @@
+"""The opt-in fast channel-first forward (csrc/cuda/fwd_cf_fast.cu, CAUSAL_CONV1D_FWD_FAST=1).
+
+The kernel reads the environment variable once per process, so the cases run in a child process
+with the variable set (whatever the parent's environment): every case here is eligible for the
+fast path (channel-first, 16-byte aligned rows, seqlen a multiple of 16 bytes, width 2..4, no
+seq_idx). Rows are short and long, so warps span row ends and rows span many warps; outputs are
+checked element by element (a wrong halo at a warp or row boundary shows as a few bad tokens).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+HERE = Path(__file__).resolve().parent
+ENV_VAR = "CAUSAL_CONV1D_FWD_FAST"
+
+
+def cases() -> list[tuple]:
+    out = []
+    # (dtype, weight kind, width, B, D, L, strided, states, silu, bias)
+    for dts, wk, W, (B, D, L) in itertools.product(
+        ["fp32", "fp16", "bf16"],
+        ["same", "fp32"],
+        [2, 3, 4],
+        [(2, 37, 8), (3, 5, 24), (2, 19, 136), (1, 3, 4104), (2, 130, 520)],
+    ):
+        i = len(out)
+        out.append((dts, wk, W, B, D, L, i % 3 == 0, i % 2 == 0, i % 4 != 1, i % 5 != 2))
+    return out
+
+
+def run_cases() -> int:
+    """Child process: run every case on the GPU; print failures; exit status = number failed."""
+    import torch
+    from conftest import load_ops
+    from ref import conv_ref, tol_for
+
+    assert os.environ.get(ENV_VAR) == "1", f"run with {ENV_VAR}=1"
+    ops = load_ops()
+    dts_map = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+    failed = 0
+    for n, (dts, wk, W, B, D, L, strided, states, silu, bias) in enumerate(cases()):
+        dtype = dts_map[dts]
+        wd = dtype if wk == "same" else torch.float32
+        g = torch.Generator(device="cuda").manual_seed(n)
+        if strided:  # row pitch L + 8 (still 16-byte aligned rows), batch pitch larger still
+            x = torch.randn(B, D + 1, L + 8, device="cuda", dtype=dtype, generator=g)[:, :D, :L]
+        else:
+            x = torch.randn(B, D, L, device="cuda", dtype=dtype, generator=g)
+        w = (torch.randn(D, W, device="cuda", generator=g) / W**0.5).to(wd)
+        b = torch.randn(D, device="cuda", generator=g).to(wd) if bias else None
+        init = torch.randn(B, D, W - 1, device="cuda", dtype=dtype, generator=g) if states else None
+        out, fin = ops.fwd(x, w, b, None, init, states, silu)
+        ref, ref_fin = conv_ref(x, w, b, initial_states=init, silu=silu)
+        tol = tol_for(dtype, wd)
+        bad = ((out.double() - ref).abs() > tol * (1.0 + ref.abs())).nonzero()
+        msg = []
+        if bad.numel():
+            i = tuple(bad[0].tolist())
+            msg.append(f"{bad.shape[0]} bad outputs, first at {i}: got {out[i].item()}, want {ref[i].item()}")
+        if states and not torch.equal(fin, ref_fin.to(dtype)):
+            msg.append("final_states differ from the last width-1 inputs")
+        if not states and fin.numel() != 0:
+            msg.append(f"final_states should be empty, got shape {tuple(fin.shape)}")
+        if out.stride(2) != 1:
+            msg.append(f"out strides {out.stride()}")
+        if msg:
+            failed += 1
+            print(f"FAIL {dts} w={wk} W={W} B={B} D={D} L={L} strided={strided} states={states} "
+                  f"silu={silu} bias={bias}: " + "; ".join(msg))
+    torch.cuda.synchronize()
+    print(f"{len(cases()) - failed}/{len(cases())} cases passed")
+    return failed
+
+
+def test_fwd_cf_fast_path(ops):  # noqa: ARG001 - the fixture skips without a GPU
+    env = dict(os.environ)
+    env[ENV_VAR] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    proc = subprocess.run(
+        [sys.executable, "-c", "import sys, test_fwd_cf_fast as t; sys.exit(min(t.run_cases(), 100))"],
+        cwd=HERE,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, f"fast-path cases failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
