@@ -326,6 +326,7 @@ def main() -> int:
     ap.add_argument("--json", type=Path, default=None, help="write all rows as JSON here")
     ap.add_argument("--quick", action="store_true", help="fewer iterations")
     ap.add_argument("--cpu", action="store_true", help="the CPU forward row only")
+    ap.add_argument("--only", default="", help="comma-separated substrings: time only the rows whose name has one")
     args = ap.parse_args()
     if args.cpu:
         r = cpu_bench()
@@ -341,7 +342,10 @@ def main() -> int:
     torch.manual_seed(0)
     ceiling = copy_ceiling()
     rows = []
+    only = [w for w in args.only.split(",") if w]
     for case in TARGET_ROWS + PRACTICAL_ROWS + UPDATE_ROWS:
+        if only and not any(w in case[0] for w in only):
+            continue
         try:
             rows.append(run_case(ops, pkg, case, ceiling, args.quick))
         except Exception as exc:  # noqa: BLE001 - report and keep going; the table says FAILED

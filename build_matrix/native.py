@@ -416,6 +416,15 @@ def build_job(job: Any, opts: BuildOptions) -> BuildReport:
         if cuda:
             _add_math_headers(py, env)
         nvcc = str(Path(env["CUDA_HOME"]) / "bin" / "nvcc") if cuda and env.get("CUDA_HOME") else None
+        # The cuda-archs check needs cuobjdump: find it now, not after a long compile.
+        search = [*([Path(env["CUDA_HOME"]) / "bin"] if env.get("CUDA_HOME") else []), py.parent,
+                  *sorted(py.parent.parent.glob("lib/python*/site-packages/nvidia/cu*/bin"))]
+        cuobjdump = wheelcheck.find_cuobjdump(search)
+        if cuda and cuobjdump is None:
+            raise BuildError(
+                "cuobjdump not found (needed to check the CUDA archs embedded in the wheel): "
+                "pip install nvidia-cuda-cuobjdump (requirements-dev.txt), or install the toolkit's cuobjdump"
+            )
         report.ccache = _ccache_env(tmp, env, nvcc)
         report.cuda_archs, report.max_jobs, report.nvcc_threads = archs, jobs, threads
         _say(f"job {job.id}: variant {job.variant}, local version {env[contract.ENV_LOCAL_VERSION]}, "
@@ -432,7 +441,6 @@ def build_job(job: Any, opts: BuildOptions) -> BuildReport:
         report.platform, report.repaired, report.repair_note = result.platform, result.repaired, result.note
         _say(result.note)
 
-        cuobjdump = wheelcheck.find_cuobjdump([py.parent, *sorted(py.parent.parent.glob("lib/python*/site-packages/nvidia/cu*/bin"))]) if cuda else wheelcheck.find_cuobjdump()
         expectation = wheelcheck.Expectation(
             variant=job.variant, arch=job.arch,
             cuda_archs=wheelcheck.parse_arch_list(archs) if cuda and archs else None,

@@ -122,10 +122,10 @@ def _arch_key(arch: str) -> str:
 
 def find_cuobjdump(extra_dirs: Iterable[Path] = ()) -> Optional[str]:
     """cuobjdump from PATH, CUDA_HOME/CUDA_PATH, the nvidia-cuda-cuobjdump pip package or triton."""
-    candidates: list[Path] = [Path(d) / "cuobjdump" for d in extra_dirs]
     found = shutil.which("cuobjdump")
     if found:
         return found
+    candidates: list[Path] = [Path(d) / "cuobjdump" for d in extra_dirs]
     for var in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(var):
             candidates.append(Path(os.environ[var]) / "bin" / "cuobjdump")

@@ -51,9 +51,25 @@ __all__ = [
 
 #: TRUE: never compile; stop with a message when no verified prebuilt wheel is available.
 #: (Not yet in _contract.py; see docs/installing.md.)
-ENV_PREBUILT_ONLY = getattr(contract, "ENV_PREBUILT_ONLY", "CAUSAL_CONV1D_PREBUILT_ONLY")
+ENV_PREBUILT_ONLY = contract.ENV_PREBUILT_ONLY
 
-TIMEOUT_S = float(os.environ.get("CAUSAL_CONV1D_INDEX_TIMEOUT", "15"))  #: per socket operation
+def _timeout_from_env() -> float:
+    raw = os.environ.get(contract.ENV_INDEX_TIMEOUT, "").strip()
+    if not raw:
+        return 15.0
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if value <= 0:
+        raise SystemExit(
+            f"causal-conv1d: {contract.ENV_INDEX_TIMEOUT}={raw!r} is not a positive number of seconds; "
+            f"unset it or use e.g. {contract.ENV_INDEX_TIMEOUT}=30"
+        )
+    return value
+
+
+TIMEOUT_S = _timeout_from_env()  #: per socket operation
 PAGE_DEADLINE_S = 30.0
 DOWNLOAD_DEADLINE_S = 600.0
 RETRIES = 3

@@ -1,17 +1,17 @@
 // Fast channel-first forward: out[l] = act(bias + sum_k w[k] * x[l - (width-1) + k]) per row.
 //
 // Why (docs/PERF_NOTES.md, "fwd cf fast path"): the general kernel (fwd.cu) keeps too few bytes in
-// flight per SM (DRAM ~42% of peak at ~47% occupancy). Here every thread owns kVecs consecutive
-// 16-byte vectors of one row and issues all of its global loads before using any of them, so each
-// resident thread has kVecs * 16 bytes outstanding, with no shared memory and no pipeline state.
+// flight per SM (DRAM ~42% of peak at ~47% occupancy). Here every thread loads kVecs 16-byte
+// vectors and issues all of its global loads before using any of them, so each resident thread has
+// kVecs * 16 bytes outstanding, with no shared memory and no pipeline state.
 //
-// Work split: a flattened 1-D grid of threads, `tpr` = ceil(L / kE) threads per row (kE = elements
-// per thread). Thread g serves row g / tpr (row = b * dim + d), tokens [t * kE, t * kE + kE) with
-// t = g % tpr. Rows need not fill whole warps: a warp may span the end of one row and the start of
-// the next.
-// Halo (the width-1 tokens before a thread's first token): the tail of the previous lane's last
-// vector, through __shfl_up_sync. Lane 0 of a warp and the first thread of a row (t == 0) read
-// theirs instead: from x (an L2 hit: the neighbouring warp reads the same sector), from
+// Work split: a warp owns 32 * kVecs consecutive 16-byte vectors of one row (row = b * dim + d;
+// wpr = ceil(L / (32 * kVecs * kPer)) warps per row, a flattened 1-D grid of warps). Lane i owns
+// vectors i, 32 + i, 64 + i, ... of the warp's span, so each warp-wide load or store instruction
+// moves 512 contiguous bytes (fully coalesced, every sector used by one instruction).
+// Halo (the width-1 tokens before a vector): the tail of the previous lane's same vector, by a warp
+// shuffle; lane 0 takes lane 31's previous vector, and for the first vector reads the kH tokens
+// before the warp itself: from x (an L2 hit: the neighbouring warp reads the same sector), from
 // initial_states before the start of the row, or zero.
 // Eligible: channel-first, no seq_idx, width 2..4, every row of x and out 16-byte aligned and
 // seqlen a multiple of the vector width (so each vector is wholly inside or wholly past the row).
@@ -26,9 +26,17 @@
 namespace causal_conv1d_cuda {
 namespace {
 
+// 16-byte vectors per thread (bytes in flight per thread = 16 * kVecs). A build-time knob for
+// tuning on the device: NVCC_APPEND_FLAGS=-DCAUSAL_CONV1D_FWD_FAST_VECS=8 (2, 4 or 8).
+#ifndef CAUSAL_CONV1D_FWD_FAST_VECS
+#define CAUSAL_CONV1D_FWD_FAST_VECS 4
+#endif
+constexpr int kVecs = CAUSAL_CONV1D_FWD_FAST_VECS;
+static_assert(kVecs == 2 || kVecs == 4 || kVecs == 8, "CAUSAL_CONV1D_FWD_FAST_VECS must be 2, 4 or 8");
 constexpr int kThreads = 128;
-constexpr int kMinBlocks = 8;  // <= 64 registers: 1024 resident threads per SM
-constexpr int kVecs = 4;       // 16-byte vectors per thread: 64 bytes in flight per thread
+// Resident blocks per SM the register budget must allow (sm_90, 64K registers): kVecs 4 -> <= 48
+// registers, 1280 threads, 80 KB of loads in flight per SM; all three fit without spills.
+constexpr int kMinBlocks = kVecs == 2 ? 12 : (kVecs == 4 ? 10 : 8);
 
 // 16 bytes <-> kPer floats, register-only (no aliasing through memory).
 __device__ __forceinline__ void unpack(const uint4& r, float (&f)[4]) {
@@ -97,50 +105,49 @@ __device__ __forceinline__ float silu_fast(float z) { return __fdividef(z, 1.f +
 
 template <typename T, int kW>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
-    fwd_cf_fast_kernel(const ConvParams p, const int64_t tpr, const int64_t total) {
+    fwd_cf_fast_kernel(const ConvParams p, const int64_t wpr, const int64_t nwarps) {
   constexpr int kPer = Vec16<T>::kPer;
-  constexpr int kE = kVecs * kPer;  // tokens per thread
   constexpr int kH = kW - 1;
-  static_assert(kPer >= kH, "the halo must fit in the previous lane's last vector");
+  static_assert(kPer >= kH, "the halo must fit in the previous lane's vector");
 
   const int lane = threadIdx.x & 31;
-  const int64_t g = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
-  const bool active = g < total;  // inactive threads still take part in the shuffle
-  const int64_t gg = active ? g : 0;
-  int64_t row, t;
+  const int64_t gw = static_cast<int64_t>(blockIdx.x) * (kThreads / 32) + (threadIdx.x >> 5);
+  if (gw >= nwarps) return;  // warp-uniform
+  int64_t wr;  // warp index within its row
   int b, d;
-  if (total <= 0xffffffffLL) {  // uniform: 32-bit divisions (a 64-bit one is a long call)
-    const uint32_t r = static_cast<uint32_t>(gg) / static_cast<uint32_t>(tpr);
+  if (nwarps <= 0xffffffffLL) {  // uniform: 32-bit divisions (a 64-bit one is a long call)
+    const uint32_t r = static_cast<uint32_t>(gw) / static_cast<uint32_t>(wpr);
     const uint32_t bb = r / static_cast<uint32_t>(p.dim);
-    row = r;
-    t = static_cast<uint32_t>(gg) - r * static_cast<uint32_t>(tpr);
+    wr = static_cast<uint32_t>(gw) - r * static_cast<uint32_t>(wpr);
     b = static_cast<int>(bb);
     d = static_cast<int>(r - bb * static_cast<uint32_t>(p.dim));
   } else {
-    row = gg / tpr;
-    t = gg - row * tpr;
+    const int64_t row = gw / wpr;
+    wr = gw - row * wpr;
     b = static_cast<int>(row / p.dim);
     d = static_cast<int>(row - static_cast<int64_t>(b) * p.dim);
   }
   const int64_t L = p.seqlen;
-  const int64_t l0 = t * kE;
+  // this warp's tokens: [w0, w0 + 32 * kVecs * kPer); vector v of this lane starts at lane_l0 + v * 32 * kPer
+  const int64_t w0 = wr * (32 * kVecs * kPer);
+  const int64_t lane_l0 = w0 + lane * kPer;
   const T* __restrict__ xr = static_cast<const T*>(p.x) + b * p.x_bs + d * p.x_cs;
   T* __restrict__ outr = static_cast<T*>(p.out) + b * p.out_bs + d * p.out_cs;
 
-  // 1. every global load of this thread, before any use
+  // 1. every global load of this thread, before any use (each warp instruction: 512 contiguous bytes)
   uint4 raw[kVecs];
 #pragma unroll
   for (int v = 0; v < kVecs; ++v) {
-    const int64_t lv = l0 + v * kPer;
-    raw[v] = active && lv < L ? __ldg(reinterpret_cast<const uint4*>(xr + lv)) : make_uint4(0u, 0u, 0u, 0u);
+    const int64_t lv = lane_l0 + v * (32 * kPer);
+    raw[v] = lv < L ? __ldg(reinterpret_cast<const uint4*>(xr + lv)) : make_uint4(0u, 0u, 0u, 0u);
   }
-  const bool own_halo = lane == 0 || t == 0;
+  // lane 0: the kH tokens before the warp (x, initial_states before the row start, or zero)
   float halo[kH];
 #pragma unroll
   for (int j = 0; j < kH; ++j) {
     halo[j] = 0.f;
-    if (active && own_halo) {
-      const int64_t pos = l0 - kH + j;
+    if (lane == 0) {
+      const int64_t pos = w0 - kH + j;
       if (pos >= 0) {
         halo[j] = to_float(__ldg(xr + pos));
       } else if (p.init != nullptr) {  // pos in [-kH, -1]: initial_states[b, d, kH + pos]
@@ -153,58 +160,62 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   for (int k = 0; k < kW; ++k) w[k] = load_any(p.weight, p.w_dtype, d * p.w_cs + static_cast<int64_t>(k) * p.w_ws);
   const float bias = p.bias != nullptr ? load_any(p.bias, p.b_dtype, d * p.b_s) : 0.f;
 
-  // 2. halo from the previous lane: the last kH tokens of its last vector
-  {
-    float last[kPer];
-    Vec16<T>::load(raw[kVecs - 1], last);
-#pragma unroll
-    for (int j = 0; j < kH; ++j) {
-      const float s = __shfl_up_sync(0xffffffffu, last[kPer - kH + j], 1);
-      if (!own_halo) halo[j] = s;
-    }
-  }
-
-  // final_states[b, d, j] = token L - kH + j: the row's last thread holds them (L >= kPer >= kH,
-  // so they lie in its last in-range vector) and writes them from its window below.
-  T* __restrict__ fin = p.final_out != nullptr && active && t == tpr - 1
+  // final_states[b, d, j] = token L - kH + j: the lane whose vector ends at L holds them
+  // (L >= kPer >= kH) and writes them from its window below.
+  T* __restrict__ fin = p.final_out != nullptr && wr == wpr - 1
                             ? static_cast<T*>(p.final_out) + b * p.f_bs + d * p.f_cs
                             : nullptr;
 
-  // 3. compute and store one 16-byte vector at a time (a sliding window of kH tokens)
+  // 2. per vector: halo from the previous lane's same vector (lane 0: lane 31's previous vector,
+  //    or the loaded halo for the first vector), then compute and store 16 bytes
   const bool silu = p.silu;
+  float prev_tail[kH];  // this lane's last kH tokens of the previous vector
 #pragma unroll
   for (int v = 0; v < kVecs; ++v) {
     float xv[kPer];
     Vec16<T>::load(raw[v], xv);
+    float win[kH];
+#pragma unroll
+    for (int j = 0; j < kH; ++j) {
+      if (v == 0) {
+        const float s = __shfl_up_sync(0xffffffffu, xv[kPer - kH + j], 1);
+        win[j] = lane == 0 ? halo[j] : s;
+      } else {
+        // lane 31 hands its previous vector's tail to lane 0; every other lane its current tail
+        win[j] = __shfl_sync(0xffffffffu, lane == 31 ? prev_tail[j] : xv[kPer - kH + j], (lane + 31) & 31);
+      }
+    }
     float o[kPer];
 #pragma unroll
     for (int i = 0; i < kPer; ++i) {
       float acc = bias;
 #pragma unroll
-      for (int k = 0; k < kH; ++k) acc = fmaf(w[k], halo[k], acc);
+      for (int k = 0; k < kH; ++k) acc = fmaf(w[k], win[k], acc);
       acc = fmaf(w[kH], xv[i], acc);
 #pragma unroll
-      for (int k = 0; k + 1 < kH; ++k) halo[k] = halo[k + 1];
-      halo[kH - 1] = xv[i];
+      for (int k = 0; k + 1 < kH; ++k) win[k] = win[k + 1];
+      win[kH - 1] = xv[i];
       o[i] = silu ? silu_fast(acc) : acc;
     }
-    const int64_t lv = l0 + v * kPer;
-    if (active && lv < L) st_global_16(outr + lv, Vec16<T>::store(o));
-    if (fin != nullptr && lv + kPer == L) {  // the window now holds tokens L - kH .. L - 1
+    const int64_t lv = lane_l0 + v * (32 * kPer);
+    if (lv < L) st_global_16(outr + lv, Vec16<T>::store(o));
+    if (fin != nullptr && lv + kPer == L) {  // win now holds tokens L - kH .. L - 1
 #pragma unroll
-      for (int j = 0; j < kH; ++j) fin[j * p.f_ls] = from_float<T>(halo[j]);  // exact: halo came from T
+      for (int j = 0; j < kH; ++j) fin[j * p.f_ls] = from_float<T>(win[j]);  // exact: win came from T
     }
+#pragma unroll
+    for (int j = 0; j < kH; ++j) prev_tail[j] = win[j];
   }
 }
 
 template <typename T, int kW>
 bool launch(const ConvParams& p, cudaStream_t stream) {
-  constexpr int64_t kE = kVecs * (16 / static_cast<int64_t>(sizeof(T)));
-  const int64_t tpr = (p.seqlen + kE - 1) / kE;
-  const int64_t total = tpr * p.batch * p.dim;
-  const int64_t blocks = (total + kThreads - 1) / kThreads;
+  constexpr int64_t kPerWarp = 32 * kVecs * (16 / static_cast<int64_t>(sizeof(T)));
+  const int64_t wpr = (p.seqlen + kPerWarp - 1) / kPerWarp;  // warps per row
+  const int64_t nwarps = wpr * p.batch * p.dim;
+  const int64_t blocks = (nwarps + kThreads / 32 - 1) / (kThreads / 32);
   if (blocks > 0x7fffffffLL) return false;
-  fwd_cf_fast_kernel<T, kW><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p, tpr, total);
+  fwd_cf_fast_kernel<T, kW><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p, wpr, nwarps);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return true;
 }

@@ -74,8 +74,10 @@ def run_cases() -> int:
             msg.append(f"out strides {out.stride()}")
         if msg:
             failed += 1
-            print(f"FAIL {dts} w={wk} W={W} B={B} D={D} L={L} strided={strided} states={states} "
-                  f"silu={silu} bias={bias}: " + "; ".join(msg))
+            print(
+                f"FAIL {dts} w={wk} W={W} B={B} D={D} L={L} strided={strided} states={states} "
+                f"silu={silu} bias={bias}: " + "; ".join(msg)
+            )
     torch.cuda.synchronize()
     print(f"{len(cases()) - failed}/{len(cases())} cases passed")
     return failed
