@@ -268,6 +268,38 @@ def _pip_cuda_parts(major: Optional[int]) -> tuple[Optional[str], Optional[str],
     return nvcc, include, cudart
 
 
+#: Headers torch's own CUDA headers include (ATen/cuda/CUDAContext.h) beyond the CUDA runtime; a
+#: minimal toolkit (nvcc + cudart only) lacks them, NVIDIA's pip packages that torch installs have them.
+TORCH_NEEDED_CUDA_HEADERS = ("cusparse.h", "cublas_v2.h", "cusolverDn.h")
+
+
+def _missing_torch_headers(include_dir: Optional[str]) -> list[str]:
+    if not include_dir:
+        return list(TORCH_NEEDED_CUDA_HEADERS)
+    return [h for h in TORCH_NEEDED_CUDA_HEADERS if not (Path(include_dir) / h).exists()]
+
+
+def _pip_header_dirs(major: Optional[int], headers: list[str]) -> list[str]:
+    """Include directories of NVIDIA's pip packages that hold the given headers."""
+    found: list[str] = []
+    remaining = set(headers)
+    for site in _site_dirs():
+        nv = site / "nvidia"
+        if not nv.is_dir():
+            continue
+        roots = ([nv / f"cu{major}"] if major else []) + sorted(p for p in nv.iterdir() if p.is_dir())
+        for root in roots:
+            inc = root / "include"
+            hits = {h for h in remaining if (inc / h).exists()}
+            if hits:
+                remaining -= hits
+                if str(inc) not in found:
+                    found.append(str(inc))
+            if not remaining:
+                return found
+    return found
+
+
 def _complete(home: Path) -> bool:
     lib = home / ("lib/x64" if os.name == "nt" else "lib64")
     return (home / "include" / "cuda_runtime.h").exists() and (lib / _CUDART).exists()
@@ -338,11 +370,24 @@ def assemble_cuda_home(tk: CudaToolkit, dest: Path) -> Path:
 
 # --- host compiler -------------------------------------------------------------------------------
 
+def _has_shared_libstdcxx(compiler: str) -> bool:
+    """Whether a gcc-like compiler links a shared libstdc++ (``-print-file-name`` finds the .so)."""
+    try:
+        out = subprocess.run([compiler, "-print-file-name=libstdc++.so"], capture_output=True, text=True,
+                             timeout=30, check=False).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return True  # cannot tell: do not second-guess the user's compiler
+    return out not in ("", "libstdc++.so") and os.path.exists(out)
+
+
 def host_compiler() -> Compiler:
     if os.name == "nt":
         cl = shutil.which("cl")
         return Compiler(cl, "msvc" if cl else None, None)
-    name = os.environ.get("CUDAHOSTCXX") or os.environ.get("CXX") or "c++"
+    return host_compiler_at(os.environ.get("CUDAHOSTCXX") or os.environ.get("CXX") or "c++")
+
+
+def host_compiler_at(name: str) -> Compiler:
     path = shutil.which(name)
     if not path:
         return Compiler(None, None, None)
@@ -441,6 +486,16 @@ def diagnose(build_dir: Optional[Path] = None) -> Diagnosis:
         fix = ("install Visual Studio Build Tools (C++ workload) and run from a 'x64 Native Tools' prompt"
                if os.name == "nt" else "apt-get install g++  (or dnf install gcc-c++)")
         problems.append(Problem("no C++ compiler found (CXX / c++ on PATH)", fix))
+    if compiler.kind == "gcc" and compiler.path and not _has_shared_libstdcxx(compiler.path):
+        alt = next((c for c in ("/usr/bin/g++", "/usr/bin/c++") if os.path.exists(c) and _has_shared_libstdcxx(c)), None)
+        what = (f"host compiler {compiler.path} has no shared libstdc++ (libstdc++.so): the extension would carry a "
+                "second, static libstdc++ next to torch's and crash when formatting error messages")
+        if alt:
+            env.update({"CXX": alt, "CUDAHOSTCXX": alt})
+            notes.append(f"{what}; building with {alt} instead")
+            compiler = host_compiler_at(alt)
+        else:
+            problems.append(Problem(what, "apt-get install g++ && export CXX=/usr/bin/g++ CUDAHOSTCXX=/usr/bin/g++"))
     if build_cuda:
         assert t.cuda is not None
         torch_major = int(t.cuda.split(".")[0])
@@ -486,6 +541,20 @@ def diagnose(build_dir: Optional[Path] = None) -> Diagnosis:
                 env["CPATH"] = os.pathsep.join([tk.include_dir] + ([os.environ["CPATH"]] if os.environ.get("CPATH") else []))
                 notes.append(f"CUDA toolkit {tk.version}: nvcc {tk.nvcc}, headers {tk.include_dir}, runtime {tk.cudart_dir} "
                              f"(assembled into CUDA_HOME={home})")
+            missing_headers = _missing_torch_headers(tk.include_dir) if tk.include_dir else []
+            if missing_headers:
+                extra = _pip_header_dirs(torch_major, missing_headers)
+                still = [h for h in missing_headers if not any((Path(d) / h).exists() for d in extra)]
+                if extra:
+                    cpath = [c for c in env.get("CPATH", os.environ.get("CPATH", "")).split(os.pathsep) if c]
+                    env["CPATH"] = os.pathsep.join(extra + [c for c in cpath if c not in extra])
+                    notes.append(f"{', '.join(missing_headers)} not in {tk.include_dir}: using {', '.join(extra)} "
+                                 "(NVIDIA's pip packages) via CPATH")
+                if still:
+                    problems.append(Problem(
+                        f"the CUDA toolkit at {tk.home} lacks {', '.join(still)}, which torch's CUDA headers include",
+                        f"pip install 'nvidia-cusparse-cu{torch_major}' 'nvidia-cublas-cu{torch_major}' "
+                        f"'nvidia-cusolver-cu{torch_major}'  (or install the toolkit's math library headers)"))
             if compiler.kind == "gcc" and compiler.version and tk.version:
                 lo, hi = gcc_range(tk.version)
                 gmaj = int(compiler.version.split(".")[0])

@@ -103,6 +103,22 @@ __device__ __forceinline__ void st_global_16(void* ptr, const uint4& v) {
 
 __device__ __forceinline__ float silu_fast(float z) { return __fdividef(z, 1.f + __expf(-z)); }
 
+// w[k] = weight[d, k] as float, one dtype switch for all taps.
+template <typename W, int kW>
+__device__ __forceinline__ void load_weights_as(const ConvParams& p, int d, float (&w)[kW]) {
+  const W* __restrict__ wr = static_cast<const W*>(p.weight) + d * p.w_cs;
+#pragma unroll
+  for (int k = 0; k < kW; ++k) w[k] = to_float(wr[k * p.w_ws]);
+}
+template <int kW>
+__device__ __forceinline__ void load_weights(const ConvParams& p, int d, float (&w)[kW]) {
+  switch (p.w_dtype) {
+    case kFloat16: load_weights_as<__half, kW>(p, d, w); break;
+    case kBFloat16: load_weights_as<__nv_bfloat16, kW>(p, d, w); break;
+    default: load_weights_as<float, kW>(p, d, w); break;
+  }
+}
+
 template <typename T, int kW>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     fwd_cf_fast_kernel(const ConvParams p, const int64_t wpr, const int64_t nwarps) {
@@ -144,20 +160,19 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   // lane 0: the kH tokens before the warp (x, initial_states before the row start, or zero)
   float halo[kH];
 #pragma unroll
-  for (int j = 0; j < kH; ++j) {
-    halo[j] = 0.f;
-    if (lane == 0) {
-      const int64_t pos = w0 - kH + j;
-      if (pos >= 0) {
-        halo[j] = to_float(__ldg(xr + pos));
-      } else if (p.init != nullptr) {  // pos in [-kH, -1]: initial_states[b, d, kH + pos]
-        halo[j] = to_float(static_cast<const T*>(p.init)[b * p.i_bs + d * p.i_cs + (kH + pos) * p.i_ls]);
-      }
+  for (int j = 0; j < kH; ++j) halo[j] = 0.f;
+  if (lane == 0) {
+    if (w0 > 0) {  // w0 >= 32 * kPer > kH: all inside the row
+#pragma unroll
+      for (int j = 0; j < kH; ++j) halo[j] = to_float(__ldg(xr + w0 - kH + j));
+    } else if (p.init != nullptr) {  // before the row: initial_states[b, d, 0 .. kH-1]
+      const T* __restrict__ ir = static_cast<const T*>(p.init) + b * p.i_bs + d * p.i_cs;
+#pragma unroll
+      for (int j = 0; j < kH; ++j) halo[j] = to_float(ir[j * p.i_ls]);
     }
   }
   float w[kW];
-#pragma unroll
-  for (int k = 0; k < kW; ++k) w[k] = load_any(p.weight, p.w_dtype, d * p.w_cs + static_cast<int64_t>(k) * p.w_ws);
+  load_weights<kW>(p, d, w);
   const float bias = p.bias != nullptr ? load_any(p.bias, p.b_dtype, d * p.b_s) : 0.f;
 
   // final_states[b, d, j] = token L - kH + j: the lane whose vector ends at L holds them
