@@ -54,6 +54,7 @@ setup(
     name=contract.PROJECT_NAME,
     version=package_version(),
     packages=find_packages(include=["causal_conv1d", "causal_conv1d.*"]),
+    py_modules=["causal_conv1d_cuda"],  # upstream's extension-module name, kept for `import causal_conv1d_cuda`
     package_data={"causal_conv1d": [contract.BUILD_INFO_FILENAME]},
     # The sdist's PKG-INFO must not pin the torch of the machine that made it (uv reads it as static
     # metadata): unpinned there; wheels and prepared metadata pin the torch they are built against.

@@ -3,8 +3,9 @@
 The kernel reads the environment variable once per process, so the cases run in a child process
 with the variable set (whatever the parent's environment): every case here is eligible for the
 fast path (channel-first, 16-byte aligned rows, seqlen a multiple of 16 bytes, width 2..4, no
-seq_idx). Rows are short and long, so warps span row ends and rows span many warps; outputs are
-checked element by element (a wrong halo at a warp or row boundary shows as a few bad tokens).
+seq_idx). Rows are short (one vector) and long (several warps, the last one partly past the row);
+outputs are checked element by element (a wrong halo at a lane, vector or warp boundary shows as a
+few bad tokens), final_states bit for bit.
 """
 
 from __future__ import annotations
