@@ -63,7 +63,7 @@ CHECKS = ("name", "metadata", "build-record", "contents", "needed", "cxx11-abi",
 
 #: check-wheel-contents checks turned off, each with its reason:
 #: W002 (duplicate files): empty ``__init__.py``-style files and identical small stubs are legitimate.
-#: Everything else stays on, with the wheel's one top-level entry given as ``--toplevel``.
+#: Everything else stays on, with the wheel's top-level entries (contract.TOPLEVEL_ENTRIES) as ``--toplevel``.
 CONTENTS_IGNORE = ("W002",)
 
 #: Distributions that are build-time tools; none may appear among a wheel's runtime requirements.
@@ -314,7 +314,7 @@ def _check_contents(w: _Wheel, exp: Expectation) -> CheckResult:
     if cmd is None:
         return CheckResult("contents", "fail", "check-wheel-contents is not installed (pip install -r requirements-dev.txt)")
     proc = subprocess.run(
-        [*cmd, "--no-config", "--toplevel", f"{contract.DIST_NAME}", "--ignore", ",".join(CONTENTS_IGNORE), str(w.path)],
+        [*cmd, "--no-config", "--toplevel", ",".join(contract.TOPLEVEL_ENTRIES), "--ignore", ",".join(CONTENTS_IGNORE), str(w.path)],
         capture_output=True, text=True,
     )
     out = (proc.stdout + proc.stderr).strip()

@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # packaging is a build-time tool, not a runtime requirement: 
 __all__ = [
     "PROJECT_NAME",
     "DIST_NAME",
+    "TOPLEVEL_ENTRIES",
     "PACKAGE_VERSION",
     "PYTHON_TAG",
     "ABI_TAG",
@@ -55,6 +56,8 @@ __all__ = [
 
 PROJECT_NAME = "causal-conv1d"  #: the distribution name as pip sees it (PEP 503 normalised)
 DIST_NAME = "causal_conv1d"  #: the name in wheel files and the import name
+#: What a wheel installs at the top of site-packages: the package and upstream's module name.
+TOPLEVEL_ENTRIES = ("causal_conv1d", "causal_conv1d_cuda.py")
 PACKAGE_VERSION = "1.6.1"  #: follows upstream causal-conv1d: drop-in for code that pins it
 PYTHON_TAG = "cp39"  #: one abi3 wheel serves every CPython >= 3.9 (torch narrows it further)
 ABI_TAG = "abi3"
