@@ -1,12 +1,12 @@
 // Fast channel-first forward (issue 8): see fwd_cf_fast.cu. Opt-in while it is being measured:
-// run_fwd (fwd.cu) tries it first when the environment variable CAUSAL_CONV1D_FWD_FAST is "1".
+// run_fwd (fwd.cu) tries it first unless the environment variable CAUSAL_CONV1D_FWD_FAST is "0".
 #pragma once
 
 #include "common.cuh"
 
 namespace causal_conv1d_cuda {
 
-// Whether CAUSAL_CONV1D_FWD_FAST == "1" (read once per process, then cached).
+// Whether the fast path is on: unless CAUSAL_CONV1D_FWD_FAST == "0" (read once per process, then cached).
 bool fwd_cf_fast_enabled();
 
 // Launches the fast channel-first forward on `stream` and returns true; returns false without

@@ -1,7 +1,7 @@
-"""The opt-in fast channel-first forward (csrc/cuda/fwd_cf_fast.cu, CAUSAL_CONV1D_FWD_FAST=1).
+"""The fast channel-first forward (csrc/cuda/fwd_cf_fast.cu; on unless CAUSAL_CONV1D_FWD_FAST=0).
 
 The kernel reads the environment variable once per process, so the cases run in a child process
-with the variable set (whatever the parent's environment): every case here is eligible for the
+with the variable set to 1 (whatever the parent's environment): every case here is eligible for the
 fast path (channel-first, 16-byte aligned rows, seqlen a multiple of 16 bytes, width 2..4, no
 seq_idx). Rows are short (one vector) and long (several warps, the last one partly past the row);
 outputs are checked element by element (a wrong halo at a lane, vector or warp boundary shows as a
