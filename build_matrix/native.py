@@ -294,6 +294,7 @@ def _ccache_env(tmp: Path, env: dict[str, str], nvcc: Optional[str]) -> bool:
     return True
 
 
+MAX_PROGRESS_LINES = 60  #: progress/error lines echoed; the rest stays in the log (its tail is shown on failure)
 _PROGRESS_RE = re.compile(r"^\[\d+/\d+\]|error|Error|warning: unused|Building wheel|Created wheel|running build_ext")
 
 
@@ -313,17 +314,27 @@ def _compile(py: Path, env: dict[str, str], dist: Path, log: Path) -> float:
                 print(f"[build {time.monotonic() - start:6.0f}s] still compiling...", flush=True)
 
         threading.Thread(target=heartbeat, daemon=True).start()
+        shown = 0
         for line in proc.stdout:
             fh.write(line)
             text = line.rstrip()
             if _PROGRESS_RE.search(text) and len(text) < 400:
-                print(f"[build {time.monotonic() - start:6.0f}s] {text.strip()}", flush=True)
+                shown += 1
+                if shown <= MAX_PROGRESS_LINES:
+                    print(f"[build {time.monotonic() - start:6.0f}s] {text.strip()}", flush=True)
+                elif shown == MAX_PROGRESS_LINES + 1:
+                    print(f"[build] ... more messages in the build log ({log})", flush=True)
         rc = proc.wait()
         done.set()
     elapsed = time.monotonic() - start
     if rc != 0:
-        tail = "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-40:])
-        raise BuildError(f"compiling the wheel failed (exit {rc}) after {elapsed:.0f} s; full log: {log}\n{tail}")
+        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+        errors = [ln.strip() for ln in lines
+                  if re.search(r"\berror\b", ln, re.I) and "subprocess-exited-with-error" not in ln][:15]
+        first = ("first errors:\n" + "\n".join(errors) + "\n") if errors else ""
+        tail = "\n".join(lines[-15:])
+        raise BuildError(f"compiling the wheel failed (exit {rc}) after {elapsed:.0f} s; full log: {log}\n"
+                         f"{first}last lines:\n{tail}")
     _say(f"compile time: {elapsed:.0f} s")
     return elapsed
 
@@ -500,12 +511,14 @@ def source_hash(root: Path = REPO_ROOT) -> str:
 
 
 def cached_wheel(job_id: str, cache_root: Path, *, cuda_archs: Optional[str] = None,
-                 extra_args: tuple[str, ...] = (), timeout: float = 3600) -> Path:
+                 torch_index_url: Optional[str] = None, extra_args: tuple[str, ...] = (),
+                 timeout: float = 3600) -> Path:
     """The wheel of ``job_id`` for the current sources, built natively on first use.
 
     Cached under ``cache_root/<source hash>/<job>[-archs<...>]/`` (so a rerun with unchanged
     sources is instant); the build venv is kept in ``cache_root/venvs/<job>`` across source
-    changes. Concurrent callers wait on a lock file instead of building twice. Raises
+    changes. ``torch_index_url`` is passed as ``--torch-index-url`` (``""``: pip's configured
+    indexes only, as the test suite does). Concurrent callers wait on a lock file instead of building twice. Raises
     BuildError with the build log's tail when the build fails.
     """
     import fcntl
@@ -524,7 +537,8 @@ def cached_wheel(job_id: str, cache_root: Path, *, cuda_archs: Optional[str] = N
         log = cache_root / f"{key}.log"
         cmd = [sys.executable, "-m", "build_matrix", "build", "--job", job_id, "--native", "--out", str(out),
                "--venv", str(cache_root / "venvs" / job_id), "--report", str(out.parent / f"{key}.report.json"),
-               *(["--cuda-archs", cuda_archs] if cuda_archs else []), *extra_args]
+               *(["--cuda-archs", cuda_archs] if cuda_archs else []),
+               *(["--torch-index-url", torch_index_url] if torch_index_url is not None else []), *extra_args]
         with open(log, "w") as fh:
             proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=REPO_ROOT, timeout=timeout)
         if proc.returncode != 0:

@@ -373,11 +373,15 @@ def assemble_cuda_home(tk: CudaToolkit, dest: Path) -> Path:
 def _has_shared_libstdcxx(compiler: str) -> bool:
     """Whether a gcc-like compiler links a shared libstdc++ (``-print-file-name`` finds the .so)."""
     try:
-        out = subprocess.run([compiler, "-print-file-name=libstdc++.so"], capture_output=True, text=True,
-                             timeout=30, check=False).stdout.strip()
+        proc = subprocess.run([compiler, "-print-file-name=libstdc++.so"], capture_output=True, text=True,
+                              timeout=30, check=False)
     except (OSError, subprocess.SubprocessError):
         return True  # cannot tell: do not second-guess the user's compiler
-    return out not in ("", "libstdc++.so") and os.path.exists(out)
+    out = proc.stdout.strip()
+    if proc.returncode != 0 or not out:
+        return True  # cannot tell (not a gcc-like driver): leave the compiler alone
+    # gcc prints the bare name back when no such file is in its search path.
+    return out != "libstdc++.so" and os.path.exists(out)
 
 
 def host_compiler() -> Compiler:

@@ -18,8 +18,9 @@ A record that exists but cannot be read (invalid JSON, missing keys) IS an error
 damaged and the message says how to reinstall.
 
 Kept cheap: ``json``, ``os``, ``re`` and the ``torch`` import that loading ``_C`` needs anyway.
-The contract module is imported only to write an error message or when there is no record: it
-needs ``packaging``, which is not a runtime requirement of the wheel.
+The contract module is imported only to write an error message or when there is no record (it
+needs no ``packaging``, which is not a runtime requirement of the wheel; a broken contract module
+still degrades to a shorter message).
 """
 
 from __future__ import annotations
@@ -42,9 +43,8 @@ class BuildMismatch(ImportError):
 def _contract_or_none() -> Any:
     """``causal_conv1d._contract``, or None where it cannot be imported.
 
-    The contract imports ``packaging``, which is not among this package's runtime requirements
-    (a fresh venv with torch has none): so the guard's success path never imports it, and the
-    error paths degrade to a shorter message without it.
+    The guard's success path never imports it; the error paths degrade to a shorter message
+    when it cannot be imported (a damaged install).
     """
     try:
         from causal_conv1d import _contract  # noqa: PLC0415
@@ -139,8 +139,8 @@ def fix_instructions(record: dict[str, Any], torch_version: str, torch_cuda: Opt
     """What to run to get a binary that matches the running torch (pip commands, index URL)."""
     _contract = _contract_or_none()
     if _contract is None:
-        return ("Install the causal-conv1d build for this torch (python -m pip install packaging, then "
-                "python -m causal_conv1d doctor prints the exact command).")
+        return ("Install the causal-conv1d build for this torch "
+                "(python -m causal_conv1d doctor prints the exact command).")
 
     base = os.environ.get(_contract.ENV_INDEX_URL, "").strip() or _contract.DEFAULT_INDEX_URL
     try:

@@ -6,7 +6,7 @@ variant this machine needs, whether the index has a wheel for it (one request, s
 never fatal offline) and the exact pip and uv commands.
 
 Runs on broken installs: it needs neither the compiled extension nor ``packaging`` (without
-``packaging`` the variant and the index check are reported as unknown). It does not import
+``packaging`` only the platform-tag filter of the index check is skipped). It does not import
 ``build_support`` (not shipped in wheels).
 """
 
@@ -260,7 +260,8 @@ def collect(check_index: bool = True) -> dict[str, Any]:
                         "(a local build would fail; prebuilt wheels are unaffected)")
     if c is None:
         report["variant"] = None
-        problems.append("the 'packaging' module is missing: variant and index check unknown (pip install packaging)")
+        problems.append("causal_conv1d/_contract.py cannot be imported (damaged install): variant and index check "
+                        "unknown; reinstall causal-conv1d")
         return report
     base = os.environ.get(c.ENV_INDEX_URL, "").strip() or c.DEFAULT_INDEX_URL
     report["index_base"] = base

@@ -40,7 +40,7 @@ SUFFIX="${MAJOR}-${MINOR}"
 
 # The CUDA minor lines torch has shipped builds for (and their final update releases, for the log).
 declare -A FINAL_UPDATE=(
-  [11.8]=11.8.0 [12.1]=12.1.1 [12.4]=12.4.1 [12.6]=12.6.3 [12.8]=12.8.1 [12.9]=12.9.1 [13.0]=13.0.2
+  [11.8]=11.8.0 [12.1]=12.1.1 [12.4]=12.4.1 [12.6]=12.6.3 [12.8]=12.8.1 [12.9]=12.9.1 [13.0]=13.0.2 [13.2]=13.2.1
 )
 if [ -z "${FINAL_UPDATE[$CUDA]:-}" ]; then
   echo "error: CUDA $CUDA is not in this script's table (known: ${!FINAL_UPDATE[*]}); add its final update release" >&2

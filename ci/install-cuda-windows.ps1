@@ -27,7 +27,7 @@ Set-StrictMode -Version Latest
 # The update release installed for each minor line (NVIDIA's archive: cuda/<version>/network_installers/).
 $FullVersions = @{
     '11.8' = '11.8.0'; '12.1' = '12.1.1'; '12.4' = '12.4.1'; '12.6' = '12.6.3';
-    '12.8' = '12.8.1'; '12.9' = '12.9.1'; '13.0' = '13.0.2'
+    '12.8' = '12.8.1'; '12.9' = '12.9.1'; '13.0' = '13.0.2'; '13.2' = '13.2.1'
 }
 if (-not $FullVersions.ContainsKey($Cuda)) {
     throw "CUDA $Cuda is not in this script's table (known: $($FullVersions.Keys -join ', ')); add its update release"

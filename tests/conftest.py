@@ -38,4 +38,5 @@ def cpu_wheel() -> Path:
     from build_matrix.native import cached_wheel
 
     root = Path(__file__).resolve().parent.parent
-    return cached_wheel("torch2.13-cpu-linux-x86_64", root / "build" / "test-wheels")
+    # torch from pip's configured indexes only: tests reach no index but PyPI (and local mirrors).
+    return cached_wheel("torch2.13-cpu-linux-x86_64", root / "build" / "test-wheels", torch_index_url="")

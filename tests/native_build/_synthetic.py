@@ -131,6 +131,9 @@ def make_wheel(
         f"{dist_info}/WHEEL": wheel_meta.encode(),
         f"{dist_info}/top_level.txt": f"{contract.DIST_NAME}\n".encode(),
     }
+    for entry in contract.TOPLEVEL_ENTRIES:  # the wheel's other top-level modules (upstream's names)
+        if entry.endswith(".py"):
+            files[entry] = b'"""synthetic top-level module"""\n'
     if not drop_record:
         files[f"{contract.DIST_NAME}/{contract.BUILD_INFO_FILENAME}"] = json.dumps(record, indent=1).encode()
     files.update(extra_files or {})

@@ -75,7 +75,7 @@ def cuda_wheel(timings: dict[str, float]) -> Path:
     from build_matrix.native import cached_wheel
 
     start = time.monotonic()
-    wheel = cached_wheel(CUDA_JOB, CACHE, cuda_archs=CUDA_TEST_ARCHS)
+    wheel = cached_wheel(CUDA_JOB, CACHE, cuda_archs=CUDA_TEST_ARCHS, torch_index_url="")
     timings["cuda wheel (build or cache)"] = time.monotonic() - start
     return wheel
 

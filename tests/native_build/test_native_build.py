@@ -150,7 +150,8 @@ def test_torch_not_installable(run_cli, tmp_path: Path) -> None:
 def test_compiler_missing(cpu_wheel: Path, run_cli, tmp_path: Path, clean_env: dict[str, str]) -> None:
     out = tmp_path / "out"
     env = dict(clean_env, CXX=str(tmp_path / "no-such-c++"))
-    proc = run_cli("build", "--job", CPU_JOB, "--native", "--out", str(out), "--venv", str(VENVS / CPU_JOB), env=env)
+    proc = run_cli("build", "--job", CPU_JOB, "--native", "--out", str(out), "--venv", str(VENVS / CPU_JOB),
+                   "--torch-index-url", "", env=env)
     _assert_failed_cleanly(proc, out, 10, "no C++ compiler found")
 
 

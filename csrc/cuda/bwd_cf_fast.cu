@@ -1,0 +1,438 @@
+// Fast channel-first backward: dx, dweight, dbias for out[t] = act(z[t]),
+//   z[t]  = bias + sum_k w[k] * x[t - (W-1) + k]          (recomputed here; x is zero before the row)
+//   g[t]  = dout[t] * silu'(z[t])   (dout[t] without activation; 0 for t >= L)
+//   dx[t] = sum_j w[W-1-j] * g[t + j]
+//   dw[k] = sum_t g[t] * x[t - (W-1) + k],  dbias = sum_t g[t]
+//
+// Why (docs/PERF_NOTES.md, "bwd cf fast path"): the general kernel (bwd.cu) runs at 128 registers
+// with spills and 25% occupancy, ~32% of copy bandwidth. This one follows fwd_cf_fast.cu: every
+// thread issues all of its global loads (kVecs 16-byte vectors of x and of dout) before using any,
+// no shared memory in the main kernel, no barriers.
+//
+// Work split: a warp owns 32 * kVecs consecutive 16-byte vectors of one row (row = b * dim + d;
+// wpr = ceil(L / (32 * kVecs * kPer)) warps per row, a flattened 1-D grid of warps). Lane i owns
+// vectors i, 32 + i, 64 + i, ... of the warp's span: each warp-wide load or store moves 512
+// contiguous bytes. Each lane computes g for its own positions only:
+//  * x halo (the W-1 tokens before a vector, for z): the tail of the previous lane's same vector
+//    by a shuffle; lane 0 takes lane 31's previous vector (in registers), and for the first vector
+//    the 16-byte vector before the warp (loaded from x: an L2 hit, the neighbouring warp reads it)
+//    or zero at the row start.
+//  * g halo (the W-1 g values after a vector, for dx): the head of the next lane's same vector by a
+//    shuffle. Vectors are processed last to first, so lane 31 takes lane 0's head of vector v + 1
+//    (computed one iteration earlier); for the last vector lane 31 computes the g of the W-1
+//    positions after the warp itself from the 16-byte vectors of x and dout there (0 past L).
+//  * dweight / dbias: fp32 per thread, reduced over the warp with shuffles (fixed order), one
+//    partial row per warp in p.partial[((b * wpr + wr) * (W+1) + k) * dim + d]; a second kernel
+//    sums the rows per channel in a fixed order and casts to weight's / bias's dtype. No atomics:
+//    bit-identical from run to run.
+// Eligible: channel-first x / dout / dx, no seq_idx, no initial_states / dfinal_states /
+// dinitial_states, width 2..4, every row 16-byte aligned (vec_ok) and seqlen a multiple of the
+// vector width (each vector wholly inside or wholly past the row). Everything else returns false
+// and runs the general kernel (bwd.cu).
+#include <c10/cuda/CUDAException.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "bwd_cf_fast.cuh"
+
+namespace causal_conv1d_cuda {
+namespace {
+
+// 16-byte vectors per thread and stream (bytes in flight per thread = 2 * 16 * kVecs). A build-time
+// knob for tuning on the device: NVCC_APPEND_FLAGS=-DCAUSAL_CONV1D_BWD_FAST_VECS=2 (2 or 4).
+#ifndef CAUSAL_CONV1D_BWD_FAST_VECS
+#define CAUSAL_CONV1D_BWD_FAST_VECS 4
+#endif
+constexpr int kVecs = CAUSAL_CONV1D_BWD_FAST_VECS;
+static_assert(kVecs == 2 || kVecs == 4, "CAUSAL_CONV1D_BWD_FAST_VECS must be 2 or 4");
+constexpr int kThreads = 128;
+// Resident blocks per SM the register budget must allow (sm_90, 64K registers per SM):
+// kVecs 4 -> <= 80 registers, 768 threads x 128 B = 96 KB of loads in flight per SM;
+// kVecs 2 -> <= 64 registers, 1024 threads x 64 B = 64 KB.
+#ifndef CAUSAL_CONV1D_BWD_FAST_MIN_BLOCKS
+#define CAUSAL_CONV1D_BWD_FAST_MIN_BLOCKS (kVecs == 2 ? 8 : 6)
+#endif
+constexpr int kMinBlocks = CAUSAL_CONV1D_BWD_FAST_MIN_BLOCKS;
+constexpr int kReduceThreads = 128;
+constexpr int kReduceUnroll = 8;  // independent partial loads in flight per reduce thread
+
+// ---- 16 bytes <-> floats, register-only (same helpers as fwd_cf_fast.cu, which keeps them private)
+__device__ __forceinline__ void unpack(const uint4& r, float (&f)[4]) {
+  f[0] = __uint_as_float(r.x);
+  f[1] = __uint_as_float(r.y);
+  f[2] = __uint_as_float(r.z);
+  f[3] = __uint_as_float(r.w);
+}
+__device__ __forceinline__ void unpack2_bf16(uint32_t w, float& lo, float& hi) {
+  lo = __uint_as_float(w << 16);
+  hi = __uint_as_float(w & 0xffff0000u);
+}
+__device__ __forceinline__ void unpack(const uint4& r, float (&f)[8], __nv_bfloat16) {
+  unpack2_bf16(r.x, f[0], f[1]);
+  unpack2_bf16(r.y, f[2], f[3]);
+  unpack2_bf16(r.z, f[4], f[5]);
+  unpack2_bf16(r.w, f[6], f[7]);
+}
+__device__ __forceinline__ void unpack2_f16(uint32_t w, float& lo, float& hi) {
+  lo = __half2float(__ushort_as_half(static_cast<unsigned short>(w & 0xffffu)));
+  hi = __half2float(__ushort_as_half(static_cast<unsigned short>(w >> 16)));
+}
+__device__ __forceinline__ void unpack(const uint4& r, float (&f)[8], __half) {
+  unpack2_f16(r.x, f[0], f[1]);
+  unpack2_f16(r.y, f[2], f[3]);
+  unpack2_f16(r.z, f[4], f[5]);
+  unpack2_f16(r.w, f[6], f[7]);
+}
+__device__ __forceinline__ uint32_t pack2(float lo, float hi, __nv_bfloat16) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  return static_cast<uint32_t>(__bfloat16_as_ushort(h.x)) | (static_cast<uint32_t>(__bfloat16_as_ushort(h.y)) << 16);
+}
+__device__ __forceinline__ uint32_t pack2(float lo, float hi, __half) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return static_cast<uint32_t>(__half_as_ushort(h.x)) | (static_cast<uint32_t>(__half_as_ushort(h.y)) << 16);
+}
+
+template <typename T>
+struct Vec16 {
+  static constexpr int kPer = 16 / static_cast<int>(sizeof(T));
+  __device__ __forceinline__ static void load(const uint4& r, float (&f)[kPer]) {
+    if constexpr (sizeof(T) == 4) {
+      unpack(r, f);
+    } else {
+      unpack(r, f, T{});
+    }
+  }
+  __device__ __forceinline__ static uint4 store(const float (&f)[kPer]) {
+    if constexpr (sizeof(T) == 4) {
+      return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]), __float_as_uint(f[3]));
+    } else {
+      return make_uint4(pack2(f[0], f[1], T{}), pack2(f[2], f[3], T{}), pack2(f[4], f[5], T{}), pack2(f[6], f[7], T{}));
+    }
+  }
+};
+
+__device__ __forceinline__ uint4 ld_global_16(const void* ptr) { return __ldg(reinterpret_cast<const uint4*>(ptr)); }
+
+// One 16-byte store (inline PTX: keeps ptxas from splitting it when the words are not in consecutive registers).
+__device__ __forceinline__ void st_global_16(void* ptr, const uint4& v) {
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(ptr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+
+// dout * silu'(z) = dout * s * (1 + z * (1 - s)), s = sigmoid(z): 2 MUFU (ex2, rcp) + 5 FP32 ops.
+__device__ __forceinline__ float grad_silu(float dout, float z) {
+  const float s = __fdividef(1.f, 1.f + __expf(-z));
+  const float ds = dout * s;
+  return fmaf(ds, fmaf(-z, s, z), ds);
+}
+
+// 32-bit unsigned division by a run-time constant (n < 2^31, 1 <= d < 2^31): q = (umulhi(n, m) + n) >> s.
+struct FastDiv {
+  uint32_t d = 1, m = 0, s = 0;
+  FastDiv() = default;
+  explicit FastDiv(uint32_t divisor) : d(divisor) {
+    while ((1ull << s) < d) ++s;
+    m = static_cast<uint32_t>(((1ull << 32) * ((1ull << s) - d)) / d + 1);
+  }
+  __device__ __forceinline__ uint32_t div(uint32_t n) const { return (__umulhi(n, m) + n) >> s; }
+};
+
+// w[k] = weight[d, k] as float, one dtype switch for all taps.
+template <typename W, int kW>
+__device__ __forceinline__ void load_weights_as(const ConvParams& p, int d, float (&w)[kW]) {
+  const W* __restrict__ wr = static_cast<const W*>(p.weight) + d * p.w_cs;
+#pragma unroll
+  for (int k = 0; k < kW; ++k) w[k] = to_float(wr[k * p.w_ws]);
+}
+template <int kW>
+__device__ __forceinline__ void load_weights(const ConvParams& p, int d, float (&w)[kW]) {
+  switch (p.w_dtype) {
+    case kFloat16: load_weights_as<__half, kW>(p, d, w); break;
+    case kBFloat16: load_weights_as<__nv_bfloat16, kW>(p, d, w); break;
+    default: load_weights_as<float, kW>(p, d, w); break;
+  }
+}
+
+template <typename T, int kW>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
+    bwd_cf_fast_kernel(const ConvParams p, const FastDiv wpr, const FastDiv dim, const uint32_t nwarps) {
+  constexpr int kPer = Vec16<T>::kPer;
+  constexpr int kH = kW - 1;
+  constexpr int kSpan = 32 * kPer;  // tokens from one of a lane's vectors to its next
+  static_assert(kPer >= kH, "the halos must fit in one neighbouring vector");
+
+  const int lane = threadIdx.x & 31;
+  const uint32_t gw = blockIdx.x * (kThreads / 32) + (threadIdx.x >> 5);  // < 2^31 (launcher)
+  if (gw >= nwarps) return;  // warp-uniform
+  const uint32_t row = wpr.div(gw);
+  const uint32_t wr = gw - row * wpr.d;  // warp index within its row
+  const uint32_t bu = dim.div(row);
+  const int b = static_cast<int>(bu);
+  const int d = static_cast<int>(row - bu * dim.d);
+  const int64_t L = p.seqlen;
+  // this warp's tokens: [w0, w1); vector v of this lane starts at lane_l0 + v * kSpan
+  const int64_t w0 = static_cast<int64_t>(wr) * (kVecs * kSpan);
+  const int64_t w1 = w0 + kVecs * kSpan;
+  const int64_t lane_l0 = w0 + lane * kPer;
+  const T* __restrict__ xr = static_cast<const T*>(p.x) + b * p.x_bs + d * p.x_cs;
+  const T* __restrict__ dr = static_cast<const T*>(p.dout) + b * p.do_bs + d * p.do_cs;
+  T* __restrict__ dxr = static_cast<T*>(p.dx) + b * p.dx_bs + d * p.dx_cs;
+
+  // vectors v < nv of this lane are inside the row (L is a multiple of kPer)
+  const int64_t rem = L - lane_l0;
+  const int nv = rem <= 0 ? 0 : (rem >= (kVecs - 1) * kSpan + 1 ? kVecs : static_cast<int>((rem + kSpan - 1) / kSpan));
+  const T* __restrict__ xl = xr + lane_l0;  // one base pointer per stream, vectors at constant offsets
+  const T* __restrict__ dl = dr + lane_l0;
+  T* __restrict__ dxl = dxr + lane_l0;
+
+  // 1. every global load of this thread before any use; last vector first (the order of use)
+  uint4 rx[kVecs], rd[kVecs];
+#pragma unroll
+  for (int v = kVecs - 1; v >= 0; --v) {
+    if (v < nv) {
+      rx[v] = ld_global_16(xl + v * kSpan);
+      rd[v] = ld_global_16(dl + v * kSpan);
+    } else {
+      rx[v] = make_uint4(0u, 0u, 0u, 0u);
+      rd[v] = make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+  // lane 31: the vectors of x and dout just after the warp (for g at w1 .. w1+kH-1);
+  // lane 0: the vector of x just before the warp (zero at the row start: no initial_states here)
+  uint4 ax = make_uint4(0u, 0u, 0u, 0u), ad = make_uint4(0u, 0u, 0u, 0u), bx = make_uint4(0u, 0u, 0u, 0u);
+  if (lane == 31 && w1 < L) {  // L is a multiple of kPer: the whole vector is inside the row
+    ax = ld_global_16(xr + w1);
+    ad = ld_global_16(dr + w1);
+  }
+  if (lane == 0 && w0 > 0) bx = ld_global_16(xr + w0 - kPer);
+  float w[kW];
+  load_weights<kW>(p, d, w);
+  const float bias = p.bias != nullptr ? load_any(p.bias, p.b_dtype, d * p.b_s) : 0.f;
+  const bool silu = p.silu;
+
+  // 2. lane 31: g at the kH positions after the warp (every lane computes it; only lane 31's is used)
+  float tail_g[kH];
+  {
+    float xe[kPer], xa[kPer], da[kPer];
+    Vec16<T>::load(rx[kVecs - 1], xe);  // lane 31: x at w1 - kPer .. w1 - 1
+    Vec16<T>::load(ax, xa);
+    Vec16<T>::load(ad, da);
+    float win[2 * kH];  // x at w1 - kH .. w1 + kH - 1
+#pragma unroll
+    for (int m = 0; m < kH; ++m) {
+      win[m] = xe[kPer - kH + m];
+      win[kH + m] = xa[m];
+    }
+#pragma unroll
+    for (int j = 0; j < kH; ++j) {
+      float gj = da[j];
+      if (silu) {
+        float z = bias;
+#pragma unroll
+        for (int k = 0; k < kW; ++k) z = fmaf(w[k], win[j + k], z);
+        gj = grad_silu(gj, z);
+      }
+      tail_g[j] = w1 < L ? gj : 0.f;  // exact 0 past the row (whatever x holds)
+    }
+  }
+
+  // 3. per vector, last to first
+  float dw[kW + 1];
+#pragma unroll
+  for (int k = 0; k <= kW; ++k) dw[k] = 0.f;
+  float head[kH];  // lane 0: g at the first kH positions of the vector processed before (v + 1)
+#pragma unroll
+  for (int j = 0; j < kH; ++j) head[j] = 0.f;
+#pragma unroll
+  for (int v = kVecs - 1; v >= 0; --v) {
+    const bool live = v < nv;  // past the row: x, dout (so g) are 0, nothing is stored or accumulated
+    float xv[kPer], dv[kPer];
+    Vec16<T>::load(rx[v], xv);
+    Vec16<T>::load(rd[v], dv);
+    float win[kH + kPer];  // x at positions lv - kH .. lv + kPer - 1 (lv: this vector's first token)
+    if (v == 0) {
+      float xb[kPer];
+      Vec16<T>::load(bx, xb);  // lane 0: x at w0 - kPer .. w0 - 1
+#pragma unroll
+      for (int j = 0; j < kH; ++j) {
+        const float s = __shfl_up_sync(0xffffffffu, xv[kPer - kH + j], 1);
+        win[j] = lane == 0 ? xb[kPer - kH + j] : s;
+      }
+    } else {
+      float xp[kPer];
+      Vec16<T>::load(rx[v - 1], xp);  // lane 31: its previous vector, handed to lane 0
+#pragma unroll
+      for (int j = 0; j < kH; ++j)
+        win[j] = __shfl_sync(0xffffffffu, lane == 31 ? xp[kPer - kH + j] : xv[kPer - kH + j], (lane + 31) & 31);
+    }
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) win[kH + i] = xv[i];
+
+    float g[kPer + kH];  // g at positions lv .. lv + kPer + kH - 1
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) g[i] = dv[i];
+    if (silu) {
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        float z = bias;
+#pragma unroll
+        for (int k = 0; k < kW; ++k) z = fmaf(w[k], win[i + k], z);
+        g[i] = grad_silu(g[i], z);
+      }
+    }
+    // g halo: the next lane's head of this vector; lane 31: lane 0's head of vector v + 1
+    // (lane 0 hands over `head` instead of its own), or the positions after the warp
+#pragma unroll
+    for (int j = 0; j < kH; ++j) {
+      const float s = __shfl_sync(0xffffffffu, lane == 0 ? head[j] : g[j], (lane + 1) & 31);
+      g[kPer + j] = (v == kVecs - 1 && lane == 31) ? tail_g[j] : s;
+    }
+#pragma unroll
+    for (int j = 0; j < kH; ++j) head[j] = g[j];
+
+    if (live) {
+      float o[kPer];
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        float acc = 0.f;
+#pragma unroll
+        for (int j = 0; j <= kH; ++j) acc = fmaf(w[kH - j], g[i + j], acc);
+        o[i] = acc;
+      }
+      st_global_16(dxl + v * kSpan, Vec16<T>::store(o));
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+#pragma unroll
+        for (int k = 0; k < kW; ++k) dw[k] = fmaf(g[i], win[i + k], dw[k]);
+        dw[kW] += g[i];
+      }
+    }
+  }
+
+  // 4. warp reduction in a fixed order; one partial row per warp
+#pragma unroll
+  for (int k = 0; k <= kW; ++k) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) dw[k] += __shfl_xor_sync(0xffffffffu, dw[k], off);
+  }
+  if (lane == 0) {
+    const int64_t part = static_cast<int64_t>(b) * wpr.d + wr;
+    float* __restrict__ out = p.partial + part * (kW + 1) * p.dim + d;
+#pragma unroll
+    for (int k = 0; k <= kW; ++k) out[static_cast<int64_t>(k) * p.dim] = dw[k];
+  }
+}
+
+// dweight[d, k] (k < width) and dbias[d] (k == width) = fixed-order sums over the nparts partial rows.
+__global__ void __launch_bounds__(kReduceThreads)
+    bwd_cf_fast_reduce_kernel(const float* __restrict__ partial, const int64_t nparts, const int width, const int D,
+                              void* dweight, const int w_dtype, void* dbias, const int b_dtype) {
+  const int64_t stride = static_cast<int64_t>(width + 1) * D;
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * kReduceThreads + threadIdx.x;
+  if (idx >= stride) return;
+  const int k = static_cast<int>(idx / D);
+  const int d = static_cast<int>(idx - static_cast<int64_t>(k) * D);
+  if (k == width && dbias == nullptr) return;
+  float acc[kReduceUnroll];
+#pragma unroll
+  for (int u = 0; u < kReduceUnroll; ++u) acc[u] = 0.f;
+  int64_t i = 0;
+  for (; i + kReduceUnroll <= nparts; i += kReduceUnroll) {
+#pragma unroll
+    for (int u = 0; u < kReduceUnroll; ++u) acc[u] += partial[(i + u) * stride + idx];
+  }
+#pragma unroll
+  for (int u = 0; u < kReduceUnroll; ++u)
+    if (i + u < nparts) acc[u] += partial[(i + u) * stride + idx];
+#pragma unroll
+  for (int h = kReduceUnroll / 2; h > 0; h >>= 1) {
+#pragma unroll
+    for (int u = 0; u < h; ++u) acc[u] += acc[u + h];
+  }
+  if (k < width) {
+    store_any(dweight, w_dtype, static_cast<int64_t>(d) * width + k, acc[0]);
+  } else {
+    store_any(dbias, b_dtype, d, acc[0]);
+  }
+}
+
+template <typename T>
+constexpr int64_t tokens_per_warp() {
+  return 32 * kVecs * (16 / static_cast<int64_t>(sizeof(T)));
+}
+
+int64_t tokens_per_warp_any(int x_dtype) {
+  switch (x_dtype) {
+    case kFloat16: return tokens_per_warp<__half>();
+    case kBFloat16: return tokens_per_warp<__nv_bfloat16>();
+    default: return tokens_per_warp<float>();
+  }
+}
+
+bool eligible(const ConvParams& p) {
+  if (p.x_ls != 1 || p.do_ls != 1 || p.dx_ls != 1 || !p.vec_ok) return false;
+  if (p.seq_idx != nullptr || p.init != nullptr || p.dfinal != nullptr || p.dinit != nullptr) return false;
+  if (p.width < 2 || p.width > 4 || p.batch <= 0 || p.dim <= 0 || p.seqlen <= 0) return false;
+  if (p.x_dtype != kFloat32 && p.x_dtype != kFloat16 && p.x_dtype != kBFloat16) return false;
+  if (p.dweight == nullptr) return false;
+  const int64_t per = p.x_dtype == kFloat32 ? 4 : 8;  // elements per 16-byte vector
+  if (p.seqlen % per != 0) return false;
+  // the kernel's warp index and divisions are 32-bit: at most 2^31 - 1 warps (2^41 tokens of bf16)
+  const int64_t wpr = (p.seqlen + tokens_per_warp_any(p.x_dtype) - 1) / tokens_per_warp_any(p.x_dtype);
+  return wpr * p.batch * p.dim + kThreads / 32 <= 0x7fffffffLL;
+}
+
+template <typename T, int kW>
+void launch(const ConvParams& p, int64_t wpr, cudaStream_t stream) {
+  const int64_t nwarps = wpr * p.batch * p.dim;  // < 2^31 (eligible())
+  const int64_t blocks = (nwarps + kThreads / 32 - 1) / (kThreads / 32);
+  bwd_cf_fast_kernel<T, kW><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+      p, FastDiv(static_cast<uint32_t>(wpr)), FastDiv(static_cast<uint32_t>(p.dim)), static_cast<uint32_t>(nwarps));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <typename T>
+void launch_w(const ConvParams& p, int64_t wpr, cudaStream_t stream) {
+  switch (p.width) {
+    case 2: launch<T, 2>(p, wpr, stream); break;
+    case 3: launch<T, 3>(p, wpr, stream); break;
+    default: launch<T, 4>(p, wpr, stream); break;  // eligible(): width is 2..4
+  }
+}
+
+}  // namespace
+
+bool bwd_cf_fast_enabled() {
+  static const bool enabled = [] {
+    // Opt-in until its first device measurement: CAUSAL_CONV1D_BWD_FAST=1 selects it.
+    const char* env = std::getenv("CAUSAL_CONV1D_BWD_FAST");
+    return env != nullptr && std::strcmp(env, "1") == 0;
+  }();
+  return enabled;
+}
+
+int64_t bwd_cf_fast_num_parts(const ConvParams& p) {
+  if (!eligible(p)) return 0;
+  const int64_t per_warp = tokens_per_warp_any(p.x_dtype);
+  return static_cast<int64_t>(p.batch) * ((p.seqlen + per_warp - 1) / per_warp);
+}
+
+bool launch_bwd_channel_first_fast(const ConvParams& p, cudaStream_t stream) {
+  const int64_t nparts = bwd_cf_fast_num_parts(p);
+  // the workspace holds p.nparts rows of (padded width + 1) >= (width + 1) floats per channel
+  if (nparts <= 0 || p.partial == nullptr || p.nparts < nparts) return false;
+  const int64_t wpr = nparts / p.batch;
+  switch (p.x_dtype) {
+    case kFloat16: launch_w<__half>(p, wpr, stream); break;
+    case kBFloat16: launch_w<__nv_bfloat16>(p, wpr, stream); break;
+    default: launch_w<float>(p, wpr, stream); break;
+  }
+  const int64_t total = static_cast<int64_t>(p.width + 1) * p.dim;
+  bwd_cf_fast_reduce_kernel<<<static_cast<unsigned>((total + kReduceThreads - 1) / kReduceThreads), kReduceThreads, 0,
+                              stream>>>(p.partial, nparts, p.width, p.dim, p.dweight, p.w_dtype, p.dbias, p.b_dtype);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return true;
+}
+
+}  // namespace causal_conv1d_cuda

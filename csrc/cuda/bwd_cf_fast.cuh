@@ -1,0 +1,23 @@
+// Fast channel-first backward (issue 8): see bwd_cf_fast.cu. Opt-in while it is being measured:
+// run_bwd (bwd.cu) tries it first only when the environment variable CAUSAL_CONV1D_BWD_FAST is "1".
+#pragma once
+
+#include "common.cuh"
+
+namespace causal_conv1d_cuda {
+
+// Whether the fast path is on: only when CAUSAL_CONV1D_BWD_FAST == "1" (read once per process, then cached).
+bool bwd_cf_fast_enabled();
+
+// Partial rows (of width + 1 floats per channel) the fast backward needs in p.partial for this
+// problem, or 0 when the case is not eligible. bwd_num_parts (bwd.cu) sizes the workspace with it.
+int64_t bwd_cf_fast_num_parts(const ConvParams& p);
+
+// Launches the fast channel-first backward (dx, then dweight / dbias through a fixed-order reduce
+// of the partial rows) on `stream` and returns true; returns false without launching anything when
+// the case is not eligible (channel-last, seq_idx, initial_states, dfinal_states, dinitial_states,
+// width > 4, rows not 16-byte aligned, seqlen not a multiple of 16 bytes, a workspace smaller than
+// bwd_cf_fast_num_parts, grid too large): the caller then runs the general kernel.
+bool launch_bwd_channel_first_fast(const ConvParams& p, cudaStream_t stream);
+
+}  // namespace causal_conv1d_cuda
