@@ -1,12 +1,12 @@
 // Fast channel-first backward (issue 8): see bwd_cf_fast.cu. Opt-in while it is being measured:
-// run_bwd (bwd.cu) tries it first only when the environment variable CAUSAL_CONV1D_BWD_FAST is "1".
+// run_bwd (bwd.cu) tries it first unless the environment variable CAUSAL_CONV1D_BWD_FAST is "0".
 #pragma once
 
 #include "common.cuh"
 
 namespace causal_conv1d_cuda {
 
-// Whether the fast path is on: only when CAUSAL_CONV1D_BWD_FAST == "1" (read once per process, then cached).
+// Whether the fast path is on: unless CAUSAL_CONV1D_BWD_FAST == "0" (read once per process, then cached).
 bool bwd_cf_fast_enabled();
 
 // Partial rows (of width + 1 floats per channel) the fast backward needs in p.partial for this

@@ -1,4 +1,4 @@
-"""The fast channel-first backward (csrc/cuda/bwd_cf_fast.cu; opt-in with CAUSAL_CONV1D_BWD_FAST=1).
+"""The fast channel-first backward (csrc/cuda/bwd_cf_fast.cu; on unless CAUSAL_CONV1D_BWD_FAST=0).
 
 The kernel reads the environment variable once per process, so the cases run in a child process
 with the variable set to 1 (whatever the parent's environment). Every case in ``cases()`` is
