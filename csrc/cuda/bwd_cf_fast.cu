@@ -35,6 +35,7 @@
 #include <cstring>
 
 #include "bwd_cf_fast.cuh"
+#include "vec16.cuh"
 
 namespace causal_conv1d_cuda {
 namespace {
@@ -56,69 +57,6 @@ constexpr int kThreads = 128;
 constexpr int kMinBlocks = CAUSAL_CONV1D_BWD_FAST_MIN_BLOCKS;
 constexpr int kReduceThreads = 128;
 constexpr int kReduceUnroll = 8;  // independent partial loads in flight per reduce thread
-
-// ---- 16 bytes <-> floats, register-only (same helpers as fwd_cf_fast.cu, which keeps them private)
-__device__ __forceinline__ void unpack(const uint4& r, float (&f)[4]) {
-  f[0] = __uint_as_float(r.x);
-  f[1] = __uint_as_float(r.y);
-  f[2] = __uint_as_float(r.z);
-  f[3] = __uint_as_float(r.w);
-}
-__device__ __forceinline__ void unpack2_bf16(uint32_t w, float& lo, float& hi) {
-  lo = __uint_as_float(w << 16);
-  hi = __uint_as_float(w & 0xffff0000u);
-}
-__device__ __forceinline__ void unpack(const uint4& r, float (&f)[8], __nv_bfloat16) {
-  unpack2_bf16(r.x, f[0], f[1]);
-  unpack2_bf16(r.y, f[2], f[3]);
-  unpack2_bf16(r.z, f[4], f[5]);
-  unpack2_bf16(r.w, f[6], f[7]);
-}
-__device__ __forceinline__ void unpack2_f16(uint32_t w, float& lo, float& hi) {
-  lo = __half2float(__ushort_as_half(static_cast<unsigned short>(w & 0xffffu)));
-  hi = __half2float(__ushort_as_half(static_cast<unsigned short>(w >> 16)));
-}
-__device__ __forceinline__ void unpack(const uint4& r, float (&f)[8], __half) {
-  unpack2_f16(r.x, f[0], f[1]);
-  unpack2_f16(r.y, f[2], f[3]);
-  unpack2_f16(r.z, f[4], f[5]);
-  unpack2_f16(r.w, f[6], f[7]);
-}
-__device__ __forceinline__ uint32_t pack2(float lo, float hi, __nv_bfloat16) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-  return static_cast<uint32_t>(__bfloat16_as_ushort(h.x)) | (static_cast<uint32_t>(__bfloat16_as_ushort(h.y)) << 16);
-}
-__device__ __forceinline__ uint32_t pack2(float lo, float hi, __half) {
-  const __half2 h = __floats2half2_rn(lo, hi);
-  return static_cast<uint32_t>(__half_as_ushort(h.x)) | (static_cast<uint32_t>(__half_as_ushort(h.y)) << 16);
-}
-
-template <typename T>
-struct Vec16 {
-  static constexpr int kPer = 16 / static_cast<int>(sizeof(T));
-  __device__ __forceinline__ static void load(const uint4& r, float (&f)[kPer]) {
-    if constexpr (sizeof(T) == 4) {
-      unpack(r, f);
-    } else {
-      unpack(r, f, T{});
-    }
-  }
-  __device__ __forceinline__ static uint4 store(const float (&f)[kPer]) {
-    if constexpr (sizeof(T) == 4) {
-      return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]), __float_as_uint(f[3]));
-    } else {
-      return make_uint4(pack2(f[0], f[1], T{}), pack2(f[2], f[3], T{}), pack2(f[4], f[5], T{}), pack2(f[6], f[7], T{}));
-    }
-  }
-};
-
-__device__ __forceinline__ uint4 ld_global_16(const void* ptr) { return __ldg(reinterpret_cast<const uint4*>(ptr)); }
-
-// One 16-byte store (inline PTX: keeps ptxas from splitting it when the words are not in consecutive registers).
-__device__ __forceinline__ void st_global_16(void* ptr, const uint4& v) {
-  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(ptr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
-               : "memory");
-}
 
 // dout * silu'(z) = dout * s * (1 + z * (1 - s)), s = sigmoid(z): 2 MUFU (ex2, rcp) + 5 FP32 ops.
 __device__ __forceinline__ float grad_silu(float dout, float z) {
