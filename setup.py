@@ -31,7 +31,10 @@ def prepare_build() -> tuple[list, dict]:
     torch.utils.cpp_extension, which reads CUDA_HOME at import."""
     if not BUILD_COMMANDS.intersection(sys.argv[1:]):
         return [], build_info.wrap_cmdclass({})
-    diagnosis = toolchain.diagnose(ROOT / "build")
+    try:
+        diagnosis = toolchain.diagnose(ROOT / "build")
+    except contract.InvalidSetting as exc:
+        raise SystemExit(f"causal-conv1d: {exc}") from None
     print("causal-conv1d: local build\n" + toolchain.format_report(diagnosis), file=sys.stderr, flush=True)
     if diagnosis.fatal:
         raise SystemExit("causal-conv1d: cannot build:\n" + "\n".join(p.text() for p in diagnosis.fatal))

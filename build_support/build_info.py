@@ -98,12 +98,7 @@ def has_cuda_sources(extensions: Iterable[Any]) -> bool:
 
 
 def _forced_abi() -> Optional[bool]:
-    raw = os.environ.get(contract.ENV_FORCE_CXX11_ABI, "").strip().upper()
-    if raw in ("TRUE", "1", "YES", "ON"):
-        return True
-    if raw in ("FALSE", "0", "NO", "OFF"):
-        return False
-    return None
+    return contract.env_flag(contract.ENV_FORCE_CXX11_ABI)
 
 
 def collect(version: str, extensions: Iterable[Any] = (), plat_name: Optional[str] = None) -> dict[str, Any]:

@@ -34,20 +34,9 @@ EXT_NAME = "causal_conv1d._C"
 PY_LIMITED_API = "0x03090000"
 DEFAULT_NVCC_THREADS = "4"
 
-_TRUE = ("1", "TRUE", "ON", "YES")
-_FALSE = ("0", "FALSE", "OFF", "NO")
-
-
 def _env_flag(name: str) -> Optional[bool]:
     """TRUE/FALSE (case-insensitive, also 1/0, ON/OFF, YES/NO) -> bool; unset or empty -> None."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return None
-    if raw.upper() in _TRUE:
-        return True
-    if raw.upper() in _FALSE:
-        return False
-    raise ValueError(f"Invalid value for {name} (expected TRUE or FALSE): {raw!r}")
+    return contract.env_flag(name)
 
 
 def _torch_minor() -> tuple[int, int]:

@@ -83,7 +83,7 @@ def _say(msg: str) -> None:
 
 
 def _truthy(name: str) -> bool:
-    return os.environ.get(name, "").strip().upper() in ("TRUE", "1", "YES", "ON")
+    return contract.env_flag(name) is True
 
 
 class IndexError_(Exception):  # noqa: N801  (not the builtin IndexError)
@@ -153,12 +153,7 @@ def find_target_torch() -> tuple[TorchInfo, str]:
 
 
 def _forced_abi() -> Optional[bool]:
-    raw = os.environ.get(contract.ENV_FORCE_CXX11_ABI, "").strip().upper()
-    if raw in ("TRUE", "1", "YES", "ON"):
-        return True
-    if raw in ("FALSE", "0", "NO", "OFF"):
-        return False
-    return None
+    return contract.env_flag(contract.ENV_FORCE_CXX11_ABI)
 
 
 def target_variant(info: TorchInfo) -> Any:

@@ -126,7 +126,7 @@ class Diagnosis:
 
 
 def _truthy(name: str) -> bool:
-    return os.environ.get(name, "").strip().upper() in ("TRUE", "1", "YES", "ON")
+    return contract.env_flag(name) is True
 
 
 # --- torch ---------------------------------------------------------------------------------------

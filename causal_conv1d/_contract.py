@@ -12,6 +12,7 @@ by file path through ``build_support.contract``.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import urllib.parse
 from typing import TYPE_CHECKING, Optional
@@ -39,6 +40,8 @@ __all__ = [
     "BUILD_INFO_KEYS",
     "InvalidVariant",
     "InvalidWheelName",
+    "InvalidSetting",
+    "env_flag",
     "Variant",
     "WheelName",
     "accel_from_cuda",
@@ -101,6 +104,26 @@ class InvalidVariant(ValueError):
 
 class InvalidWheelName(ValueError):
     """A wheel file name that breaks the wheel contract."""
+
+
+class InvalidSetting(ValueError):
+    """An environment variable of this project set to a value it does not take."""
+
+
+_ENV_TRUE = ("1", "TRUE", "ON", "YES")
+_ENV_FALSE = ("0", "FALSE", "OFF", "NO")
+
+
+def env_flag(name: str, environ: Optional[dict] = None) -> Optional[bool]:
+    """A TRUE/FALSE setting (case-insensitive; also 1/0, ON/OFF, YES/NO); unset or empty -> None."""
+    raw = (os.environ if environ is None else environ).get(name, "").strip()
+    if not raw:
+        return None
+    if raw.upper() in _ENV_TRUE:
+        return True
+    if raw.upper() in _ENV_FALSE:
+        return False
+    raise InvalidSetting(f"Invalid value for {name} (expected TRUE or FALSE): {raw!r}")
 
 
 def accel_from_cuda(cuda_version: Optional[str]) -> str:

@@ -99,3 +99,19 @@ def test_urls_and_pins() -> None:
     assert c.torch_requirement((2, 9)) == "torch>=2.9,<2.10"
     assert c.local_version(v) == "cu128.torch2.7"
     assert c.variant_from_local_version("cpu.torch2.5.cxx11abi1").name == "torch2.5-cpu-cxx11abi1"
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [("TRUE", True), ("true", True), ("1", True), ("on", True), ("FALSE", False), ("0", False), ("no", False),
+     ("", None), ("  ", None)],
+)
+def test_env_flag(raw: str, expected: bool | None) -> None:
+    assert c.env_flag("X", {"X": raw}) is expected
+    assert c.env_flag("X", {}) is None
+
+
+def test_env_flag_rejects_other_values() -> None:
+    # A typo must not silently mean FALSE: the message names the variable and the value.
+    with pytest.raises(c.InvalidSetting, match=r"CAUSAL_CONV1D_FORCE_BUILD .*'yes please'"):
+        c.env_flag("CAUSAL_CONV1D_FORCE_BUILD", {"CAUSAL_CONV1D_FORCE_BUILD": "yes please"})
