@@ -40,6 +40,7 @@ from packaging.version import InvalidVersion, Version
 from build_matrix import repair, wheelcheck
 from build_matrix.errors import BuildError, CheckError
 from build_support.contract import REPO_ROOT, contract
+from build_support.net import index_reachable
 
 __all__ = [
     "BuildOptions",
@@ -149,19 +150,7 @@ def _torch_spec(job: Any, opts: BuildOptions) -> str:
 
 
 def _reachable(url: str, timeout: float = 8.0) -> bool:
-    """Whether an index answers at all (any HTTP status counts; DNS/connect failures do not)."""
-    import urllib.error
-    import urllib.request
-
-    if url.startswith("file:"):
-        return True
-    try:
-        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout):
-            return True
-    except urllib.error.HTTPError:
-        return True
-    except (OSError, ValueError):
-        return False
+    return index_reachable(url, timeout)
 
 
 def _index_args(job: Any, opts: BuildOptions) -> list[str]:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Optional
 
 from build_support.contract import contract
+from build_support.net import index_reachable
 from release import install as inst
 from release.commands import Process, Runner
 from release.errors import CommandFailed, StepFailed, UsageError
@@ -64,14 +65,7 @@ def free_port() -> int:
 
 
 def _reachable(url: str, timeout: float = 5.0) -> bool:
-    """Whether an index answers at all (any HTTP status counts; DNS/connect failures do not)."""
-    try:
-        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout):
-            return True
-    except urllib.error.HTTPError:
-        return True
-    except (OSError, ValueError):
-        return False
+    return index_reachable(url, timeout)
 
 
 def _no_proxy_opener() -> urllib.request.OpenerDirector:
