@@ -22,21 +22,6 @@ constexpr int kClThreadsY = 4;   // channel-last: token sub-tiles per block (red
 constexpr int kClChannels = 4;   // channels per thread, channel-last backward (register budget)
 constexpr int kClGroup = 4;      // tokens loaded together, channel-last backward
 
-template <int kW>
-__device__ __forceinline__ void load_weights(const ConvParams& p, int d, float (&w)[kW]) {
-  const int off = kW - p.width;
-#pragma unroll
-  for (int k = 0; k < kW; ++k)
-    w[k] = k >= off ? load_any(p.weight, p.w_dtype, d * p.w_cs + (int64_t)(k - off) * p.w_ws) : 0.f;
-}
-
-template <typename T>
-__device__ __forceinline__ float init_value(const ConvParams& p, int b, int d, int64_t pos) {
-  const int64_t idx = p.width - 1 + pos;
-  if (p.init == nullptr || idx < 0) return 0.f;
-  return to_float(static_cast<const T*>(p.init)[b * p.i_bs + d * p.i_cs + idx * p.i_ls]);
-}
-
 // dfinal_states contribution to the token at position q (0 unless q is among the last width-1).
 template <typename T>
 __device__ __forceinline__ float dfinal_at(const ConvParams& p, int b, int d, int64_t q) {
@@ -118,7 +103,7 @@ __global__ void __launch_bounds__(kCfThreads, 4) bwd_cf_kernel(const ConvParams 
     }
   }
   float w[kW];
-  load_weights<kW>(p, d, w);
+  load_weights_padded<kW>(p, d, w);
   const float bias = p.bias != nullptr ? load_any(p.bias, p.b_dtype, d * p.b_s) : 0.f;
   float dw[kW + 1];
 #pragma unroll
@@ -316,7 +301,7 @@ __global__ void __launch_bounds__(kClThreadsX* kClThreadsY, 2) bwd_cl_kernel(con
   for (int c = 0; c < kC; ++c) {
     const int d = c0 + c < D ? c0 + c : D - 1;
     float wc[kW];
-    load_weights<kW>(p, d, wc);
+    load_weights_padded<kW>(p, d, wc);
 #pragma unroll
     for (int k = 0; k < kW; ++k) w[k][c] = wc[k];
     bias[c] = p.bias != nullptr ? load_any(p.bias, p.b_dtype, d * p.b_s) : 0.f;

@@ -76,22 +76,6 @@ struct FastDiv {
   __device__ __forceinline__ uint32_t div(uint32_t n) const { return (__umulhi(n, m) + n) >> s; }
 };
 
-// w[k] = weight[d, k] as float, one dtype switch for all taps.
-template <typename W, int kW>
-__device__ __forceinline__ void load_weights_as(const ConvParams& p, int d, float (&w)[kW]) {
-  const W* __restrict__ wr = static_cast<const W*>(p.weight) + d * p.w_cs;
-#pragma unroll
-  for (int k = 0; k < kW; ++k) w[k] = to_float(wr[k * p.w_ws]);
-}
-template <int kW>
-__device__ __forceinline__ void load_weights(const ConvParams& p, int d, float (&w)[kW]) {
-  switch (p.w_dtype) {
-    case kFloat16: load_weights_as<__half, kW>(p, d, w); break;
-    case kBFloat16: load_weights_as<__nv_bfloat16, kW>(p, d, w); break;
-    default: load_weights_as<float, kW>(p, d, w); break;
-  }
-}
-
 template <typename T, int kW>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     bwd_cf_fast_kernel(const ConvParams p, const FastDiv wpr, const FastDiv dim, const uint32_t nwarps) {
@@ -145,7 +129,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   }
   if (lane == 0 && w0 > 0) bx = ld_global_16(xr + w0 - kPer);
   float w[kW];
-  load_weights<kW>(p, d, w);
+  load_weights_exact<kW>(p, d, w);
   const float bias = p.bias != nullptr ? load_any(p.bias, p.b_dtype, d * p.b_s) : 0.f;
   const bool silu = p.silu;
 

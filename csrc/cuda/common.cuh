@@ -232,6 +232,24 @@ __device__ __forceinline__ void cp_async_wait() {
 #endif
 }
 
+// w[k] = weight[d, k - (kW - width)] as float, zero for the leading taps a padded kernel (kW > width)
+// switches off. The general kernels instantiate kW = 4 and 8 only.
+template <int kW>
+__device__ __forceinline__ void load_weights_padded(const ConvParams& p, int d, float (&w)[kW]) {
+  const int off = kW - p.width;
+#pragma unroll
+  for (int k = 0; k < kW; ++k)
+    w[k] = k >= off ? load_any(p.weight, p.w_dtype, d * p.w_cs + (int64_t)(k - off) * p.w_ws) : 0.f;
+}
+
+// Value of the (virtual) token at pos < 0 for channel (b, d): initial_states or zero.
+template <typename T>
+__device__ __forceinline__ float init_value(const ConvParams& p, int b, int d, int64_t pos) {
+  const int64_t idx = p.width - 1 + pos;
+  if (p.init == nullptr || idx < 0) return 0.f;
+  return to_float(static_cast<const T*>(p.init)[b * p.i_bs + d * p.i_cs + idx * p.i_ls]);
+}
+
 __device__ __forceinline__ float silu_f(float z) { return z / (1.f + __expf(-z)); }
 
 // d silu(z) / dz = s * (1 + z * (1 - s)), s = sigmoid(z).

@@ -19,22 +19,6 @@ constexpr int kClThreads = 128;
 constexpr int kClChannels = 4;  // channels per thread, channel-last (8 bytes for 16-bit types: fewer registers, more warps)
 constexpr int kClGroup = 8;     // tokens loaded together (bytes in flight), channel-last
 
-template <int kW>
-__device__ __forceinline__ void load_weights(const ConvParams& p, int d, float (&w)[kW]) {
-  const int off = kW - p.width;
-#pragma unroll
-  for (int k = 0; k < kW; ++k)
-    w[k] = k >= off ? load_any(p.weight, p.w_dtype, d * p.w_cs + (int64_t)(k - off) * p.w_ws) : 0.f;
-}
-
-// Value of the (virtual) token at pos < 0 for channel (b, d): initial_states or zero.
-template <typename T>
-__device__ __forceinline__ float init_value(const ConvParams& p, int b, int d, int64_t pos) {
-  const int64_t idx = p.width - 1 + pos;
-  if (p.init == nullptr || idx < 0) return 0.f;
-  return to_float(static_cast<const T*>(p.init)[b * p.i_bs + d * p.i_cs + idx * p.i_ls]);
-}
-
 // final_states[b, d, j] = token at L - (width-1) + j (initial_states / zero before the start).
 template <typename T>
 __device__ __forceinline__ void write_final(const ConvParams& p, int b, int d, int j) {
@@ -91,7 +75,7 @@ __global__ void __launch_bounds__(kCfThreads, 6) fwd_cf_kernel(const ConvParams 
     }
   }
   float w[kW];
-  load_weights<kW>(p, d, w);
+  load_weights_padded<kW>(p, d, w);
   const float bias = p.bias != nullptr ? load_any(p.bias, p.b_dtype, d * p.b_s) : 0.f;
 
   for (int64_t seg = seg0; seg < seg1; ++seg) {
@@ -189,7 +173,7 @@ __global__ void __launch_bounds__(kClThreads, 4) fwd_cl_kernel(const ConvParams 
   for (int c = 0; c < kC; ++c) {
     const int d = c0 + c < D ? c0 + c : D - 1;
     float wc[kW];
-    load_weights<kW>(p, d, wc);
+    load_weights_padded<kW>(p, d, wc);
 #pragma unroll
     for (int k = 0; k < kW; ++k) w[k][c] = wc[k];
     bias[c] = p.bias != nullptr ? load_any(p.bias, p.b_dtype, d * p.b_s) : 0.f;

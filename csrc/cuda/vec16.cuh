@@ -1,12 +1,14 @@
-// 16-byte vector helpers shared by the fast channel-first kernels (fwd_cf_fast.cu, bwd_cf_fast.cu):
-// 16 bytes <-> 4 or 8 floats in registers (no aliasing through memory), and 16-byte global loads
-// and stores that stay 128 bits wide in SASS.
+// Helpers shared by the fast channel-first kernels (fwd_cf_fast.cu, bwd_cf_fast.cu): 16 bytes <-> 4
+// or 8 floats in registers (no aliasing through memory), 16-byte global loads and stores that stay
+// 128 bits wide in SASS, and the exact-width weight load.
 #pragma once
 
 #include <cstdint>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include "common.cuh"
 
 namespace causal_conv1d_cuda {
 
@@ -73,6 +75,22 @@ __device__ __forceinline__ uint4 ld_global_16(const void* ptr) { return __ldg(re
 __device__ __forceinline__ void st_global_16(void* ptr, const uint4& v) {
   asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(ptr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
                : "memory");
+}
+
+// w[k] = weight[d, k] as float (kW == width: no padded taps), one dtype switch for all taps.
+template <typename W, int kW>
+__device__ __forceinline__ void load_weights_as(const ConvParams& p, int d, float (&w)[kW]) {
+  const W* __restrict__ wr = static_cast<const W*>(p.weight) + d * p.w_cs;
+#pragma unroll
+  for (int k = 0; k < kW; ++k) w[k] = to_float(wr[k * p.w_ws]);
+}
+template <int kW>
+__device__ __forceinline__ void load_weights_exact(const ConvParams& p, int d, float (&w)[kW]) {
+  switch (p.w_dtype) {
+    case kFloat16: load_weights_as<__half, kW>(p, d, w); break;
+    case kBFloat16: load_weights_as<__nv_bfloat16, kW>(p, d, w); break;
+    default: load_weights_as<float, kW>(p, d, w); break;
+  }
 }
 
 }  // namespace causal_conv1d_cuda
