@@ -100,6 +100,33 @@ inline void check_width(int64_t width, int64_t max_width) {
                     kMinWidth, " and ", max_width, ", got ", width);
 }
 
+// Tensors that hold x's values (dout, states): x's dtype.
+inline void check_dtype_like_x(const at::Tensor& t, const at::Tensor& x, const char* name) {
+  TORCH_CHECK_TYPE(t.scalar_type() == x.scalar_type(), name, " must have x's dtype (", x.scalar_type(), "), got ",
+                   t.scalar_type());
+}
+
+// weight (dim, width) for a 3-D x: float dtype, x's device, dim = x.shape[1], width in range.
+inline void check_weight(const at::Tensor& x, const at::Tensor& weight, int64_t max_width, bool allow_float64) {
+  TORCH_CHECK_VALUE(weight.dim() == 2, "weight must be 2-D (dim, width), got shape ", weight.sizes());
+  check_float_dtype(weight, "weight", allow_float64);
+  check_same_device(weight, x, "weight");
+  const int64_t dim = x.size(1);
+  TORCH_CHECK_VALUE(weight.size(0) == dim, "weight must have shape (dim, width) with dim = x.shape[1] = ", dim,
+                    ", got ", weight.sizes());
+  check_width(weight.size(1), max_width);
+}
+
+// bias (dim,), weight's dtype, x's device; None is fine.
+inline void check_bias(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias) {
+  if (!bias.has_value()) return;
+  const at::Tensor& b = *bias;
+  check_same_device(b, x, "bias");
+  TORCH_CHECK_TYPE(b.scalar_type() == weight.scalar_type(), "bias must have weight's dtype (", weight.scalar_type(),
+                   "), got ", b.scalar_type());
+  check_shape(b, "bias", {x.size(1)}, "(dim,)");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Per-op checks. Each returns nothing and throws on the first problem.
 
@@ -110,21 +137,10 @@ inline void check_fwd_args(const at::Tensor& x, const at::Tensor& weight, const 
                            int64_t max_width = kMaxWidth, bool allow_float64 = false) {
   TORCH_CHECK_VALUE(x.dim() == 3, "x must be 3-D (batch, dim, seqlen), got shape ", x.sizes());
   check_float_dtype(x, "x", allow_float64);
-  TORCH_CHECK_VALUE(weight.dim() == 2, "weight must be 2-D (dim, width), got shape ", weight.sizes());
-  check_float_dtype(weight, "weight", allow_float64);
-  check_same_device(weight, x, "weight");
+  check_weight(x, weight, max_width, allow_float64);
   const int64_t batch = x.size(0), dim = x.size(1), width = weight.size(1);
-  TORCH_CHECK_VALUE(weight.size(0) == dim, "weight must have shape (dim, width) with dim = x.shape[1] = ", dim,
-                    ", got ", weight.sizes());
-  check_width(width, max_width);
   check_bdl_layout(x, "x");
-  if (bias.has_value()) {
-    const at::Tensor& b = *bias;
-    check_same_device(b, x, "bias");
-    TORCH_CHECK_TYPE(b.scalar_type() == weight.scalar_type(), "bias must have weight's dtype (",
-                     weight.scalar_type(), "), got ", b.scalar_type());
-    check_shape(b, "bias", {dim}, "(dim,)");
-  }
+  check_bias(x, weight, bias);
   if (seq_idx.has_value()) {
     const at::Tensor& s = *seq_idx;
     check_same_device(s, x, "seq_idx");
@@ -136,8 +152,7 @@ inline void check_fwd_args(const at::Tensor& x, const at::Tensor& weight, const 
   if (initial_states.has_value()) {
     const at::Tensor& s = *initial_states;
     check_same_device(s, x, "initial_states");
-    TORCH_CHECK_TYPE(s.scalar_type() == x.scalar_type(), "initial_states must have x's dtype (", x.scalar_type(),
-                     "), got ", s.scalar_type());
+    check_dtype_like_x(s, x, "initial_states");
     check_shape(s, "initial_states", {batch, dim, width - 1}, "(batch, dim, width - 1)");
   }
 }
@@ -150,8 +165,7 @@ inline void check_bwd_args(const at::Tensor& x, const at::Tensor& weight, const 
                            int64_t max_width = kMaxWidth, bool allow_float64 = false) {
   check_fwd_args(x, weight, bias, seq_idx, initial_states, /*return_final_states=*/false, max_width, allow_float64);
   check_same_device(dout, x, "dout");
-  TORCH_CHECK_TYPE(dout.scalar_type() == x.scalar_type(), "dout must have x's dtype (", x.scalar_type(), "), got ",
-                   dout.scalar_type());
+  check_dtype_like_x(dout, x, "dout");
   check_shape(dout, "dout", x.sizes(), "x.shape");
   check_bdl_layout(dout, "dout");
   const int64_t width = weight.size(1);
@@ -159,8 +173,7 @@ inline void check_bwd_args(const at::Tensor& x, const at::Tensor& weight, const 
     const at::Tensor& s = *dfinal_states;
     TORCH_CHECK_VALUE(!seq_idx.has_value(), "dfinal_states must be None when seq_idx is given");
     check_same_device(s, x, "dfinal_states");
-    TORCH_CHECK_TYPE(s.scalar_type() == x.scalar_type(), "dfinal_states must have x's dtype (", x.scalar_type(),
-                     "), got ", s.scalar_type());
+    check_dtype_like_x(s, x, "dfinal_states");
     check_shape(s, "dfinal_states", {x.size(0), x.size(1), width - 1}, "(batch, dim, width - 1)");
   }
   TORCH_CHECK_VALUE(!return_dinitial_states || initial_states.has_value(),
@@ -176,23 +189,11 @@ inline void check_update_args(const at::Tensor& x, const at::Tensor& conv_state,
                               int64_t max_width = kMaxWidth, bool allow_float64 = false) {
   TORCH_CHECK_VALUE(x.dim() == 3, "x must be (batch, dim) or (batch, dim, seqlen), got shape ", x.sizes());
   check_float_dtype(x, "x", allow_float64);
-  TORCH_CHECK_VALUE(weight.dim() == 2, "weight must be 2-D (dim, width), got shape ", weight.sizes());
-  check_float_dtype(weight, "weight", allow_float64);
-  check_same_device(weight, x, "weight");
+  check_weight(x, weight, max_width, allow_float64);
   const int64_t batch = x.size(0), dim = x.size(1), width = weight.size(1);
-  TORCH_CHECK_VALUE(weight.size(0) == dim, "weight must have shape (dim, width) with dim = x.shape[1] = ", dim,
-                    ", got ", weight.sizes());
-  check_width(width, max_width);
-  if (bias.has_value()) {
-    const at::Tensor& b = *bias;
-    check_same_device(b, x, "bias");
-    TORCH_CHECK_TYPE(b.scalar_type() == weight.scalar_type(), "bias must have weight's dtype (",
-                     weight.scalar_type(), "), got ", b.scalar_type());
-    check_shape(b, "bias", {dim}, "(dim,)");
-  }
+  check_bias(x, weight, bias);
   check_same_device(conv_state, x, "conv_state");
-  TORCH_CHECK_TYPE(conv_state.scalar_type() == x.scalar_type(), "conv_state must have x's dtype (",
-                   x.scalar_type(), "), got ", conv_state.scalar_type());
+  check_dtype_like_x(conv_state, x, "conv_state");
   TORCH_CHECK_VALUE(conv_state.dim() == 3, "conv_state must be 3-D (batch or cache size, dim, state_len), got shape ",
                     conv_state.sizes());
   TORCH_CHECK_VALUE(conv_state.size(1) == dim, "conv_state must have dim = x.shape[1] = ", dim,
