@@ -56,12 +56,11 @@ at::Tensor in_layout(const at::Tensor& t, bool channel_last) {
   return r;
 }
 
-void fill_common(k::ConvParams& p, const at::Tensor& x, const at::Tensor& weight,
-                 const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& seq_idx,
-                 const std::optional<at::Tensor>& initial_states, bool silu) {
-  p.batch = static_cast<int>(x.size(0));
-  p.dim = static_cast<int>(x.size(1));
-  p.seqlen = x.size(2);
+// The fields ConvParams and UpdateParams share: x, weight and bias (pointers, strides, dtypes), the
+// width and the activation.
+template <typename Params>
+void fill_x_weight_bias(Params& p, const at::Tensor& x, const at::Tensor& weight,
+                        const std::optional<at::Tensor>& bias, bool silu) {
   p.width = static_cast<int>(weight.size(1));
   p.x_dtype = dtype_code(x.scalar_type());
   p.w_dtype = dtype_code(weight.scalar_type());
@@ -78,6 +77,15 @@ void fill_common(k::ConvParams& p, const at::Tensor& x, const at::Tensor& weight
     p.b_dtype = dtype_code(bias->scalar_type());
     p.b_s = bias->stride(0);
   }
+}
+
+void fill_common(k::ConvParams& p, const at::Tensor& x, const at::Tensor& weight,
+                 const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& seq_idx,
+                 const std::optional<at::Tensor>& initial_states, bool silu) {
+  p.batch = static_cast<int>(x.size(0));
+  p.dim = static_cast<int>(x.size(1));
+  p.seqlen = x.size(2);
+  fill_x_weight_bias(p, x, weight, bias, silu);
   if (seq_idx.has_value()) {
     p.seq_idx = seq_idx->data_ptr<int32_t>();
     p.s_bs = seq_idx->stride(0);
@@ -217,16 +225,9 @@ at::Tensor update_cuda(const at::Tensor& x, at::Tensor& conv_state, const at::Te
   p.batch = static_cast<int>(B);
   p.dim = static_cast<int>(D);
   p.seqlen = static_cast<int>(L);
-  p.width = static_cast<int>(weight.size(1));
   p.state_len = static_cast<int>(conv_state.size(2));
   p.state_batch = static_cast<int>(conv_state.size(0));
-  p.x_dtype = dtype_code(x.scalar_type());
-  p.w_dtype = dtype_code(weight.scalar_type());
-  p.silu = silu;
-  p.x = x.data_ptr();
-  p.x_bs = x.stride(0);
-  p.x_cs = x.stride(1);
-  p.x_ls = x.stride(2);
+  fill_x_weight_bias(p, x, weight, bias, silu);
   p.state = conv_state.data_ptr();
   p.st_bs = conv_state.stride(0);
   p.st_cs = conv_state.stride(1);
@@ -235,14 +236,6 @@ at::Tensor update_cuda(const at::Tensor& x, at::Tensor& conv_state, const at::Te
   p.out_bs = out.stride(0);
   p.out_cs = out.stride(1);
   p.out_ls = out.stride(2);
-  p.weight = weight.data_ptr();
-  p.w_cs = weight.stride(0);
-  p.w_ws = weight.stride(1);
-  if (bias.has_value()) {
-    p.bias = bias->data_ptr();
-    p.b_dtype = dtype_code(bias->scalar_type());
-    p.b_s = bias->stride(0);
-  }
   at::Tensor cs, idx;
   if (cache_seqlens.has_value()) {
     cs = cache_seqlens->contiguous();
