@@ -10,6 +10,7 @@
 
 #include "common.cuh"
 #include "fwd_cf_fast.cuh"
+#include "fwd_cl_fast.cuh"
 
 namespace causal_conv1d_cuda {
 namespace {
@@ -307,6 +308,7 @@ void launch_fwd_w(const ConvParams& p, bool channel_last, cudaStream_t stream) {
 void run_fwd(const ConvParams& p, bool channel_last, cudaStream_t stream) {
   // opt-in fast channel-first path (fwd_cf_fast.cu); false = not eligible, run the kernels below
   if (!channel_last && fwd_cf_fast_enabled() && launch_fwd_channel_first_fast(p, stream)) return;
+  if (channel_last && fwd_cl_fast_enabled() && launch_fwd_channel_last_fast(p, stream)) return;
   switch (p.x_dtype) {
     case kFloat16: launch_fwd_w<__half>(p, channel_last, stream); break;
     case kBFloat16: launch_fwd_w<__nv_bfloat16>(p, channel_last, stream); break;

@@ -1,0 +1,309 @@
+// Fast channel-last forward: out[b, l, d] = act(bias[d] + sum_k w[d, k] * x[b, l - (width-1) + k, d]).
+//
+// Why (docs/PERF_NOTES.md, "fwd cl fast path"): the general channel-last kernel (fwd.cu) holds 4
+// channels per thread in 118 registers, so only 25% of the SM's threads are resident and too few
+// bytes are in flight (bf16 B4 D4096 L4096: 116 us, 54% of copy).
+//
+// Work split: x is (B, L, D) in memory with unit channel stride and token pitch x_ls. A thread owns
+// one 4-byte word of a token (kC = 2 channels of a 16-bit type, 1 channel of fp32) and walks a chunk
+// of `chunk` consecutive tokens of that word. Consecutive threads own consecutive words, so each warp
+// load / store instruction moves 128 contiguous bytes of one token (one whole cache line). The thread
+// index is flattened as ((b * nchunks + chunk index) * nwords + word): no shuffles, no shared memory,
+// no barriers, and a warp that straddles two chunks is still correct.
+// The width-1 tokens before a chunk (the halo) come from x (the previous chunk's last tokens, read
+// by another thread at about the same time: an L2 hit), from initial_states at the row start, or
+// zero; after that the thread keeps a sliding window of the last width-1 tokens in fp32 registers.
+// Pipeline: tokens are loaded in groups of kG = 8 into a ring of three register buffers; group s+2's
+// loads are issued before group s is computed, so a thread has up to 64 bytes of loads outstanding
+// while it computes (the ring is unrolled three times: nothing is copied between buffers).
+// Eligible: channel-last, no seq_idx, width 2..4; for 16-bit types even dim, even token and batch
+// pitches and 4-byte aligned x / out. Everything else returns false and runs the general kernel.
+#include <c10/cuda/CUDAException.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "fwd_cl_fast.cuh"
+#include "vec16.cuh"
+
+namespace causal_conv1d_cuda {
+namespace {
+
+// Tokens per load group. A ring of three group buffers: while group s is computed, groups s+1 and
+// s+2 are in flight (up to 2 * 4 * kG bytes per thread). Build-time knob for tuning on the device:
+// NVCC_APPEND_FLAGS=-DCAUSAL_CONV1D_FWD_CL_FAST_GROUP=16 (8: <= 64 registers, 8 blocks of 128 threads
+// per SM; 16: <= 96 registers, 5 blocks, twice the bytes per thread; both without spills on sm_90).
+#ifndef CAUSAL_CONV1D_FWD_CL_FAST_GROUP
+#define CAUSAL_CONV1D_FWD_CL_FAST_GROUP 8
+#endif
+// Longest chunk (tokens per thread); the launcher halves it while the grid has fewer than kMinWaves
+// waves of resident threads. Knob: -DCAUSAL_CONV1D_FWD_CL_FAST_CHUNK=64 (a power of two >= the group).
+#ifndef CAUSAL_CONV1D_FWD_CL_FAST_CHUNK
+#define CAUSAL_CONV1D_FWD_CL_FAST_CHUNK 128
+#endif
+constexpr int kG = CAUSAL_CONV1D_FWD_CL_FAST_GROUP;
+static_assert(kG == 8 || kG == 16, "CAUSAL_CONV1D_FWD_CL_FAST_GROUP must be 8 or 16");
+constexpr int kMaxChunk = CAUSAL_CONV1D_FWD_CL_FAST_CHUNK;
+static_assert(kMaxChunk >= kG && (kMaxChunk & (kMaxChunk - 1)) == 0, "chunk: a power of two >= the group");
+constexpr int kThreads = 128;
+// Resident blocks per SM the register budget must allow (sm_90, 64K registers per SM).
+constexpr int kMinBlocks = kG == 8 ? 8 : 5;
+constexpr int64_t kMinWaves = 3;
+
+// One 4-byte word of a token: kC channels <-> floats.
+template <typename T>
+struct Word;
+template <>
+struct Word<float> {
+  static constexpr int kC = 1;
+  __device__ __forceinline__ static void unpack(uint32_t w, float (&f)[1]) { f[0] = __uint_as_float(w); }
+  __device__ __forceinline__ static uint32_t pack(const float (&f)[1]) { return __float_as_uint(f[0]); }
+};
+template <>
+struct Word<__nv_bfloat16> {
+  static constexpr int kC = 2;
+  __device__ __forceinline__ static void unpack(uint32_t w, float (&f)[2]) { unpack2_bf16(w, f[0], f[1]); }
+  __device__ __forceinline__ static uint32_t pack(const float (&f)[2]) { return pack2(f[0], f[1], __nv_bfloat16{}); }
+};
+template <>
+struct Word<__half> {
+  static constexpr int kC = 2;
+  __device__ __forceinline__ static void unpack(uint32_t w, float (&f)[2]) { unpack2_f16(w, f[0], f[1]); }
+  __device__ __forceinline__ static uint32_t pack(const float (&f)[2]) { return pack2(f[0], f[1], __half{}); }
+};
+
+// silu(z) = z / (1 + e^-z): FMUL, MUFU.EX2, FADD, MUFU.RCP, FMUL per output. (Folding the -log2(e)
+// of the exponent into the weights saves the first FMUL but costs a MOV per output for the constant
+// of fma(2^u, -log2 e, -log2 e) at this register budget: no gain in SASS, so not done.)
+__device__ __forceinline__ float silu_fast(float z) { return __fdividef(z, 1.f + __expf(-z)); }
+
+// A coherent 4-byte load (ld.global, not ld.global.nc): ptxas may not move it past the output stores
+// that follow it in program order (they might alias), so the next group's loads stay ahead of the
+// current group's arithmetic. With __ldg (.nc) ptxas sank them below the whole group (loads issued
+// only after the stores, one group in flight instead of two).
+__device__ __forceinline__ uint32_t ld_word(const uint32_t* ptr) {
+  uint32_t v;
+  asm volatile("ld.global.u32 %0, [%1];\n" : "=r"(v) : "l"(ptr));
+  return v;
+}
+
+// buf[i] = word of token i (i < rem) at src + i * stride; tokens past the chunk keep their old value.
+__device__ __forceinline__ void load_group(uint32_t (&buf)[kG], const uint32_t* __restrict__ src, int stride,
+                                           int rem) {
+#pragma unroll
+  for (int i = 0; i < kG; ++i) {
+    if (i < rem) buf[i] = ld_word(src);
+    src += stride;  // one IMAD.WIDE per token
+  }
+}
+
+// Outputs of the kG tokens in buf (stored for i < rem) from the sliding window of the kW-1 tokens
+// before them; the window ends holding the group's last kW-1 tokens.
+template <typename T, int kW>
+__device__ __forceinline__ void compute_group(const uint32_t (&buf)[kG], float (&win)[kW - 1][Word<T>::kC],
+                                              const float (&w)[kW][Word<T>::kC], const float (&bias)[Word<T>::kC],
+                                              bool silu, uint32_t* __restrict__ dst, int stride, int rem) {
+  constexpr int kC = Word<T>::kC;
+  constexpr int kH = kW - 1;
+#pragma unroll
+  for (int i = 0; i < kG; ++i) {
+    float xv[kC];
+    Word<T>::unpack(buf[i], xv);
+    float o[kC];
+#pragma unroll
+    for (int c = 0; c < kC; ++c) {
+      float acc = bias[c];
+#pragma unroll
+      for (int k = 0; k < kH; ++k) acc = fmaf(w[k][c], win[k][c], acc);
+      acc = fmaf(w[kH][c], xv[c], acc);
+      o[c] = silu ? silu_fast(acc) : acc;
+    }
+#pragma unroll
+    for (int c = 0; c < kC; ++c) {
+#pragma unroll
+      for (int k = 0; k + 1 < kH; ++k) win[k][c] = win[k + 1][c];
+      win[kH - 1][c] = xv[c];
+    }
+    if (i < rem) *dst = Word<T>::pack(o);
+    dst += stride;
+  }
+}
+
+// Host-computed launch geometry (all in 4-byte words for the strides).
+struct Geometry {
+  uint32_t nwords;   // words per token row (dim / kC)
+  uint32_t nchunks;  // chunks per row (ceil(seqlen / chunk))
+  uint32_t total;    // batch * nchunks * nwords threads
+  int chunk;         // tokens per chunk
+  int xs, os;        // token pitch of x / out in words
+};
+
+template <typename T, int kW>
+__global__ void __launch_bounds__(kThreads, kMinBlocks) fwd_cl_fast_kernel(const ConvParams p, const Geometry g) {
+  constexpr int kC = Word<T>::kC;
+  constexpr int kH = kW - 1;
+  static_assert(kG > kH, "the halo is read from inside the previous chunk");
+
+  const uint32_t gid = blockIdx.x * kThreads + threadIdx.x;
+  if (gid >= g.total) return;
+  const uint32_t wd = gid % g.nwords;
+  const uint32_t r = gid / g.nwords;
+  const uint32_t ch = r % g.nchunks;
+  const int b = static_cast<int>(r / g.nchunks);
+  const int d0 = static_cast<int>(wd) * kC;
+  const int64_t t0 = static_cast<int64_t>(ch) * g.chunk;
+  const int64_t left = p.seqlen - t0;
+  const int n = left < g.chunk ? static_cast<int>(left) : g.chunk;  // tokens of this chunk, >= 1
+
+  const T* __restrict__ xt = static_cast<const T*>(p.x) + b * p.x_bs + t0 * p.x_ls + d0;
+  const uint32_t* __restrict__ xw = reinterpret_cast<const uint32_t*>(xt);
+  uint32_t* __restrict__ ow =
+      reinterpret_cast<uint32_t*>(static_cast<T*>(p.out) + b * p.out_bs + t0 * p.out_ls + d0);
+
+  // 1. the first group and the halo: all loads before any use
+  uint32_t bufA[kG], bufB[kG], bufC[kG];
+#pragma unroll
+  for (int i = 0; i < kG; ++i) bufA[i] = bufB[i] = bufC[i] = 0u;  // tokens past the chunk: defined, never stored
+  load_group(bufA, xw, g.xs, n);
+  load_group(bufB, xw + kG * g.xs, g.xs, n - kG);
+  float win[kH][kC];
+  if (t0 > 0) {  // t0 >= chunk >= kG > kH: the halo lies inside the row
+    uint32_t hw[kH];
+#pragma unroll
+    for (int j = 0; j < kH; ++j) hw[j] = __ldg(xw - (kH - j) * g.xs);
+#pragma unroll
+    for (int j = 0; j < kH; ++j) Word<T>::unpack(hw[j], win[j]);
+  } else if (p.init != nullptr) {  // initial_states[b, d, j] (any strides)
+    const T* __restrict__ ir = static_cast<const T*>(p.init) + b * p.i_bs + d0 * p.i_cs;
+#pragma unroll
+    for (int j = 0; j < kH; ++j)
+#pragma unroll
+      for (int c = 0; c < kC; ++c) win[j][c] = to_float(ir[c * p.i_cs + j * p.i_ls]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < kH; ++j)
+#pragma unroll
+      for (int c = 0; c < kC; ++c) win[j][c] = 0.f;
+  }
+  float w[kW][kC];
+  float bias[kC];
+#pragma unroll
+  for (int c = 0; c < kC; ++c) {
+    float wc[kW];
+    load_weights_exact<kW>(p, d0 + c, wc);
+#pragma unroll
+    for (int k = 0; k < kW; ++k) w[k][c] = wc[k];
+    bias[c] = p.bias != nullptr ? load_any(p.bias, p.b_dtype, (d0 + c) * p.b_s) : 0.f;
+  }
+  const bool silu = p.silu;
+
+  // final_states[b, d, j] = token L - kH + j (initial_states or zero before the start): exact element
+  // copies by the threads of the last chunk, done here so that their loads wait together with the
+  // first groups' and nothing of it stays live through the main loop
+  if (p.final_out != nullptr && ch == g.nchunks - 1) {
+    T* __restrict__ fr = static_cast<T*>(p.final_out) + b * p.f_bs + d0 * p.f_cs;
+    const T* __restrict__ xr = static_cast<const T*>(p.x) + b * p.x_bs + d0;
+#pragma unroll
+    for (int j = 0; j < kH; ++j) {
+      const int64_t pos = p.seqlen - kH + j;
+#pragma unroll
+      for (int c = 0; c < kC; ++c) {
+        T v = from_float<T>(0.f);
+        if (pos >= 0) {
+          v = xr[pos * p.x_ls + c];
+        } else if (p.init != nullptr) {
+          v = static_cast<const T*>(p.init)[b * p.i_bs + (d0 + c) * p.i_cs + (kH + pos) * p.i_ls];
+        }
+        fr[c * p.f_cs + j * p.f_ls] = v;
+      }
+    }
+  }
+
+  // 2. a ring of three buffers: group s+2 is loaded while group s is computed
+  for (int s = 0; s < n; s += 3 * kG) {
+    load_group(bufC, xw + (s + 2 * kG) * g.xs, g.xs, n - s - 2 * kG);
+    compute_group<T, kW>(bufA, win, w, bias, silu, ow + s * g.os, g.os, n - s);
+    if (s + kG >= n) break;
+    load_group(bufA, xw + (s + 3 * kG) * g.xs, g.xs, n - s - 3 * kG);
+    compute_group<T, kW>(bufB, win, w, bias, silu, ow + (s + kG) * g.os, g.os, n - s - kG);
+    if (s + 2 * kG >= n) break;
+    load_group(bufB, xw + (s + 4 * kG) * g.xs, g.xs, n - s - 4 * kG);
+    compute_group<T, kW>(bufC, win, w, bias, silu, ow + (s + 2 * kG) * g.os, g.os, n - s - 2 * kG);
+  }
+}
+
+template <typename T, int kW>
+bool launch(const ConvParams& p, cudaStream_t stream) {
+  constexpr int kC = Word<T>::kC;
+  const int64_t nwords = p.dim / kC;
+  const int64_t resident = static_cast<int64_t>(p.num_sms > 0 ? p.num_sms : 1) * kMinBlocks * kThreads;
+  auto nthreads = [&](int64_t c) { return p.batch * ((p.seqlen + c - 1) / c) * nwords; };
+  int64_t chunk = kMaxChunk;
+  while (chunk > kG && nthreads(chunk) < kMinWaves * resident) chunk /= 2;
+  const int64_t total = nthreads(chunk);
+  const int64_t xs = p.x_ls / kC, os = p.out_ls / kC;
+  // 32-bit thread index; 32-bit word offsets within a chunk (the halo before it and the group
+  // pointers the ring forms up to 4 * kG past it included)
+  if (total > 0xffffffffLL - kThreads) return false;
+  if ((chunk + 4 * kG + kW) * std::max(xs, os) > 0x7fffffffLL) return false;
+  Geometry g;
+  g.nwords = static_cast<uint32_t>(nwords);
+  g.nchunks = static_cast<uint32_t>((p.seqlen + chunk - 1) / chunk);
+  g.total = static_cast<uint32_t>(total);
+  g.chunk = static_cast<int>(chunk);
+  g.xs = static_cast<int>(xs);
+  g.os = static_cast<int>(os);
+  const int64_t blocks = (total + kThreads - 1) / kThreads;
+  fwd_cl_fast_kernel<T, kW><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p, g);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return true;
+}
+
+template <typename T>
+bool launch_w(const ConvParams& p, cudaStream_t stream) {
+  switch (p.width) {
+    case 2: return launch<T, 2>(p, stream);
+    case 3: return launch<T, 3>(p, stream);
+    case 4: return launch<T, 4>(p, stream);
+    default: return false;
+  }
+}
+
+// 16-bit types: a word holds channels 2i, 2i+1 of one token, so every token row must start on a
+// 4-byte boundary and the dim must be even.
+bool words_ok(const void* ptr, int64_t bs, int64_t ls, int batch, int64_t seqlen) {
+  if ((reinterpret_cast<uintptr_t>(ptr) & 3u) != 0) return false;
+  if (batch > 1 && bs % 2 != 0) return false;
+  return seqlen <= 1 || ls % 2 == 0;
+}
+
+}  // namespace
+
+bool fwd_cl_fast_enabled() {
+  static const bool enabled = [] {
+    // On by default; CAUSAL_CONV1D_FWD_CL_FAST=0 selects the general kernel (for comparisons and
+    // bisecting).
+    const char* env = std::getenv("CAUSAL_CONV1D_FWD_CL_FAST");
+    return env == nullptr || std::strcmp(env, "0") != 0;
+  }();
+  return enabled;
+}
+
+bool launch_fwd_channel_last_fast(const ConvParams& p, cudaStream_t stream) {
+  if (p.x_cs != 1 || p.out_cs != 1 || p.seq_idx != nullptr) return false;
+  if (p.width < 2 || p.width > 4 || p.batch <= 0 || p.dim <= 0 || p.seqlen <= 0) return false;
+  if (p.x_dtype != kFloat32) {
+    if (p.dim % 2 != 0) return false;
+    if (!words_ok(p.x, p.x_bs, p.x_ls, p.batch, p.seqlen) || !words_ok(p.out, p.out_bs, p.out_ls, p.batch, p.seqlen))
+      return false;
+  }
+  switch (p.x_dtype) {
+    case kFloat16: return launch_w<__half>(p, stream);
+    case kBFloat16: return launch_w<__nv_bfloat16>(p, stream);
+    case kFloat32: return launch_w<float>(p, stream);
+    default: return false;
+  }
+}
+
+}  // namespace causal_conv1d_cuda
