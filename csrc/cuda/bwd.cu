@@ -10,6 +10,7 @@
 #include <c10/cuda/CUDAException.h>
 
 #include "bwd_cf_fast.cuh"
+#include "bwd_cl_fast.cuh"
 #include "common.cuh"
 
 namespace causal_conv1d_cuda {
@@ -558,14 +559,17 @@ int bwd_padded_width(int width) { return width <= 4 ? 4 : 8; }
 
 int64_t bwd_num_parts(const ConvParams& p, bool channel_last) {
   const int64_t n = geometry_any(p, channel_last).nparts;
-  // opt-in fast channel-first path (bwd_cf_fast.cu): size the workspace for whichever kernel runs
-  const int64_t fast = !channel_last && bwd_cf_fast_enabled() ? bwd_cf_fast_num_parts(p) : 0;
+  // fast paths (bwd_cf_fast.cu, bwd_cl_fast.cu): size the workspace for whichever kernel runs
+  int64_t fast = 0;
+  if (!channel_last && bwd_cf_fast_enabled()) fast = bwd_cf_fast_num_parts(p);
+  if (channel_last && bwd_cl_fast_enabled()) fast = bwd_cl_fast_num_parts(p);
   return fast > n ? fast : n;
 }
 
 void run_bwd(const ConvParams& p, bool channel_last, cudaStream_t stream) {
-  // opt-in fast channel-first path (bwd_cf_fast.cu); false = not eligible, run the kernels below
+  // fast paths (bwd_cf_fast.cu, bwd_cl_fast.cu); false = not eligible, run the kernels below
   if (!channel_last && bwd_cf_fast_enabled() && launch_bwd_channel_first_fast(p, stream)) return;
+  if (channel_last && bwd_cl_fast_enabled() && launch_bwd_channel_last_fast(p, stream)) return;
   switch (p.x_dtype) {
     case kFloat16: launch_bwd_w<__half>(p, channel_last, stream); break;
     case kBFloat16: launch_bwd_w<__nv_bfloat16>(p, channel_last, stream); break;

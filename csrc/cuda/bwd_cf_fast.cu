@@ -352,11 +352,15 @@ bool launch_bwd_channel_first_fast(const ConvParams& p, cudaStream_t stream) {
     case kBFloat16: launch_w<__nv_bfloat16>(p, wpr, stream); break;
     default: launch_w<float>(p, wpr, stream); break;
   }
+  launch_bwd_fast_reduce(p, nparts, stream);
+  return true;
+}
+
+void launch_bwd_fast_reduce(const ConvParams& p, int64_t nparts, cudaStream_t stream) {
   const int64_t total = static_cast<int64_t>(p.width + 1) * p.dim;
   bwd_cf_fast_reduce_kernel<<<static_cast<unsigned>((total + kReduceThreads - 1) / kReduceThreads), kReduceThreads, 0,
                               stream>>>(p.partial, nparts, p.width, p.dim, p.dweight, p.w_dtype, p.dbias, p.b_dtype);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return true;
 }
 
 }  // namespace causal_conv1d_cuda

@@ -20,4 +20,10 @@ int64_t bwd_cf_fast_num_parts(const ConvParams& p);
 // bwd_cf_fast_num_parts, grid too large): the caller then runs the general kernel.
 bool launch_bwd_channel_first_fast(const ConvParams& p, cudaStream_t stream);
 
+// Launches the fixed-order reduce of the fast backward kernels (channel-first here, channel-last in
+// bwd_cl_fast.cu): dweight[d, k] (k < width) and dbias[d] = sums over i < nparts of
+// p.partial[(i * (width + 1) + k) * dim + d], cast to weight's / bias's dtype (dbias only when
+// p.dbias is set). Same order every run: bit-identical results.
+void launch_bwd_fast_reduce(const ConvParams& p, int64_t nparts, cudaStream_t stream);
+
 }  // namespace causal_conv1d_cuda

@@ -1,0 +1,201 @@
+"""The fast channel-last backward (csrc/cuda/bwd_cl_fast.cu; on unless CAUSAL_CONV1D_BWD_CL_FAST=0).
+
+The kernel reads the environment variable once per process, so the cases run in a child process
+with the variable set to 1 (whatever the parent's environment). Every case in ``cases()`` is
+eligible for the fast path (channel-last x / dout / dx, width 2..4, no seq_idx / states, for 16-bit
+x an even dim and even token pitches). x is a (B, L, P) buffer viewed as (B, D, L) with token pitch
+P >= D; dout is either a dense channel-last tensor or a view with its own pitch. The shapes cover:
+D = 2 and 6 (one to three lanes of a warp), D not a multiple of the block's 64 (16-bit) or 32 (fp32)
+channels, odd L, L shorter than one slice, several token blocks ending inside a slice, and large
+shapes where the slices are long (T ~ 110 tokens: the unchecked interior steps of the walk run; on
+small grids the launcher shortens the slices to fill the GPU). dx is checked element by element,
+dweight and dbias per channel against a float64 autograd reference (tolerances and reference shared
+with test_bwd_cf_fast.py); every case runs twice and must give bit-identical results.
+``check_path()`` asserts (through the profiler's kernel names) that the fast kernel runs for an
+eligible case and the general one for ineligible cases, and that CAUSAL_CONV1D_BWD_CL_FAST=0 turns
+it off.
+
+compute-sanitizer over the same cases:
+    CAUSAL_CONV1D_BWD_CL_FAST=1 compute-sanitizer --tool memcheck --error-exitcode 1 \\
+        python -c "import sys; sys.path.insert(0, 'tests/gpu'); import test_bwd_cl_fast as t; sys.exit(min(t.run_cases(), 100))"
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+HERE = Path(__file__).resolve().parent
+ENV_VAR = "CAUSAL_CONV1D_BWD_CL_FAST"
+FAST_KERNEL = "bwd_cl_fast_kernel"
+
+
+def cases() -> list[tuple]:
+    out = []
+    # (dtype, weight kind, width, B, D, L, x token pitch, dout pitch (0: dense), silu, bias)
+    small = [
+        (2, 2, 37, 2),  # D = 2: one lane; odd L
+        (1, 6, 5, 8),  # D = 6: three lanes (16-bit); L shorter than a slice and than the width's halo
+        (2, 70, 129, 72),  # D not a multiple of 64 / 32 channels; odd L
+        (3, 40, 1000, 48),  # several slices per block, pitch > D
+        (2, 130, 2049, 136),  # several token blocks, the last slice ends inside the row's last block
+        (1, 96, 4100, 96),  # dense x, L not a multiple of the block's tokens
+    ]
+    for dts, wk, W, (B, D, L, P) in itertools.product(["fp32", "fp16", "bf16"], ["same", "fp32"], [2, 3, 4], small):
+        i = len(out)
+        dpitch = 0 if i % 3 else D + 8
+        out.append((dts, wk, W, B, D, L, P, dpitch, i % 4 != 1, i % 5 != 2))
+    # larger grids: the launcher keeps longer slices (on an H200: T = 32 and 63 for the first two, with
+    # one and five interior groups of steps; T = 111 for the rest), the last slice of a row ends inside
+    # the walk; the Mamba2 token pitch 2 * D + 256
+    out += [
+        ("fp16", "same", 3, 2, 2048, 3000, 2048 + 64, 0, True, True),
+        ("fp32", "fp32", 4, 2, 2048, 3000, 2048, 2048 + 4, True, True),
+        ("bf16", "same", 4, 1, 8192, 6200, 8192, 0, True, True),
+        ("bf16", "fp32", 3, 1, 8192, 6200, 2 * 8192 + 256, 0, False, True),
+        ("fp16", "same", 4, 1, 8192, 6200, 8192 + 64, 8192 + 16, True, False),
+        ("fp32", "same", 4, 1, 4096, 6200, 4096, 0, True, True),
+        ("fp32", "same", 2, 1, 4096, 6200, 2 * 4096 + 256, 4096 + 8, True, True),
+    ]
+    return out
+
+
+def _inputs(n: int, dts: str, wk: str, W: int, B: int, D: int, L: int, P: int, dpitch: int, bias: bool):
+    import torch
+
+    dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dts]
+    wd = dtype if wk == "same" else torch.float32
+    g = torch.Generator(device="cuda").manual_seed(2000 + n)
+    x = torch.randn(B, L, P, device="cuda", dtype=dtype, generator=g)[:, :, :D].transpose(1, 2)
+    if dpitch:
+        dout = torch.randn(B, L, dpitch, device="cuda", dtype=dtype, generator=g)[:, :, 2 : D + 2].transpose(1, 2)
+    else:
+        dout = torch.randn(B, L, D, device="cuda", dtype=dtype, generator=g).transpose(1, 2)
+    w = (torch.randn(D, W, device="cuda", generator=g) / W**0.5).to(wd)
+    b = torch.randn(D, device="cuda", generator=g).to(wd) if bias else None
+    return x, dout, w, b
+
+
+def run_cases() -> int:
+    """Child process: run every case on the GPU; print failures; exit status = number failed."""
+    import torch
+    from conftest import load_ops
+    from test_bwd_cf_fast import ABS_TOL_DW, ABS_TOL_DX, ROUND_TOL, _bad, _reference
+
+    assert os.environ.get(ENV_VAR) == "1", f"run with {ENV_VAR}=1"
+    ops = load_ops()
+    failed = 0
+    for n, (dts, wk, W, B, D, L, P, dpitch, silu, bias) in enumerate(cases()):
+        x, dout, w, b = _inputs(n, dts, wk, W, B, D, L, P, dpitch, bias)
+        assert x.stride(1) == 1 and dout.stride(1) == 1 and x.stride(2) == P
+        dx, dw, db, dinit = ops.bwd(x, w, b, dout, None, None, None, False, silu)
+        again = ops.bwd(x, w, b, dout, None, None, None, False, silu)
+        (rdx, rdw, rdb), (adx, adw, adb), (zdx, zdw, zdb) = _reference(x, dout, w, b, silu)
+        wts = "fp32" if wk == "fp32" else dts
+        msg = []
+        bad = _bad(dx, rdx, adx, ROUND_TOL[dts], ABS_TOL_DX, zdx)
+        if bad.numel():
+            i = tuple(bad[0].tolist())
+            msg.append(f"{bad.shape[0]} bad dx, first at {i}: got {dx[i].item()}, want {rdx[i].item()}")
+        bad = _bad(dw, rdw, adw, ROUND_TOL[wts], ABS_TOL_DW, zdw)
+        if bad.numel():
+            i = tuple(bad[0].tolist())
+            msg.append(f"{bad.shape[0]} bad dweight, first at {i}: got {dw[i].item()}, want {rdw[i].item()}")
+        if bias:
+            bad = _bad(db, rdb, adb, ROUND_TOL[wts], ABS_TOL_DW, zdb)
+            if bad.numel():
+                i = tuple(bad[0].tolist())
+                msg.append(f"{bad.shape[0]} bad dbias, first at {i}: got {db[i].item()}, want {rdb[i].item()}")
+        elif db.numel() != 0:
+            msg.append(f"dbias should be empty without bias, got shape {tuple(db.shape)}")
+        if dinit.numel() != 0:
+            msg.append(f"dinitial_states should be empty, got shape {tuple(dinit.shape)}")
+        if dx.stride(1) != 1 or dw.dtype != w.dtype or (bias and db.dtype != b.dtype):
+            msg.append(f"dx strides {dx.stride()}, dweight dtype {dw.dtype}, dbias dtype {db.dtype}")
+        for name, first, second in zip(("dx", "dweight", "dbias"), (dx, dw, db), again[:3]):
+            if not torch.equal(first, second):
+                msg.append(f"{name} differs between two identical calls (not deterministic)")
+        if msg:
+            failed += 1
+            print(
+                f"FAIL {dts} w={wk} W={W} B={B} D={D} L={L} pitch={P} dout_pitch={dpitch} silu={silu} "
+                f"bias={bias}: " + "; ".join(msg)
+            )
+        del x, dout, dx, dw, db, again, rdx, rdw, rdb, adx, adw, adb
+    torch.cuda.synchronize()
+    print(f"{len(cases()) - failed}/{len(cases())} cases passed")
+    return failed
+
+
+def check_path() -> int:
+    """Child process: which kernel runs, with the variable at 1 (fast where eligible) or 0 (never).
+
+    Returns the number of failed checks; 0 (with a note) when the profiler records no kernels
+    (no CUPTI), since the check cannot be made then.
+    """
+    import torch
+    from conftest import load_ops
+    from torch.profiler import ProfilerActivity, profile
+
+    ops = load_ops()
+    on = os.environ.get(ENV_VAR) == "1"
+
+    def cl(*shape, dtype=torch.bfloat16):  # (B, D, L) channel-last
+        B, D, L = shape
+        return torch.randn(B, L, D, device="cuda", dtype=dtype).transpose(1, 2)
+
+    x = cl(2, 64, 2048)
+    w = torch.randn(64, 4, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(64, device="cuda", dtype=torch.bfloat16)
+    dout = cl(2, 64, 2048)
+    init = torch.randn(2, 3, 64, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+    xo = cl(2, 63, 512)  # odd dim: 16-bit words would straddle two tokens
+    wo = torch.randn(63, 4, device="cuda", dtype=torch.bfloat16)
+
+    def kernels(*args) -> list[str]:
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            ops.bwd(*args)
+            torch.cuda.synchronize()
+        return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+
+    eligible = kernels(x, w, b, dout, None, None, None, False, True)
+    with_states = kernels(x, w, b, dout, None, init, None, True, True)
+    odd_dim = kernels(xo, wo, None, cl(2, 63, 512), None, None, None, False, True)
+    if not eligible and not with_states and not odd_dim:
+        print("note: the profiler recorded no CUDA kernels (no CUPTI?); path check skipped")
+        return 0
+    failed = 0
+    if on != any(FAST_KERNEL in k for k in eligible):
+        print(f"FAIL {ENV_VAR}={int(on)}: eligible case ran {eligible}")
+        failed += 1
+    for name, ks in (("initial_states", with_states), ("odd dim", odd_dim)):
+        if any(FAST_KERNEL in k for k in ks):
+            print(f"FAIL ineligible case ({name}) ran {FAST_KERNEL}: {ks}")
+            failed += 1
+    print(f"path check ({ENV_VAR}={int(on)}): {3 - failed}/3 passed")
+    return failed
+
+
+def _child(value: str, code: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env[ENV_VAR] = value
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    return subprocess.run([sys.executable, "-c", code], cwd=HERE, env=env, capture_output=True, text=True, timeout=1800)
+
+
+def test_bwd_cl_fast_path(ops):  # noqa: ARG001 - the fixture skips without a GPU
+    proc = _child("1", "import sys, test_bwd_cl_fast as t; sys.exit(min(t.run_cases() + t.check_path(), 100))")
+    assert proc.returncode == 0, f"fast-path cases failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+
+
+def test_bwd_cl_fast_env_off(ops):  # noqa: ARG001 - the fixture skips without a GPU
+    proc = _child("0", "import sys, test_bwd_cl_fast as t; sys.exit(min(t.check_path(), 100))")
+    assert proc.returncode == 0, f"{ENV_VAR}=0 check failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
