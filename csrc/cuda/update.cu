@@ -10,6 +10,7 @@
 #include <c10/cuda/CUDAException.h>
 
 #include "common.cuh"
+#include "update_fast.cuh"
 
 namespace causal_conv1d_cuda {
 namespace {
@@ -202,6 +203,8 @@ void launch_update_w(const UpdateParams& p, cudaStream_t stream) {
 }  // namespace
 
 void run_update(const UpdateParams& p, cudaStream_t stream) {
+  // fast decode path (update_fast.cu); false = not eligible, run the kernel below
+  if (update_fast_enabled() && launch_update_fast(p, stream)) return;
   switch (p.x_dtype) {
     case kFloat16: launch_update_w<__half>(p, stream); break;
     case kBFloat16: launch_update_w<__nv_bfloat16>(p, stream); break;

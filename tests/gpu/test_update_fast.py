@@ -1,0 +1,136 @@
+"""The fast decode update (csrc/cuda/update_fast.cu; on unless CAUSAL_CONV1D_UPDATE_FAST=0).
+
+The kernel reads the environment variable once per process, so the cases run twice in child
+processes: with the fast path on (=1) and off (=0, the general kernel). Every case must match the
+float64 reference (states bit for bit), and the two runs must agree bit for bit (outputs and
+states): the fast path accumulates in the general kernel's order. The cases mix eligible ones
+(seqlen 1, width 2..4, state_len width - 1 or width, (B, D, S) or (B, S, D) states, indexed rows,
+padding slots, fp32 weights with 16-bit x, no bias) with ones that must fall back (state_len width + 1,
+dim not a multiple of the 16-byte vector, a state 2 bytes off alignment, strided channels, seqlen 2).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+HERE = Path(__file__).resolve().parent
+ENV_VAR = "CAUSAL_CONV1D_UPDATE_FAST"
+
+
+def cases() -> list[tuple]:
+    out = []
+    # (dtype, weight kind, W, S - W, state layout, B, D, indexed, bias, silu, variant)
+    for dts, W, ds, lay in itertools.product(["fp32", "fp16", "bf16"], [2, 3, 4], [-1, 0, 1], ["bds", "bsd"]):
+        i = len(out)
+        B, D = [(1, 8), (3, 96), (2, 4104), (5, 1032)][i % 4]
+        wk = "fp32" if i % 3 == 0 else "same"
+        out.append((dts, wk, W, ds, lay, B, D, i % 2 == 0, i % 5 != 1, i % 4 != 2, "plain"))
+    for dts, variant in itertools.product(["fp32", "bf16"], ["odd_dim", "misaligned", "strided_x", "seqlen2", "x2d"]):
+        out.append((dts, "same", 4, -1, "bds", 3, 36 if variant == "odd_dim" else 64, False, True, True, variant))
+    return out
+
+
+def run_cases(dest: str) -> int:
+    """Child process: run every case; save outputs and states to dest; exit status = number failed."""
+    import torch
+    from conftest import load_ops
+    from ref import tol_for, update_ref
+
+    ops = load_ops()
+    dts_map = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+    failed = 0
+    saved = []
+    for n, (dts, wk, W, ds, lay, B, D, indexed, bias, silu, variant) in enumerate(cases()):
+        dtype = dts_map[dts]
+        wd = dtype if wk == "same" else torch.float32
+        S = W + ds
+        g = torch.Generator(device="cuda").manual_seed(n)
+        cache = 2 * B + 1 if indexed else B
+        if lay == "bds":
+            state = torch.randn(cache, D, S, device="cuda", dtype=dtype, generator=g)
+        else:
+            state = torch.randn(cache, S, D, device="cuda", dtype=dtype, generator=g).transpose(1, 2)
+        if variant == "misaligned":  # storage offset of one element: not 16-byte aligned
+            buf = torch.randn(cache * D * S + 1, device="cuda", dtype=dtype, generator=g)
+            state = buf[1:].view(cache, D, S)
+        L = 2 if variant == "seqlen2" else 1
+        if variant == "strided_x":
+            x = torch.randn(B, 2 * D, L, device="cuda", dtype=dtype, generator=g)[:, ::2]
+        else:
+            x = torch.randn(B, D, L, device="cuda", dtype=dtype, generator=g)
+        w = (torch.randn(D, W, device="cuda", generator=g) / W**0.5).to(wd)
+        b = torch.randn(D, device="cuda", generator=g).to(wd) if bias else None
+        idx = None
+        if indexed:
+            idx = torch.randperm(cache, device="cuda", generator=g)[:B].to(torch.int32)
+            idx[0] = -1  # padding slot
+            if B > 2:
+                idx[2] = cache  # past the cache: also a padding slot
+        ref_state = state.clone()
+        ref = update_ref(x, ref_state, w, b, silu, None, idx)
+        if variant == "x2d":  # the public API with (batch, dim) x, as decoders call it
+            from causal_conv1d import causal_conv1d_update
+
+            act = "silu" if silu else None
+            out = causal_conv1d_update(x[:, :, 0], state, w, b, act, conv_state_indices=idx).unsqueeze(-1)
+        else:
+            out = ops.update(x, state, w, b, silu, None, idx)
+        msg = []
+        if not torch.equal(state, ref_state):
+            msg.append("conv_state not updated bit-exactly")
+        tol = tol_for(dtype, wd)
+        bad = ((out.double() - ref).abs() > tol * (1.0 + ref.abs())).nonzero()
+        if bad.numel():
+            i = tuple(bad[0].tolist())
+            msg.append(f"{bad.shape[0]} bad outputs, first at {i}: got {out[i].item()}, want {ref[i].item()}")
+        if indexed and torch.count_nonzero(out[0]) != 0:
+            msg.append("a padding slot must give a zero output")
+        if msg:
+            failed += 1
+            print(
+                f"FAIL case {n} {dts} w={wk} W={W} S={S} {lay} B={B} D={D} indexed={indexed} {variant}: "
+                + "; ".join(msg)
+            )
+        saved.append((out.cpu(), state.cpu()))
+    torch.cuda.synchronize()
+    torch.save(saved, dest)
+    print(f"{len(cases()) - failed}/{len(cases())} cases passed")
+    return failed
+
+
+def _child(flag: str, dest: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env[ENV_VAR] = flag
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    return subprocess.run(
+        [sys.executable, "-c", f"import sys, test_update_fast as t; sys.exit(min(t.run_cases({str(dest)!r}), 100))"],
+        cwd=HERE,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_update_fast_path_matches_reference_and_general_kernel(ops, tmp_path):  # noqa: ARG001 - skips without a GPU
+    import torch
+
+    results = {}
+    for flag in ("1", "0"):
+        dest = tmp_path / f"update_{flag}.pt"
+        proc = _child(flag, dest)
+        assert proc.returncode == 0, (
+            f"{ENV_VAR}={flag}: cases failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+        )
+        results[flag] = torch.load(dest)
+    for n, ((o1, s1), (o0, s0)) in enumerate(zip(results["1"], results["0"])):
+        assert torch.equal(s1, s0), f"case {n} {cases()[n]}: states differ between the fast and the general kernel"
+        assert torch.equal(o1, o0), f"case {n} {cases()[n]}: outputs differ between the fast and the general kernel"
