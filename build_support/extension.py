@@ -116,7 +116,8 @@ def ext_modules() -> list[Any]:
     from torch.utils.cpp_extension import CppExtension, CUDAExtension
 
     csrc = ROOT / "csrc"
-    cpu_sources = [csrc / "ops.cpp", *sorted((csrc / "cpu").glob("*.cpp"))]
+    # Host sources of both builds: the schemas, the C++ autograd, the CPU kernels.
+    cpu_sources = [csrc / "ops.cpp", csrc / "autograd.cpp", *sorted((csrc / "cpu").glob("*.cpp"))]
     common: dict[str, Any] = {
         "name": EXT_NAME,
         "include_dirs": [str(csrc)],

@@ -1,8 +1,10 @@
-"""Fake (meta) kernels and autograd for the ``torch.ops.causal_conv1d`` ops.
+"""Fake (meta) kernels for the ``torch.ops.causal_conv1d`` ops.
 
-The schemas live in csrc/ops.cpp; the CPU and CUDA kernels in csrc/cpu and csrc/cuda. The fake
-kernels allocate outputs exactly as the real ones do (csrc/checks.h, ``empty_bdl``): in x's
-layout, channel-last when ``x.stride(1) == 1 and x.stride(2) != 1``, else channel-first.
+The schemas live in csrc/ops.cpp; the CPU and CUDA kernels in csrc/cpu and csrc/cuda; the autograd
+of ``fwd`` in csrc/autograd.cpp (C++: a Python autograd kernel cost microseconds on every call,
+gradient or not; issue 8). The fake kernels allocate outputs exactly as the real ones do
+(csrc/checks.h, ``empty_bdl``): in x's layout, channel-last when ``x.stride(1) == 1 and
+x.stride(2) != 1``, else channel-first.
 """
 
 from __future__ import annotations
@@ -86,36 +88,3 @@ def _update_fake(
 ) -> Tensor:
     batch, dim, seqlen = x.shape
     return empty_bdl(batch, dim, seqlen, is_channel_last(x), x)
-
-
-def _fwd_setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-    x, weight, bias, seq_idx, initial_states, return_final_states, silu = inputs
-    ctx.save_for_backward(x, weight, bias, seq_idx, initial_states)
-    ctx.silu = silu
-    ctx.return_final_states = return_final_states
-    ctx.return_dinitial_states = initial_states is not None and ctx.needs_input_grad[4]
-
-
-def _fwd_backward(ctx: Any, dout: Optional[Tensor], dfinal_states: Optional[Tensor]) -> tuple[Optional[Tensor], ...]:
-    x, weight, bias, seq_idx, initial_states = ctx.saved_tensors
-    if dout is None:
-        dout = torch.zeros_like(x)
-    elif dout.stride(2) != 1 and dout.stride(1) != 1:
-        dout = dout.contiguous()
-    if not ctx.return_final_states or dfinal_states is None:
-        dfinal_states = None
-    dx, dweight, dbias, dinitial_states = torch.ops.causal_conv1d.bwd.default(
-        x, weight, bias, dout, seq_idx, initial_states, dfinal_states, ctx.return_dinitial_states, ctx.silu
-    )
-    return (
-        dx,
-        dweight,
-        dbias if bias is not None else None,
-        None,
-        dinitial_states if ctx.return_dinitial_states else None,
-        None,
-        None,
-    )
-
-
-torch.library.register_autograd("causal_conv1d::fwd", _fwd_backward, setup_context=_fwd_setup_context)

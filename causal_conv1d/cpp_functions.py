@@ -14,6 +14,11 @@ __all__ = ["causal_conv1d_fwd_function", "causal_conv1d_bwd_function", "causal_c
 
 Tensor = torch.Tensor
 
+# Bound once (causal_conv1d/__init__.py loads ``_C`` first): upstream's decoding loops call these.
+_fwd = torch.ops.causal_conv1d.fwd.default
+_bwd = torch.ops.causal_conv1d.bwd.default
+_update = torch.ops.causal_conv1d.update.default
+
 
 def causal_conv1d_fwd_function(
     x: Tensor,
@@ -25,11 +30,10 @@ def causal_conv1d_fwd_function(
     silu_activation: bool,
 ) -> Tensor:
     """Forward: ``out``; the final states are written into ``final_states_out`` when given."""
-    out, final_states = torch.ops.causal_conv1d.fwd.default(
-        x, weight, bias, seq_idx, initial_states, final_states_out is not None, silu_activation
-    )
-    if final_states_out is not None:
-        final_states_out.copy_(final_states)
+    if final_states_out is None:
+        return _fwd(x, weight, bias, seq_idx, initial_states, False, silu_activation)[0]
+    out, final_states = _fwd(x, weight, bias, seq_idx, initial_states, True, silu_activation)
+    final_states_out.copy_(final_states)
     return out
 
 
@@ -48,7 +52,7 @@ def causal_conv1d_bwd_function(
     """Backward: ``(dx, dweight, dbias, dinitial_states)``; written into ``dx`` when given."""
     if dout.dim() == 3 and dout.stride(2) != 1 and dout.stride(1) != 1:
         dout = dout.contiguous()
-    dx_new, dweight, dbias, dinitial_states = torch.ops.causal_conv1d.bwd.default(
+    dx_new, dweight, dbias, dinitial_states = _bwd(
         x, weight, bias, dout, seq_idx, initial_states, dfinal_states, bool(return_dinitial_states), silu_activation
     )
     if dx is not None:
@@ -72,10 +76,8 @@ def causal_conv1d_update_function(
     conv_state_indices: Optional[Tensor],
 ) -> Tensor:
     """Decoding step: ``out``; ``conv_state`` is updated in place. x is (batch, dim) or (batch, dim, seqlen)."""
-    unsqueeze = x.dim() == 2
-    if unsqueeze:
-        x = x.unsqueeze(-1)
-    out = torch.ops.causal_conv1d.update.default(
-        x, conv_state, weight, bias, silu_activation, cache_seqlens, conv_state_indices
-    )
-    return out.squeeze(-1) if unsqueeze else out
+    if x.dim() == 2:
+        return _update(
+            x.unsqueeze(-1), conv_state, weight, bias, silu_activation, cache_seqlens, conv_state_indices
+        ).squeeze(-1)
+    return _update(x, conv_state, weight, bias, silu_activation, cache_seqlens, conv_state_indices)

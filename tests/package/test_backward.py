@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Optional
 
 import pytest
 import torch
@@ -181,3 +182,66 @@ def test_cpu_bwd_independent_of_threads() -> None:
         torch.set_num_threads(threads)
     for a, b in zip(one, many):
         assert torch.equal(a, b)
+
+
+def _leaf(t: Optional[torch.Tensor], requires_grad: bool = True) -> Optional[torch.Tensor]:
+    return None if t is None else t.detach().clone().requires_grad_(requires_grad)
+
+
+# Which outputs the loss uses (the C++ autograd gets the others undefined: set_materialize_grads(false)).
+@pytest.mark.parametrize("used", ["out", "final", "both", "out.sum"])
+@pytest.mark.parametrize("layout", ["cf", "cl"])
+@pytest.mark.parametrize("init_grad", [False, True])
+def test_autograd_partial_outputs(device: str, used: str, layout: str, init_grad: bool) -> None:
+    batch, dim, seqlen, width = 2, 6, 9, 4
+    x = make_bdl(batch, dim, seqlen, layout, torch.float32, device)
+    weight = torch.randn(dim, width, device=device)
+    init = torch.randn(batch, dim, width - 1, device=device)
+    w_out, w_final = torch.randn(batch, dim, seqlen, device=device), torch.randn(batch, dim, width - 1, device=device)
+
+    def loss_of(out: torch.Tensor, final: torch.Tensor) -> torch.Tensor:
+        if used == "out.sum":  # dout arrives expanded (all strides 0): neither layout, made contiguous
+            return out.sum()
+        loss = out.new_zeros((), dtype=torch.float64)
+        if used in ("out", "both"):
+            loss = loss + (out.double() * w_out.double()).sum()
+        if used in ("final", "both"):
+            loss = loss + (final.double() * w_final.double()).sum()
+        return loss
+
+    grads = []
+    for ours in (True, False):
+        xl, wl, il = _leaf(x), _leaf(weight), _leaf(init, init_grad)
+        if ours:
+            out, final = causal_conv1d_fn(xl, wl, None, initial_states=il, return_final_states=True, activation="silu")
+        else:
+            out, final = fwd_ref(xl, wl, None, initial_states=il, silu=True)
+        loss_of(out, final).backward()
+        grads.append([xl.grad, wl.grad, il.grad])
+    for name, g, r in zip(("dx", "dweight", "dinitial_states"), *grads):
+        if r is None:  # not reached in the reference's graph (e.g. weight when only final is used)
+            assert g is None or not g.any(), name
+            continue
+        torch.testing.assert_close(g.double(), r.double(), rtol=1e-4, atol=1e-4, msg=lambda m, n=name: f"{n}: {m}")
+
+
+def test_autograd_is_cpp_and_outputs_are_not_views() -> None:
+    x = make_bdl(2, 6, 9, "cl", torch.float32, "cpu")
+    weight = torch.randn(6, 4)
+    out, final = causal_conv1d_fn(x, weight, return_final_states=True)
+    assert out.grad_fn is None and final.grad_fn is None  # nothing required grad: no node
+    xl, wl = _leaf(x), _leaf(weight)
+    out, final = causal_conv1d_fn(xl, wl, return_final_states=True)
+    assert out.grad_fn is not None and "causal_conv1d::FwdBackward" in out.grad_fn.name()  # csrc/autograd.cpp
+    # The channel-last outputs are strided tensors, not views of the op's internal buffer: in-place
+    # ops on them work (a Python autograd.Function rejected them as views created in forward).
+    out.mul_(2)
+    final.add_(1)
+    (out.sum() + final.sum()).backward()
+    xr, wr = _leaf(x), _leaf(weight)
+    out_r, final_r = fwd_ref(xr, wr)
+    (2 * out_r.sum() + final_r.sum()).backward()
+    torch.testing.assert_close(xl.grad, xr.grad, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(wl.grad, wr.grad, rtol=1e-4, atol=1e-4)
+    with torch.no_grad():
+        assert causal_conv1d_fn(xl, wl).grad_fn is None

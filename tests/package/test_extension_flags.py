@@ -18,7 +18,7 @@ def test_cpu_extension_for_skip_or_cpu_torch(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv(contract.ENV_SKIP_CUDA_BUILD, "TRUE")
     (ext,) = extension.ext_modules()
     assert ext.name == "causal_conv1d._C" and ext.py_limited_api
-    assert sorted(ext.sources) == ["csrc/cpu/causal_conv1d_cpu.cpp", "csrc/ops.cpp"]
+    assert sorted(ext.sources) == ["csrc/autograd.cpp", "csrc/cpu/causal_conv1d_cpu.cpp", "csrc/ops.cpp"]
     flags = ext.extra_compile_args["cxx"]
     assert "-DCAUSAL_CONV1D_WITH_CUDA" not in flags and "-fopenmp" in flags
     assert not any(lib.startswith("cuda") for lib in ext.libraries)
