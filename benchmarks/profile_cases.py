@@ -1,5 +1,6 @@
 """Run each headline kernel a few times (for ncu / compute-sanitizer / nsys): fwd and bwd, both
-layouts, bf16 B4 D4096 L4096 width 4 silu, and the B256 D8192 decode update.
+layouts, bf16 B4 D4096 L4096 width 4 silu, the small forward (fwd_small: B16 D1024 L512) and the
+B256 D8192 decode update.
 
     ncu --clock-control none -k regex:'fwd|bwd|update' --launch-skip 2 --launch-count 1 \\
         python benchmarks/profile_cases.py [case ...]
@@ -30,6 +31,12 @@ def main(argv: list[str]) -> int:
             w8 = torch.randn(8192, W, device="cuda", dtype=dt)
             for _ in range(3):
                 ops.update(x, st, w8, None, True, None, None)
+            continue
+        if c == "fwd_small":  # issue 8's small row: B16 D1024 L512
+            xs = make_x(16, 1024, 512, dt, "cf")
+            ws, bs = w[:1024], b[:1024]
+            for _ in range(3):
+                ops.fwd(xs, ws, bs, None, None, False, True)
             continue
         x = make_x(B, D, L, dt, c[-2:])
         dout = make_x(B, D, L, dt, c[-2:])
