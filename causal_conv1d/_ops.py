@@ -86,5 +86,7 @@ def _update_fake(
     cache_seqlens: Optional[Tensor],
     conv_state_indices: Optional[Tensor],
 ) -> Tensor:
+    if x.dim() == 2:  # one token, (batch, dim): out (batch, dim), contiguous like the kernels'
+        return x.new_empty(x.shape)
     batch, dim, seqlen = x.shape
     return empty_bdl(batch, dim, seqlen, is_channel_last(x), x)

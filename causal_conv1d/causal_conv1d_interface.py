@@ -107,8 +107,7 @@ def causal_conv1d_update(
         silu = _SILU[activation]
     except (KeyError, TypeError):  # TypeError: an unhashable activation
         raise _invalid_activation(activation) from None
-    if x.dim() == 2:  # the op takes (batch, dim, seqlen): two views, ~0.8 µs each on the CPU
-        return _update(x.unsqueeze(-1), conv_state, weight, bias, silu, cache_seqlens, conv_state_indices).squeeze(-1)
+    # the op takes x (batch, dim) as well as (batch, dim, seqlen): no Python views on the decode path
     return _update(x, conv_state, weight, bias, silu, cache_seqlens, conv_state_indices)
 
 

@@ -76,8 +76,4 @@ def causal_conv1d_update_function(
     conv_state_indices: Optional[Tensor],
 ) -> Tensor:
     """Decoding step: ``out``; ``conv_state`` is updated in place. x is (batch, dim) or (batch, dim, seqlen)."""
-    if x.dim() == 2:
-        return _update(
-            x.unsqueeze(-1), conv_state, weight, bias, silu_activation, cache_seqlens, conv_state_indices
-        ).squeeze(-1)
     return _update(x, conv_state, weight, bias, silu_activation, cache_seqlens, conv_state_indices)

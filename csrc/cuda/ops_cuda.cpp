@@ -209,9 +209,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd_cuda(
   return {dx, dweight, dbias, dinit};
 }
 
-at::Tensor update_cuda(const at::Tensor& x, at::Tensor& conv_state, const at::Tensor& weight,
-                       const std::optional<at::Tensor>& bias, bool silu, const std::optional<at::Tensor>& cache_seqlens,
-                       const std::optional<at::Tensor>& conv_state_indices) {
+at::Tensor update_cuda_3d(const at::Tensor& x, at::Tensor& conv_state, const at::Tensor& weight,
+                          const std::optional<at::Tensor>& bias, bool silu,
+                          const std::optional<at::Tensor>& cache_seqlens,
+                          const std::optional<at::Tensor>& conv_state_indices) {
   check_update_args(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, kCudaMaxWidth);
   check_cuda(x);
   check_sizes(x);
@@ -247,6 +248,18 @@ at::Tensor update_cuda(const at::Tensor& x, at::Tensor& conv_state, const at::Te
   }
   k::run_update(p, at::cuda::getCurrentCUDAStream());
   return out;
+}
+
+// x (batch, dim, seqlen), or (batch, dim) for one token (then out is (batch, dim)): decoders call
+// with 2-D x, and taking it here saves the Python wrapper two view calls per token.
+at::Tensor update_cuda(const at::Tensor& x, at::Tensor& conv_state, const at::Tensor& weight,
+                       const std::optional<at::Tensor>& bias, bool silu, const std::optional<at::Tensor>& cache_seqlens,
+                       const std::optional<at::Tensor>& conv_state_indices) {
+  if (x.dim() == 2) {
+    return update_cuda_3d(x.unsqueeze(-1), conv_state, weight, bias, silu, cache_seqlens, conv_state_indices)
+        .squeeze(-1);
+  }
+  return update_cuda_3d(x, conv_state, weight, bias, silu, cache_seqlens, conv_state_indices);
 }
 
 }  // namespace
