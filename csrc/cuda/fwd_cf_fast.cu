@@ -27,22 +27,21 @@
 namespace causal_conv1d_cuda {
 namespace {
 
-// 16-byte vectors per thread (bytes in flight per thread = 16 * kVecs). A build-time knob for
-// tuning on the device: NVCC_APPEND_FLAGS=-DCAUSAL_CONV1D_FWD_FAST_VECS=8 (2, 4 or 8).
-#ifndef CAUSAL_CONV1D_FWD_FAST_VECS
-#define CAUSAL_CONV1D_FWD_FAST_VECS 4
-#endif
-constexpr int kVecs = CAUSAL_CONV1D_FWD_FAST_VECS;
-static_assert(kVecs == 2 || kVecs == 4 || kVecs == 8, "CAUSAL_CONV1D_FWD_FAST_VECS must be 2, 4 or 8");
+// 16-byte vectors per thread, kVecs (bytes in flight per thread = 16 * kVecs): 8 for rows of 16-bit
+// types that fill warps of 8 (L >= 2048), else 4. Measured on the H200 (bf16 B4 D4096 L4096 width 4,
+// silu): kVecs 2 / 4 / 8 -> 83.8 / 75.3 / 72.6 us; 7B B1 L8192 D10240: 101.1 (4) / 88.3 (8) us; the
+// small row B16 D1024 L512: 10.9 / 11.1 / 24.5 us in a CUDA graph (8 leaves 3/4 of the lanes past a
+// 512-token row); fp32 B4 D4096 L4096: 130.8 / 133.2 / 133.7 us (already at the memory floor).
 constexpr int kThreads = 128;
 // Resident blocks per SM the register budget must allow (sm_90, 64K registers): kVecs 4 -> <= 48
-// registers, 1280 threads, 80 KB of loads in flight per SM; all three fit without spills.
-constexpr int kMinBlocks = kVecs == 2 ? 12 : (kVecs == 4 ? 10 : 8);
+// registers, 1280 threads, 80 KB of loads in flight per SM; kVecs 8 -> <= 64 registers, 1024 threads,
+// 128 KB; no spills in any instantiation.
+constexpr int min_blocks(int vecs) { return vecs == 2 ? 12 : (vecs == 4 ? 10 : 8); }
 
 __device__ __forceinline__ float silu_fast(float z) { return __fdividef(z, 1.f + __expf(-z)); }
 
-template <typename T, int kW>
-__global__ void __launch_bounds__(kThreads, kMinBlocks)
+template <typename T, int kW, int kVecs>
+__global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
     fwd_cf_fast_kernel(const ConvParams p, const int64_t wpr, const int64_t nwarps) {
   constexpr int kPer = Vec16<T>::kPer;
   constexpr int kH = kW - 1;
@@ -145,16 +144,24 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   }
 }
 
-template <typename T, int kW>
-bool launch(const ConvParams& p, cudaStream_t stream) {
+template <typename T, int kW, int kVecs>
+bool launch_v(const ConvParams& p, cudaStream_t stream) {
   constexpr int64_t kPerWarp = 32 * kVecs * (16 / static_cast<int64_t>(sizeof(T)));
   const int64_t wpr = (p.seqlen + kPerWarp - 1) / kPerWarp;  // warps per row
   const int64_t nwarps = wpr * p.batch * p.dim;
   const int64_t blocks = (nwarps + kThreads / 32 - 1) / (kThreads / 32);
   if (blocks > 0x7fffffffLL) return false;
-  fwd_cf_fast_kernel<T, kW><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p, wpr, nwarps);
+  fwd_cf_fast_kernel<T, kW, kVecs><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p, wpr, nwarps);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return true;
+}
+
+template <typename T, int kW>
+bool launch(const ConvParams& p, cudaStream_t stream) {
+  if constexpr (sizeof(T) == 2) {
+    if (p.seqlen >= 32 * 8 * 8) return launch_v<T, kW, 8>(p, stream);  // rows fill warps of 8 vectors
+  }
+  return launch_v<T, kW, 4>(p, stream);
 }
 
 template <typename T>
@@ -170,13 +177,10 @@ bool launch_w(const ConvParams& p, cudaStream_t stream) {
 }  // namespace
 
 bool fwd_cf_fast_enabled() {
-  static const bool enabled = [] {
-    // On by default: on the H200, bf16 B4 D4096 L4096 98.3 -> 75.2 us (64% -> 84% of copy) and fp32
-    // 177 -> 132 us (71% -> 95%); the GPU suite and memcheck pass on both paths (2026-11-30).
-    // CAUSAL_CONV1D_FWD_FAST=0 selects the general kernel (for comparisons and bisecting).
-    const char* env = std::getenv("CAUSAL_CONV1D_FWD_FAST");
-    return env == nullptr || std::strcmp(env, "0") != 0;
-  }();
+  // On by default: on the H200, bf16 B4 D4096 L4096 98.3 -> 75.2 us (64% -> 84% of copy) and fp32
+  // 177 -> 132 us (71% -> 95%); the GPU suite and memcheck pass on both paths (2026-11-30).
+  // CAUSAL_CONV1D_FWD_FAST=0 selects the general kernel (for comparisons and bisecting).
+  static const bool enabled = switch_on("CAUSAL_CONV1D_FWD_FAST");
   return enabled;
 }
 

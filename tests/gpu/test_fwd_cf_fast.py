@@ -3,9 +3,9 @@
 The kernel reads the environment variable once per process, so the cases run in a child process
 with the variable set to 1 (whatever the parent's environment): every case here is eligible for the
 fast path (channel-first, 16-byte aligned rows, seqlen a multiple of 16 bytes, width 2..4, no
-seq_idx). Rows are short (one vector) and long (several warps, the last one partly past the row);
-outputs are checked element by element (a wrong halo at a lane, vector or warp boundary shows as a
-few bad tokens), final_states bit for bit.
+seq_idx). Rows are short (one vector), fill whole warps (L = 2048) or span several warps, the last
+one partly past the row; outputs are checked element by element (a wrong halo at a lane, vector or
+warp boundary shows as a few bad tokens), final_states bit for bit.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def cases() -> list[tuple]:
         ["fp32", "fp16", "bf16"],
         ["same", "fp32"],
         [2, 3, 4],
-        [(2, 37, 8), (3, 5, 24), (2, 19, 136), (1, 3, 4104), (2, 130, 520)],
+        [(2, 37, 8), (3, 5, 24), (2, 19, 136), (1, 3, 4104), (2, 130, 520), (2, 5, 2048)],
     ):
         i = len(out)
         out.append((dts, wk, W, B, D, L, i % 3 == 0, i % 2 == 0, i % 4 != 1, i % 5 != 2))
