@@ -326,13 +326,10 @@ void launch_w(const ConvParams& p, int64_t wpr, cudaStream_t stream) {
 }  // namespace
 
 bool bwd_cf_fast_enabled() {
-  static const bool enabled = [] {
-    // On by default: on the H200, bf16 B4 D4096 L4096 width 4 silu+bias 290.9 -> 123.2 us (32.6% ->
-    // 76.9% of copy) and fp32 345.7 -> 199.2 us (54.8% -> 95.1%); GPU suite 2548 passed on both paths
-    // and memcheck clean over the 108 fast-path cases (2026-11-30). CAUSAL_CONV1D_BWD_FAST=0 turns it off.
-    const char* env = std::getenv("CAUSAL_CONV1D_BWD_FAST");
-    return env == nullptr || std::strcmp(env, "0") != 0;
-  }();
+  // On by default: on the H200, bf16 B4 D4096 L4096 width 4 silu+bias 290.9 -> 123.2 us (32.6% ->
+  // 76.9% of copy) and fp32 345.7 -> 199.2 us (54.8% -> 95.1%); GPU suite 2548 passed on both paths
+  // and memcheck clean over the 108 fast-path cases (2026-11-30). CAUSAL_CONV1D_BWD_FAST=0 turns it off.
+  static const bool enabled = switch_on("CAUSAL_CONV1D_BWD_FAST");
   return enabled;
 }
 

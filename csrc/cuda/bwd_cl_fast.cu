@@ -468,10 +468,7 @@ void launch_w(const ConvParams& p, const Geometry& g, cudaStream_t stream) {
 }  // namespace
 
 bool bwd_cl_fast_enabled() {
-  static const bool enabled = [] {
-    const char* env = std::getenv("CAUSAL_CONV1D_BWD_CL_FAST");
-    return env == nullptr || std::strcmp(env, "0") != 0;
-  }();
+  static const bool enabled = switch_on("CAUSAL_CONV1D_BWD_CL_FAST");
   return enabled;
 }
 

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -77,6 +79,13 @@ struct UpdateParams {
   const int32_t* cache_seqlens = nullptr;  // (batch,) or null
   const int32_t* state_indices = nullptr;  // (batch,) or null
 };
+
+// Whether a kernel-path switch is on: unless the environment variable `name` is "0". The fast paths
+// cache the answer in a function-local static (read once per process).
+inline bool switch_on(const char* name) {
+  const char* env = std::getenv(name);
+  return env == nullptr || std::strcmp(env, "0") != 0;
+}
 
 // Host entry points (one per op), defined in the kernel files; each launches on `stream`
 // and checks the launch with C10_CUDA_KERNEL_LAUNCH_CHECK.

@@ -281,12 +281,9 @@ bool words_ok(const void* ptr, int64_t bs, int64_t ls, int batch, int64_t seqlen
 }  // namespace
 
 bool fwd_cl_fast_enabled() {
-  static const bool enabled = [] {
-    // On by default; CAUSAL_CONV1D_FWD_CL_FAST=0 selects the general kernel (for comparisons and
-    // bisecting).
-    const char* env = std::getenv("CAUSAL_CONV1D_FWD_CL_FAST");
-    return env == nullptr || std::strcmp(env, "0") != 0;
-  }();
+  // On by default; CAUSAL_CONV1D_FWD_CL_FAST=0 selects the general kernel (for comparisons and
+  // bisecting).
+  static const bool enabled = switch_on("CAUSAL_CONV1D_FWD_CL_FAST");
   return enabled;
 }
 

@@ -211,10 +211,7 @@ bool launch_t(const UpdateParams& p, cudaStream_t stream) {
 }  // namespace
 
 bool update_fast_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("CAUSAL_CONV1D_UPDATE_FAST");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool on = switch_on("CAUSAL_CONV1D_UPDATE_FAST");
   return on;
 }
 

@@ -127,6 +127,40 @@ def _bad(got, ref, absum, rtol: float, atol: float, zerr=0.0):
     return ((got.double() - ref).abs() > rtol * ref.abs() + atol * absum + zerr + floor).nonzero()
 
 
+def check_bwd(ops, x, dout, w, b, silu: bool, dts: str, wts: str, unit_axis: int) -> list[str]:
+    """Run the backward twice (no states) and check it: dx, dweight, dbias against the float64
+    reference with the tolerances above, empty dbias / dinitial_states where they must be, dx in x's
+    layout (unit stride on unit_axis), gradient dtypes, and bit-identical results across the two runs.
+    Returns the failure messages (empty when all is right)."""
+    import torch
+
+    dx, dw, db, dinit = ops.bwd(x, w, b, dout, None, None, None, False, silu)
+    again = ops.bwd(x, w, b, dout, None, None, None, False, silu)
+    (rdx, rdw, rdb), (adx, adw, adb), (zdx, zdw, zdb) = _reference(x, dout, w, b, silu)
+    msg = []
+    checks = [
+        ("dx", dx, rdx, adx, zdx, ROUND_TOL[dts], ABS_TOL_DX),
+        ("dweight", dw, rdw, adw, zdw, ROUND_TOL[wts], ABS_TOL_DW),
+    ]
+    if b is not None:
+        checks.append(("dbias", db, rdb, adb, zdb, ROUND_TOL[wts], ABS_TOL_DW))
+    elif db.numel() != 0:
+        msg.append(f"dbias should be empty without bias, got shape {tuple(db.shape)}")
+    for name, got, ref, absum, zerr, rtol, atol in checks:
+        bad = _bad(got, ref, absum, rtol, atol, zerr)
+        if bad.numel():
+            i = tuple(bad[0].tolist())
+            msg.append(f"{bad.shape[0]} bad {name}, first at {i}: got {got[i].item()}, want {ref[i].item()}")
+    if dinit.numel() != 0:
+        msg.append(f"dinitial_states should be empty, got shape {tuple(dinit.shape)}")
+    if dx.stride(unit_axis) != 1 or dw.dtype != w.dtype or (b is not None and db.dtype != b.dtype):
+        msg.append(f"dx strides {dx.stride()}, dweight dtype {dw.dtype}, dbias dtype {db.dtype}")
+    for name, first, second in zip(("dx", "dweight", "dbias"), (dx, dw, db), again[:3]):
+        if not torch.equal(first, second):
+            msg.append(f"{name} differs between two identical calls (not deterministic)")
+    return msg
+
+
 def run_cases() -> int:
     """Child process: run every case on the GPU; print failures; exit status = number failed."""
     import torch
@@ -137,33 +171,7 @@ def run_cases() -> int:
     failed = 0
     for n, (dts, wk, W, B, D, L, strided, silu, bias) in enumerate(cases()):
         x, dout, w, b = _inputs(n, dts, wk, W, B, D, L, strided, bias)
-        dx, dw, db, dinit = ops.bwd(x, w, b, dout, None, None, None, False, silu)
-        again = ops.bwd(x, w, b, dout, None, None, None, False, silu)
-        (rdx, rdw, rdb), (adx, adw, adb), (zdx, zdw, zdb) = _reference(x, dout, w, b, silu)
-        wts = "fp32" if wk == "fp32" else dts
-        msg = []
-        bad = _bad(dx, rdx, adx, ROUND_TOL[dts], ABS_TOL_DX, zdx)
-        if bad.numel():
-            i = tuple(bad[0].tolist())
-            msg.append(f"{bad.shape[0]} bad dx, first at {i}: got {dx[i].item()}, want {rdx[i].item()}")
-        bad = _bad(dw, rdw, adw, ROUND_TOL[wts], ABS_TOL_DW, zdw)
-        if bad.numel():
-            i = tuple(bad[0].tolist())
-            msg.append(f"{bad.shape[0]} bad dweight, first at {i}: got {dw[i].item()}, want {rdw[i].item()}")
-        if bias:
-            bad = _bad(db, rdb, adb, ROUND_TOL[wts], ABS_TOL_DW, zdb)
-            if bad.numel():
-                i = tuple(bad[0].tolist())
-                msg.append(f"{bad.shape[0]} bad dbias, first at {i}: got {db[i].item()}, want {rdb[i].item()}")
-        elif db.numel() != 0:
-            msg.append(f"dbias should be empty without bias, got shape {tuple(db.shape)}")
-        if dinit.numel() != 0:
-            msg.append(f"dinitial_states should be empty, got shape {tuple(dinit.shape)}")
-        if dx.stride(2) != 1 or dw.dtype != w.dtype or (bias and db.dtype != b.dtype):
-            msg.append(f"dx strides {dx.stride()}, dweight dtype {dw.dtype}, dbias dtype {db.dtype}")
-        for name, first, second in zip(("dx", "dweight", "dbias"), (dx, dw, db), again[:3]):
-            if not torch.equal(first, second):
-                msg.append(f"{name} differs between two identical calls (not deterministic)")
+        msg = check_bwd(ops, x, dout, w, b, silu, dts, "fp32" if wk == "fp32" else dts, unit_axis=2)
         if msg:
             failed += 1
             print(

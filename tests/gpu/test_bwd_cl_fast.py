@@ -17,7 +17,7 @@ it off.
 
 compute-sanitizer over the same cases:
     CAUSAL_CONV1D_BWD_CL_FAST=1 compute-sanitizer --tool memcheck --error-exitcode 1 \\
-        python -c "import sys; sys.path.insert(0, 'tests/gpu'); import test_bwd_cl_fast as t; sys.exit(min(t.run_cases(), 100))"
+        python -c "import sys; sys.path.insert(0, 'tests/gpu'); import test_bwd_cl_fast as t; sys.exit(min(t.run_cases(max_elems=1 << 20), 100))"
 """
 
 from __future__ import annotations
@@ -83,52 +83,29 @@ def _inputs(n: int, dts: str, wk: str, W: int, B: int, D: int, L: int, P: int, d
     return x, dout, w, b
 
 
-def run_cases() -> int:
-    """Child process: run every case on the GPU; print failures; exit status = number failed."""
+def run_cases(max_elems: int = 0) -> int:
+    """Child process: run every case on the GPU (only those with B * D * L <= max_elems when it is
+    positive: the small ones, for compute-sanitizer); print failures; exit status = number failed."""
     import torch
     from conftest import load_ops
-    from test_bwd_cf_fast import ABS_TOL_DW, ABS_TOL_DX, ROUND_TOL, _bad, _reference
+    from test_bwd_cf_fast import check_bwd
 
     assert os.environ.get(ENV_VAR) == "1", f"run with {ENV_VAR}=1"
     ops = load_ops()
     failed = 0
     for n, (dts, wk, W, B, D, L, P, dpitch, silu, bias) in enumerate(cases()):
+        if max_elems > 0 and B * D * L > max_elems:
+            continue
         x, dout, w, b = _inputs(n, dts, wk, W, B, D, L, P, dpitch, bias)
         assert x.stride(1) == 1 and dout.stride(1) == 1 and x.stride(2) == P
-        dx, dw, db, dinit = ops.bwd(x, w, b, dout, None, None, None, False, silu)
-        again = ops.bwd(x, w, b, dout, None, None, None, False, silu)
-        (rdx, rdw, rdb), (adx, adw, adb), (zdx, zdw, zdb) = _reference(x, dout, w, b, silu)
-        wts = "fp32" if wk == "fp32" else dts
-        msg = []
-        bad = _bad(dx, rdx, adx, ROUND_TOL[dts], ABS_TOL_DX, zdx)
-        if bad.numel():
-            i = tuple(bad[0].tolist())
-            msg.append(f"{bad.shape[0]} bad dx, first at {i}: got {dx[i].item()}, want {rdx[i].item()}")
-        bad = _bad(dw, rdw, adw, ROUND_TOL[wts], ABS_TOL_DW, zdw)
-        if bad.numel():
-            i = tuple(bad[0].tolist())
-            msg.append(f"{bad.shape[0]} bad dweight, first at {i}: got {dw[i].item()}, want {rdw[i].item()}")
-        if bias:
-            bad = _bad(db, rdb, adb, ROUND_TOL[wts], ABS_TOL_DW, zdb)
-            if bad.numel():
-                i = tuple(bad[0].tolist())
-                msg.append(f"{bad.shape[0]} bad dbias, first at {i}: got {db[i].item()}, want {rdb[i].item()}")
-        elif db.numel() != 0:
-            msg.append(f"dbias should be empty without bias, got shape {tuple(db.shape)}")
-        if dinit.numel() != 0:
-            msg.append(f"dinitial_states should be empty, got shape {tuple(dinit.shape)}")
-        if dx.stride(1) != 1 or dw.dtype != w.dtype or (bias and db.dtype != b.dtype):
-            msg.append(f"dx strides {dx.stride()}, dweight dtype {dw.dtype}, dbias dtype {db.dtype}")
-        for name, first, second in zip(("dx", "dweight", "dbias"), (dx, dw, db), again[:3]):
-            if not torch.equal(first, second):
-                msg.append(f"{name} differs between two identical calls (not deterministic)")
+        msg = check_bwd(ops, x, dout, w, b, silu, dts, "fp32" if wk == "fp32" else dts, unit_axis=1)
         if msg:
             failed += 1
             print(
                 f"FAIL {dts} w={wk} W={W} B={B} D={D} L={L} pitch={P} dout_pitch={dpitch} silu={silu} "
                 f"bias={bias}: " + "; ".join(msg)
             )
-        del x, dout, dx, dw, db, again, rdx, rdw, rdb, adx, adw, adb
+        del x, dout
     torch.cuda.synchronize()
     print(f"{len(cases()) - failed}/{len(cases())} cases passed")
     return failed

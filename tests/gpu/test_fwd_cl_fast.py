@@ -18,7 +18,7 @@ through the profiler's kernel names that the fast kernel runs exactly for the el
 
 compute-sanitizer over the same cases:
     CAUSAL_CONV1D_FWD_CL_FAST=1 compute-sanitizer --tool memcheck --error-exitcode 1 \
-        python -c "import sys; sys.path.insert(0, 'tests/gpu'); import test_fwd_cl_fast as t; sys.exit(min(t.run_cases(), 100))"
+        python -c "import sys; sys.path.insert(0, 'tests/gpu'); import test_fwd_cl_fast as t; sys.exit(min(t.run_cases(max_elems=1 << 20), 100))"
 """
 
 from __future__ import annotations
@@ -158,8 +158,9 @@ def _check(out, fin, ref, ref_fin, dtype, wd, want_final: bool) -> list[str]:
     return msg
 
 
-def run_cases() -> int:
-    """Child process: run every case on the GPU; print failures; exit status = number failed."""
+def run_cases(max_elems: int = 0) -> int:
+    """Child process: run every case on the GPU (only those with B * D * L <= max_elems when it is
+    positive: the small ones, for compute-sanitizer); print failures; exit status = number failed."""
     import torch
     from conftest import load_ops
     from ref import conv_ref
@@ -169,6 +170,8 @@ def run_cases() -> int:
     failed = 0
     all_cases = cases()
     for n, (dts, wk, W, B, D, L, layout, states, init_layout, silu, bias) in enumerate(all_cases):
+        if max_elems > 0 and B * D * L > max_elems:
+            continue
         dtype = _dtype(dts)
         wd = dtype if wk == "same" else _dtype(wk)
         g = torch.Generator(device="cuda").manual_seed(n)
