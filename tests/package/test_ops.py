@@ -55,6 +55,18 @@ def test_opcheck_update(device: str, circular: bool) -> None:
     )
 
 
+def test_opcheck_update_2d_x(device: str) -> None:
+    """The update op takes one token as x (batch, dim) and returns (batch, dim): the decode call needs
+    no views. opcheck compares the fake kernel's output with the real one's."""
+    batch, dim, width = 3, 16, 4
+    x = torch.randn(batch, dim, device=device)
+    conv_state = torch.randn(batch, dim, width - 1, device=device)
+    weight, bias = torch.randn(dim, width, device=device), torch.randn(dim, device=device)
+    out = torch.ops.causal_conv1d.update.default(x, conv_state.clone(), weight, bias, True, None, None)
+    assert out.shape == (batch, dim) and out.is_contiguous()
+    torch.library.opcheck(torch.ops.causal_conv1d.update.default, (x, conv_state, weight, bias, True, None, None))
+
+
 @pytest.mark.parametrize("layout", ["cf", "cl"])
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_compile_fullgraph(device: str, layout: str, backend: str) -> None:
