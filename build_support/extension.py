@@ -111,6 +111,15 @@ def _nvcc_flags() -> list[str]:
     return flags
 
 
+def _link_flags() -> list[str]:
+    """OpenMP, and no host debug sections in the library (setuptools compiles with -g: 20 MB of
+    DWARF in a CUDA build's _C.so, most of a wheel's download). Symbols stay (.symtab, .dynsym: the
+    wheel checks read them), and so does the CUDA line info inside the device code (-lineinfo)."""
+    if sys.platform == "win32":
+        return []
+    return ["-fopenmp", "-Wl,--strip-debug"]
+
+
 def ext_modules() -> list[Any]:
     """``[causal_conv1d._C]``: a CUDAExtension for a CUDA torch, else a CppExtension (CPU kernels)."""
     from torch.utils.cpp_extension import CppExtension, CUDAExtension
@@ -134,7 +143,7 @@ def ext_modules() -> list[Any]:
             CUDAExtension(
                 sources=_rel(cpu_sources + cuda_sources),
                 extra_compile_args={"cxx": cxx, "nvcc": _nvcc_flags()},
-                extra_link_args=[] if sys.platform == "win32" else ["-fopenmp"],
+                extra_link_args=_link_flags(),
                 **common,
             )
         ]
@@ -142,7 +151,7 @@ def ext_modules() -> list[Any]:
         CppExtension(
             sources=_rel(cpu_sources),
             extra_compile_args={"cxx": _cxx_flags()},
-            extra_link_args=[] if sys.platform == "win32" else ["-fopenmp"],
+            extra_link_args=_link_flags(),
             **common,
         )
     ]
