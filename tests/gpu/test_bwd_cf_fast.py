@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import itertools
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _child import run_child
 
 pytestmark = pytest.mark.gpu
 
@@ -224,19 +223,5 @@ def check_path() -> int:
 
 
 def test_bwd_cf_fast_path(ops):  # noqa: ARG001 - the fixture skips without a GPU
-    env = dict(os.environ)
-    env[ENV_VAR] = "1"
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys, test_bwd_cf_fast as t; sys.exit(min(t.run_cases() + t.check_path(), 100))",
-        ],
-        cwd=HERE,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    proc = run_child("test_bwd_cf_fast", "t.run_cases() + t.check_path()", {ENV_VAR: "1"}, timeout=900)
     assert proc.returncode == 0, f"fast-path cases failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"

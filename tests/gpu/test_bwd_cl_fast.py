@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import itertools
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _child import run_child
 
 pytestmark = pytest.mark.gpu
 
@@ -161,18 +160,11 @@ def check_path() -> int:
     return failed
 
 
-def _child(value: str, code: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env[ENV_VAR] = value
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    return subprocess.run([sys.executable, "-c", code], cwd=HERE, env=env, capture_output=True, text=True, timeout=1800)
-
-
 def test_bwd_cl_fast_path(ops):  # noqa: ARG001 - the fixture skips without a GPU
-    proc = _child("1", "import sys, test_bwd_cl_fast as t; sys.exit(min(t.run_cases() + t.check_path(), 100))")
+    proc = run_child("test_bwd_cl_fast", "t.run_cases() + t.check_path()", {ENV_VAR: "1"}, timeout=1800)
     assert proc.returncode == 0, f"fast-path cases failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
 
 
 def test_bwd_cl_fast_env_off(ops):  # noqa: ARG001 - the fixture skips without a GPU
-    proc = _child("0", "import sys, test_bwd_cl_fast as t; sys.exit(min(t.check_path(), 100))")
+    proc = run_child("test_bwd_cl_fast", "t.check_path()", {ENV_VAR: "0"}, timeout=1800)
     assert proc.returncode == 0, f"{ENV_VAR}=0 check failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"

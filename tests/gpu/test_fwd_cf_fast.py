@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import itertools
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _child import run_child
 
 pytestmark = pytest.mark.gpu
 
@@ -85,15 +84,5 @@ def run_cases() -> int:
 
 
 def test_fwd_cf_fast_path(ops):  # noqa: ARG001 - the fixture skips without a GPU
-    env = dict(os.environ)
-    env[ENV_VAR] = "1"
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    proc = subprocess.run(
-        [sys.executable, "-c", "import sys, test_fwd_cf_fast as t; sys.exit(min(t.run_cases(), 100))"],
-        cwd=HERE,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = run_child("test_fwd_cf_fast", "t.run_cases()", {ENV_VAR: "1"}, timeout=600)
     assert proc.returncode == 0, f"fast-path cases failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"

@@ -25,11 +25,10 @@ from __future__ import annotations
 
 import itertools
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _child import run_child
 
 pytestmark = pytest.mark.gpu
 
@@ -306,25 +305,11 @@ def check_disabled() -> int:
     return failed
 
 
-def _child(value: str, code: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env[ENV_VAR] = value
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    return subprocess.run(
-        [sys.executable, "-c", f"import sys, test_fwd_cl_fast as t; sys.exit(min({code}, 100))"],
-        cwd=HERE,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-
-
 def test_fwd_cl_fast_path(ops):  # noqa: ARG001 - the fixture skips without a GPU
-    proc = _child("1", "t.run_cases() + t.check_path()")
+    proc = run_child("test_fwd_cl_fast", "t.run_cases() + t.check_path()", {ENV_VAR: "1"}, timeout=900)
     assert proc.returncode == 0, f"fast-path cases failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
 
 
 def test_fwd_cl_fast_disabled(ops):  # noqa: ARG001 - the fixture skips without a GPU
-    proc = _child("0", "t.check_disabled()")
+    proc = run_child("test_fwd_cl_fast", "t.check_disabled()", {ENV_VAR: "0"}, timeout=900)
     assert proc.returncode == 0, f"disabled check failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"

@@ -12,12 +12,10 @@ dim not a multiple of the 16-byte vector, a state 2 bytes off alignment, strided
 from __future__ import annotations
 
 import itertools
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _child import run_child
 
 pytestmark = pytest.mark.gpu
 
@@ -106,27 +104,13 @@ def run_cases(dest: str) -> int:
     return failed
 
 
-def _child(flag: str, dest: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env[ENV_VAR] = flag
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    return subprocess.run(
-        [sys.executable, "-c", f"import sys, test_update_fast as t; sys.exit(min(t.run_cases({str(dest)!r}), 100))"],
-        cwd=HERE,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-
-
 def test_update_fast_path_matches_reference_and_general_kernel(ops, tmp_path):  # noqa: ARG001 - skips without a GPU
     import torch
 
     results = {}
     for flag in ("1", "0"):
         dest = tmp_path / f"update_{flag}.pt"
-        proc = _child(flag, dest)
+        proc = run_child("test_update_fast", f"t.run_cases({str(dest)!r})", {ENV_VAR: flag}, timeout=600)
         assert proc.returncode == 0, (
             f"{ENV_VAR}={flag}: cases failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
         )
