@@ -298,15 +298,7 @@ __global__ void __launch_bounds__(kClThreadsX* kClThreadsY, 2) bwd_cl_kernel(con
 
   float w[kW][kC];
   float bias[kC];
-#pragma unroll
-  for (int c = 0; c < kC; ++c) {
-    const int d = c0 + c < D ? c0 + c : D - 1;
-    float wc[kW];
-    load_weights_padded<kW>(p, d, wc);
-#pragma unroll
-    for (int k = 0; k < kW; ++k) w[k][c] = wc[k];
-    bias[c] = p.bias != nullptr ? load_any(p.bias, p.b_dtype, d * p.b_s) : 0.f;
-  }
+  load_channel_params<kW, kC>(p, c0, D, w, bias);
   float dw[kW + 1][kC];
 #pragma unroll
   for (int k = 0; k <= kW; ++k)

@@ -251,6 +251,22 @@ __device__ __forceinline__ void load_weights_padded(const ConvParams& p, int d, 
     w[k] = k >= off ? load_any(p.weight, p.w_dtype, d * p.w_cs + (int64_t)(k - off) * p.w_ws) : 0.f;
 }
 
+// Padded weights and bias of kC consecutive channels c0 .. c0 + kC - 1 (a channel-last thread's
+// group): w[k][c], bias[c]; channels past D repeat channel D - 1 (their results are never stored).
+template <int kW, int kC>
+__device__ __forceinline__ void load_channel_params(const ConvParams& p, int c0, int D, float (&w)[kW][kC],
+                                                    float (&bias)[kC]) {
+#pragma unroll
+  for (int c = 0; c < kC; ++c) {
+    const int d = c0 + c < D ? c0 + c : D - 1;
+    float wc[kW];
+    load_weights_padded<kW>(p, d, wc);
+#pragma unroll
+    for (int k = 0; k < kW; ++k) w[k][c] = wc[k];
+    bias[c] = p.bias != nullptr ? load_any(p.bias, p.b_dtype, d * p.b_s) : 0.f;
+  }
+}
+
 // Value of the (virtual) token at pos < 0 for channel (b, d): initial_states or zero.
 template <typename T>
 __device__ __forceinline__ float init_value(const ConvParams& p, int b, int d, int64_t pos) {
