@@ -56,6 +56,15 @@ at::Tensor in_layout(const at::Tensor& t, bool channel_last) {
   return r;
 }
 
+// t's data pointer and its (batch, dim, seqlen) strides, in elements, into a parameter struct's fields.
+template <typename Ptr>
+void bind_bdl(const at::Tensor& t, Ptr& ptr, int64_t& bs, int64_t& cs, int64_t& ls) {
+  ptr = t.data_ptr();
+  bs = t.stride(0);
+  cs = t.stride(1);
+  ls = t.stride(2);
+}
+
 // The fields ConvParams and UpdateParams share: x, weight and bias (pointers, strides, dtypes), the
 // width and the activation.
 template <typename Params>
@@ -65,10 +74,7 @@ void fill_x_weight_bias(Params& p, const at::Tensor& x, const at::Tensor& weight
   p.x_dtype = dtype_code(x.scalar_type());
   p.w_dtype = dtype_code(weight.scalar_type());
   p.silu = silu;
-  p.x = x.data_ptr();
-  p.x_bs = x.stride(0);
-  p.x_cs = x.stride(1);
-  p.x_ls = x.stride(2);
+  bind_bdl(x, p.x, p.x_bs, p.x_cs, p.x_ls);
   p.weight = weight.data_ptr();
   p.w_cs = weight.stride(0);
   p.w_ws = weight.stride(1);
@@ -92,10 +98,7 @@ void fill_common(k::ConvParams& p, const at::Tensor& x, const at::Tensor& weight
     p.s_ls = seq_idx->stride(1);
   }
   if (initial_states.has_value()) {
-    p.init = initial_states->data_ptr();
-    p.i_bs = initial_states->stride(0);
-    p.i_cs = initial_states->stride(1);
-    p.i_ls = initial_states->stride(2);
+    bind_bdl(*initial_states, p.init, p.i_bs, p.i_cs, p.i_ls);
   }
   p.num_sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
 }
@@ -131,15 +134,9 @@ std::tuple<at::Tensor, at::Tensor> fwd_cuda(const at::Tensor& x, const at::Tenso
   }
   k::ConvParams p;
   fill_common(p, x, weight, bias, seq_idx, initial_states, silu);
-  p.out = out.data_ptr();
-  p.out_bs = out.stride(0);
-  p.out_cs = out.stride(1);
-  p.out_ls = out.stride(2);
+  bind_bdl(out, p.out, p.out_bs, p.out_cs, p.out_ls);
   if (return_final_states) {
-    p.final_out = final_states.data_ptr();
-    p.f_bs = final_states.stride(0);
-    p.f_cs = final_states.stride(1);
-    p.f_ls = final_states.stride(2);
+    bind_bdl(final_states, p.final_out, p.f_bs, p.f_cs, p.f_ls);
   }
   p.vec_ok = vec_rows_ok(x, cl) && vec_rows_ok(out, cl);
   k::run_fwd(p, cl, at::cuda::getCurrentCUDAStream());
@@ -176,25 +173,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd_cuda(
   const at::Tensor dout = in_layout(dout_in, cl);
   k::ConvParams p;
   fill_common(p, x, weight, bias, seq_idx, initial_states, silu);
-  p.dout = dout.data_ptr();
-  p.do_bs = dout.stride(0);
-  p.do_cs = dout.stride(1);
-  p.do_ls = dout.stride(2);
-  p.dx = dx.data_ptr();
-  p.dx_bs = dx.stride(0);
-  p.dx_cs = dx.stride(1);
-  p.dx_ls = dx.stride(2);
+  bind_bdl(dout, p.dout, p.do_bs, p.do_cs, p.do_ls);
+  bind_bdl(dx, p.dx, p.dx_bs, p.dx_cs, p.dx_ls);
   if (dfinal_states.has_value()) {
-    p.dfinal = dfinal_states->data_ptr();
-    p.df_bs = dfinal_states->stride(0);
-    p.df_cs = dfinal_states->stride(1);
-    p.df_ls = dfinal_states->stride(2);
+    bind_bdl(*dfinal_states, p.dfinal, p.df_bs, p.df_cs, p.df_ls);
   }
   if (return_dinitial_states) {
-    p.dinit = dinit.data_ptr();
-    p.di_bs = dinit.stride(0);
-    p.di_cs = dinit.stride(1);
-    p.di_ls = dinit.stride(2);
+    bind_bdl(dinit, p.dinit, p.di_bs, p.di_cs, p.di_ls);
   }
   p.dweight = dweight.data_ptr();
   p.dbias = bias.has_value() ? dbias.data_ptr() : nullptr;
@@ -229,14 +214,8 @@ at::Tensor update_cuda_3d(const at::Tensor& x, at::Tensor& conv_state, const at:
   p.state_len = static_cast<int>(conv_state.size(2));
   p.state_batch = static_cast<int>(conv_state.size(0));
   fill_x_weight_bias(p, x, weight, bias, silu);
-  p.state = conv_state.data_ptr();
-  p.st_bs = conv_state.stride(0);
-  p.st_cs = conv_state.stride(1);
-  p.st_ls = conv_state.stride(2);
-  p.out = out.data_ptr();
-  p.out_bs = out.stride(0);
-  p.out_cs = out.stride(1);
-  p.out_ls = out.stride(2);
+  bind_bdl(conv_state, p.state, p.st_bs, p.st_cs, p.st_ls);
+  bind_bdl(out, p.out, p.out_bs, p.out_cs, p.out_ls);
   at::Tensor cs, idx;
   if (cache_seqlens.has_value()) {
     cs = cache_seqlens->contiguous();
