@@ -424,15 +424,13 @@ Geometry geometry(const ConvParams& p) {
   return g;
 }
 
-bool aligned4(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 3u) == 0; }
-
 bool eligible(const ConvParams& p) {
   if (p.x_cs != 1 || p.do_cs != 1 || p.dx_cs != 1) return false;
   if (p.seq_idx != nullptr || p.init != nullptr || p.dfinal != nullptr || p.dinit != nullptr) return false;
   if (p.width < 2 || p.width > 4 || p.batch <= 0 || p.dim <= 0 || p.seqlen <= 0) return false;
   if (p.x_dtype != kFloat32 && p.x_dtype != kFloat16 && p.x_dtype != kBFloat16) return false;
   if (p.dweight == nullptr) return false;
-  if (!aligned4(p.x) || !aligned4(p.dout) || !aligned4(p.dx)) return false;
+  if (!aligned_to(p.x, 4) || !aligned_to(p.dout, 4) || !aligned_to(p.dx, 4)) return false;
   const int64_t kc = channels_per_word(p.x_dtype);
   // 16-bit x: every (batch, token) row starts on a 4-byte word and ends with a whole word
   if (p.dim % kc != 0) return false;

@@ -80,6 +80,11 @@ struct UpdateParams {
   const int32_t* state_indices = nullptr;  // (batch,) or null
 };
 
+// Whether ptr is a multiple of `bytes` (a power of two): the fast paths' vector / word accesses.
+inline bool aligned_to(const void* ptr, uintptr_t bytes) {
+  return (reinterpret_cast<uintptr_t>(ptr) & (bytes - 1)) == 0;
+}
+
 // Whether a kernel-path switch is on: unless the environment variable `name` is "0". The fast paths
 // cache the answer in a function-local static (read once per process).
 inline bool switch_on(const char* name) {

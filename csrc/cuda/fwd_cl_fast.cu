@@ -273,7 +273,7 @@ bool launch_w(const ConvParams& p, cudaStream_t stream) {
 // 16-bit types: a word holds channels 2i, 2i+1 of one token, so every token row must start on a
 // 4-byte boundary and the dim must be even.
 bool words_ok(const void* ptr, int64_t bs, int64_t ls, int batch, int64_t seqlen) {
-  if ((reinterpret_cast<uintptr_t>(ptr) & 3u) != 0) return false;
+  if (!aligned_to(ptr, 4)) return false;
   if (batch > 1 && bs % 2 != 0) return false;
   return seqlen <= 1 || ls % 2 == 0;
 }

@@ -35,12 +35,10 @@ void check_cuda(const at::Tensor& x) {
   TORCH_CHECK(x.is_cuda(), "x must be a CUDA tensor for the CUDA kernels, got ", x.device());
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
 // 16-byte vector accesses along the unit-stride axis are legal for every row of t.
 bool vec_rows_ok(const at::Tensor& t, bool channel_last) {
   const int64_t v = 16 / static_cast<int64_t>(t.element_size());
-  if (!aligned16(t.data_ptr())) return false;
+  if (!k::aligned_to(t.data_ptr(), 16)) return false;
   if (t.size(0) > 1 && t.stride(0) % v != 0) return false;
   const int64_t row_stride = channel_last ? t.stride(2) : t.stride(1);
   const int64_t rows = channel_last ? t.size(2) : t.size(1);

@@ -163,8 +163,6 @@ __global__ void __launch_bounds__(kThreads) update_fast_kernel(const UpdateParam
   st_global_16(outp, Vec16<T>::store(o));
 }
 
-bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
-
 template <typename T, int kW, int kS>
 bool launch_s(const UpdateParams& p, cudaStream_t stream) {
   constexpr int kC = Lanes<T>::kC;
@@ -217,7 +215,7 @@ bool update_fast_enabled() {
 
 bool launch_update_fast(const UpdateParams& p, cudaStream_t stream) {
   if (p.seqlen != 1 || p.cache_seqlens != nullptr) return false;
-  if (!aligned16(p.x) || !aligned16(p.out) || !aligned16(p.state)) return false;
+  if (!aligned_to(p.x, 16) || !aligned_to(p.out, 16) || !aligned_to(p.state, 16)) return false;
   switch (p.x_dtype) {
     case kFloat16: return launch_t<__half>(p, stream);
     case kBFloat16: return launch_t<__nv_bfloat16>(p, stream);
