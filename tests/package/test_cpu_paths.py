@@ -14,39 +14,43 @@ from pathlib import Path
 import pytest
 import torch
 
-HERE = Path(__file__).resolve().parent
-
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the huge-page hint and the x86 kernels: Linux paths")
 
+# The child: the forward of every saved input set (the choices above are made at its start).
 CHILD = r"""
 import sys, torch
-sys.path.insert(0, {here!r})
 import causal_conv1d  # noqa: F401  (loads the ops)
-from _cc1d_ref import make_bdl
 
-torch.manual_seed(0)
-outs = []
-cases = []
-for dtype in (torch.float32, torch.bfloat16, torch.float16):
-    for layout in ("cf", "cl", "cf_view"):
-        for width in (2, 4, 7):
-            cases.append((dtype, layout, width, 2, 40, 300, False))
-# an output of 8 MiB and more: the huge-page hint applies
-cases.append((torch.float32, "cf", 4, 1, 1024, 2304, True))
-cases.append((torch.float32, "cl", 4, 1, 1024, 2304, True))
-for dtype, layout, width, b, d, l, seq in cases:
-    x = make_bdl(b, d, l, layout, dtype, "cpu")
-    w = torch.randn(d, width) / width**0.5
-    bias = torch.randn(d)
-    seq_idx = None
-    if seq:
-        seq_idx = torch.zeros(b, l, dtype=torch.int32)
-        seq_idx[:, l // 3 :] = 1
-        seq_idx[:, -5:] = -1
-    out, _ = torch.ops.causal_conv1d.fwd(x, w, bias, seq_idx, None, False, True)
-    outs.append(out)
-torch.save({{"cap": torch.backends.cpu.get_cpu_capability(), "outs": outs, "cases": [c[1:] for c in cases]}}, {dest!r})
+inputs = torch.load(sys.argv[1])
+outs = [torch.ops.causal_conv1d.fwd(x, w, bias, seq_idx, None, False, True)[0] for x, w, bias, seq_idx in inputs]
+torch.save({"cap": torch.backends.cpu.get_cpu_capability(), "outs": outs}, sys.argv[2])
 """
+
+
+def _inputs() -> list[tuple]:
+    """(x, weight, bias, seq_idx) per case: every layout, dtype and a few widths, plus two outputs of
+    8 MiB and more (the huge-page hint applies), with seq_idx."""
+    from _cc1d_ref import make_bdl
+
+    torch.manual_seed(0)
+    cases = [
+        (dtype, layout, width, 2, 40, 300, False)
+        for dtype in (torch.float32, torch.bfloat16, torch.float16)
+        for layout in ("cf", "cl", "cf_view")
+        for width in (2, 4, 7)
+    ]
+    cases += [(torch.float32, "cf", 4, 1, 1024, 2304, True), (torch.float32, "cl", 4, 1, 1024, 2304, True)]
+    out = []
+    for dtype, layout, width, b, d, length, seq in cases:
+        seq_idx = None
+        if seq:
+            seq_idx = torch.zeros(b, length, dtype=torch.int32)
+            seq_idx[:, length // 3 :] = 1
+            seq_idx[:, -5:] = -1
+        out.append(
+            (make_bdl(b, d, length, layout, dtype, "cpu"), torch.randn(d, width) / width**0.5, torch.randn(d), seq_idx)
+        )
+    return out
 
 
 def _run(tmp_path: Path, name: str, env_extra: dict[str, str]) -> dict:
@@ -54,7 +58,7 @@ def _run(tmp_path: Path, name: str, env_extra: dict[str, str]) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "CAUSAL_CONV1D_CPU_HUGE_PAGES")}
     env.update(env_extra)
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD.format(here=str(HERE), dest=str(dest))],
+        [sys.executable, "-c", CHILD, str(tmp_path / "inputs.pt"), str(dest)],
         env=env,
         capture_output=True,
         text=True,
@@ -65,36 +69,26 @@ def _run(tmp_path: Path, name: str, env_extra: dict[str, str]) -> dict:
 
 
 def test_cpu_forward_paths_agree(tmp_path: Path) -> None:
-    from _cc1d_ref import fwd_ref, make_bdl, tol
+    from _cc1d_ref import fwd_ref, tol
 
+    inputs = _inputs()
+    torch.save(inputs, tmp_path / "inputs.pt")
     runs = {"default": _run(tmp_path, "native", {})}
     cap = runs["default"]["cap"]
     runs["scalar"] = _run(tmp_path, "scalar", {"ATEN_CPU_CAPABILITY": "default"})
     runs["nohuge"] = _run(tmp_path, "nohuge", {"CAUSAL_CONV1D_CPU_HUGE_PAGES": "0"})
     if cap in ("AVX2", "AVX512"):
         runs["avx2"] = _run(tmp_path, "avx2", {"ATEN_CPU_CAPABILITY": "avx2"})
-    # the same inputs in every child (same seed, same order): recompute them here for the reference
-    torch.manual_seed(0)
-    cases = runs["default"]["cases"]
-    for n, (layout, width, b, d, length, seq) in enumerate(cases):
-        dtype = runs["default"]["outs"][n].dtype
-        x = make_bdl(b, d, length, layout, dtype, "cpu")
-        w = torch.randn(d, width) / width**0.5
-        bias = torch.randn(d)
-        seq_idx = None
-        if seq:
-            seq_idx = torch.zeros(b, length, dtype=torch.int32)
-            seq_idx[:, length // 3 :] = 1
-            seq_idx[:, -5:] = -1
+    for n, (x, w, bias, seq_idx) in enumerate(inputs):
         ref, _ = fwd_ref(x, w, bias, seq_idx=seq_idx, silu=True)
+        case = f"case {n}: x {x.dtype} {tuple(x.shape)} strides {x.stride()}, width {w.shape[1]}"
         for name, run in runs.items():
-            out = run["outs"][n]
             torch.testing.assert_close(
-                out.double(),
+                run["outs"][n].double(),
                 ref,
-                **tol(dtype, torch.float32),
-                msg=lambda m, name=name, n=n: f"{name} case {n} {cases[n]}: {m}",
+                **tol(x.dtype, torch.float32),
+                msg=lambda m, name=name, case=case: f"{name} {case}: {m}",
             )
-        assert torch.equal(runs["nohuge"]["outs"][n], runs["default"]["outs"][n]), f"huge-page hint changed case {n}"
+        assert torch.equal(runs["nohuge"]["outs"][n], runs["default"]["outs"][n]), f"huge-page hint changed {case}"
         if "avx2" in runs and cap == "AVX512":
-            assert torch.equal(runs["avx2"]["outs"][n], runs["default"]["outs"][n]), f"AVX2 != AVX-512 in case {n}"
+            assert torch.equal(runs["avx2"]["outs"][n], runs["default"]["outs"][n]), f"AVX2 != AVX-512 in {case}"
