@@ -37,6 +37,7 @@
 #endif
 
 #include "checks.h"
+#include "switch_on.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/Version.h>
@@ -45,8 +46,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -429,11 +428,7 @@ CC1D_UNROLL
 // has no effect where THP is disabled ("never") or already "always".
 void advise_huge_pages(const at::Tensor& t) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-  // CAUSAL_CONV1D_CPU_HUGE_PAGES=0 turns the hint off (read once per process).
-  static const bool enabled = [] {
-    const char* env = std::getenv("CAUSAL_CONV1D_CPU_HUGE_PAGES");
-    return env == nullptr || std::strcmp(env, "0") != 0;
-  }();
+  static const bool enabled = switch_on("CAUSAL_CONV1D_CPU_HUGE_PAGES");  // =0 turns the hint off
   if (!enabled) return;
   constexpr uintptr_t kHuge = uintptr_t(1) << 21;
   const size_t nbytes = t.storage().nbytes();

@@ -31,9 +31,6 @@
 // and runs the general kernel (bwd.cu).
 #include <c10/cuda/CUDAException.h>
 
-#include <cstdlib>
-#include <cstring>
-
 #include "bwd_cf_fast.cuh"
 #include "vec16.cuh"
 

@@ -37,8 +37,6 @@
 // general kernel (bwd.cu).
 #include <c10/cuda/CUDAException.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <type_traits>
 
 #include "bwd_cf_fast.cuh"

@@ -5,12 +5,12 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+
+#include "switch_on.h"
 
 namespace causal_conv1d_cuda {
 
@@ -85,12 +85,7 @@ inline bool aligned_to(const void* ptr, uintptr_t bytes) {
   return (reinterpret_cast<uintptr_t>(ptr) & (bytes - 1)) == 0;
 }
 
-// Whether a kernel-path switch is on: unless the environment variable `name` is "0". The fast paths
-// cache the answer in a function-local static (read once per process).
-inline bool switch_on(const char* name) {
-  const char* env = std::getenv(name);
-  return env == nullptr || std::strcmp(env, "0") != 0;
-}
+using causal_conv1d::switch_on;  // switch_on.h: the fast paths' CAUSAL_CONV1D_*_FAST switches
 
 // Host entry points (one per op), defined in the kernel files; each launches on `stream`
 // and checks the launch with C10_CUDA_KERNEL_LAUNCH_CHECK.

@@ -18,9 +18,6 @@
 // Everything else returns false and runs the general kernel.
 #include <c10/cuda/CUDAException.h>
 
-#include <cstdlib>
-#include <cstring>
-
 #include "fwd_cf_fast.cuh"
 #include "vec16.cuh"
 

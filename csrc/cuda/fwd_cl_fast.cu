@@ -21,8 +21,6 @@
 #include <c10/cuda/CUDAException.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 
 #include "fwd_cl_fast.cuh"
 #include "vec16.cuh"
