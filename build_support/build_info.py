@@ -122,6 +122,8 @@ def collect(version: str, extensions: Iterable[Any] = (), plat_name: Optional[st
         "with_cuda": with_cuda,
         "platform": platform_tag(plat_name),
         "source_commit": source_commit(),
+        "stable_abi_target": None,
+        "cuda_major": None if cuda is None else int(str(cuda).split(".", 1)[0]),
     }
     assert tuple(record) == tuple(contract.BUILD_INFO_KEYS), "build record keys drifted from the contract"
     return record

@@ -15,7 +15,7 @@ import dataclasses
 import os
 import re
 import urllib.parse
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, Union
 
 if TYPE_CHECKING:  # packaging is a build-time tool, not a runtime requirement: imported lazily
     from packaging.version import Version
@@ -36,6 +36,10 @@ __all__ = [
     "ENV_LOCAL_VERSION",
     "ENV_PREBUILT_ONLY",
     "ENV_INDEX_TIMEOUT",
+    "ENV_STABLE_ABI",
+    "STABLE_ABI_MIN_TORCH",
+    "STABLE_TARGET",
+    "ACCEL_FAMILIES",
     "BUILD_INFO_FILENAME",
     "BUILD_INFO_KEYS",
     "InvalidVariant",
@@ -43,6 +47,12 @@ __all__ = [
     "InvalidSetting",
     "env_flag",
     "Variant",
+    "StableVariant",
+    "BuildVariant",
+    "accel_family",
+    "stable_target_macro",
+    "stable_variant_for",
+    "build_variant_from_local_version",
     "WheelName",
     "accel_from_cuda",
     "cuda_from_accel",
@@ -76,6 +86,19 @@ ENV_INDEX_URL = "CAUSAL_CONV1D_INDEX_URL"  #: base URL (or file://) of the site
 ENV_LOCAL_VERSION = "CAUSAL_CONV1D_LOCAL_VERSION"  #: local version label to stamp
 ENV_PREBUILT_ONLY = "CAUSAL_CONV1D_PREBUILT_ONLY"  #: TRUE: use a prebuilt wheel or stop; never compile
 ENV_INDEX_TIMEOUT = "CAUSAL_CONV1D_INDEX_TIMEOUT"  #: seconds per socket operation talking to the index
+#: TRUE: build the op layer on the LibTorch stable ABI; FALSE: the legacy (per-torch-minor) op layer.
+#: Unset: stable when the torch built against is >= STABLE_ABI_MIN_TORCH, legacy otherwise.
+ENV_STABLE_ABI = "CAUSAL_CONV1D_STABLE_ABI"
+
+#: The first torch whose LibTorch stable ABI (torch/csrc/stable, torch/headeronly, the C shims) the
+#: op layer can be built on; a stable build refuses an older torch at build time.
+STABLE_ABI_MIN_TORCH = (2, 10)
+#: The TORCH_TARGET_VERSION a stable build pins (-DTORCH_TARGET_VERSION=stable_target_macro()): it
+#: uses no shim newer than this, so it loads on this torch and every later one.
+STABLE_TARGET = (2, 10)
+#: Accelerator families of stable wheels: one wheel per family and platform serves every torch
+#: >= STABLE_TARGET of that family (CUDA minor versions of one major share a runtime ABI).
+ACCEL_FAMILIES = ("cpu", "cu12", "cu13")
 
 #: The build record inside every wheel, next to the package's __init__.py.
 BUILD_INFO_FILENAME = "_build_info.json"
@@ -90,12 +113,16 @@ BUILD_INFO_KEYS = (
     "with_cuda",  # bool: whether the CUDA kernels were compiled in
     "platform",  # the platform tag the wheel was built for, e.g. "linux_x86_64"
     "source_commit",  # git commit of the source tree, or null
+    "stable_abi_target",  # "2.10": built on the LibTorch stable ABI with that TORCH_TARGET_VERSION; null: legacy
+    "cuda_major",  # int: the CUDA major of the toolkit built with (13 for "13.0"), or null for a CPU build
 )
 
 _VARIANT_RE = re.compile(
     r"^torch(?P<major>\d+)\.(?P<minor>\d+)-(?P<accel>cpu|cu\d{3,4})(?:-cxx11abi(?P<abi>[01]))?$"
 )
 _LOCAL_RE = re.compile(r"^(?P<accel>cpu|cu\d{3,4})\.torch(?P<major>\d+)\.(?P<minor>\d+)(?:\.cxx11abi(?P<abi>[01]))?$")
+_STABLE_NAME_RE = re.compile(r"^stable(?P<major>\d+)\.(?P<minor>\d+)-(?P<family>cpu|cu\d{2})$")
+_STABLE_LOCAL_RE = re.compile(r"^(?P<family>cpu|cu\d{2})\.stable(?P<major>\d+)\.(?P<minor>\d+)$")
 
 
 class InvalidVariant(ValueError):
@@ -223,14 +250,20 @@ class Variant:
         return self.name
 
 
-def torch_requirement(torch_minor: tuple[int, int]) -> str:
-    """The Requires-Dist pin of a wheel: ``torch>=2.7,<2.8``."""
+def torch_requirement(torch_minor: tuple[int, int], stable: bool = False) -> str:
+    """The Requires-Dist pin of a wheel: ``torch>=2.7,<2.8``; a stable-ABI wheel: ``torch>=2.10``
+    (no upper bound: it loads on torch releases that do not exist yet)."""
     major, minor = torch_minor
+    if stable:
+        return f"torch>={major}.{minor}"
     return f"torch>={major}.{minor},<{major}.{minor + 1}"
 
 
-def local_version(variant: Variant) -> str:
-    """The local version label: ``cu128.torch2.7`` (``.cxx11abi0/1`` added for unofficial ABIs)."""
+def local_version(variant: BuildVariant) -> str:
+    """The local version label: ``cu128.torch2.7`` (``.cxx11abi0/1`` added for unofficial ABIs);
+    ``cu13.stable2.10`` for a stable-ABI build."""
+    if isinstance(variant, StableVariant):
+        return f"{variant.family}.stable{variant.torch}"
     label = f"{variant.accel}.torch{variant.torch}"
     if variant.cxx11_abi is not None:
         label += f".cxx11abi{int(variant.cxx11_abi)}"
@@ -245,8 +278,123 @@ def variant_from_local_version(label: str) -> Variant:
     return Variant((int(m.group("major")), int(m.group("minor"))), m.group("accel"), abi)
 
 
-def wheel_filename(version: str, variant: Variant, platform: str) -> str:
-    """``causal_conv1d-1.6.1+cu128.torch2.7-cp39-abi3-manylinux_2_28_x86_64.whl``."""
+def accel_family(accel: str) -> str:
+    """The stable-wheel family of an accelerator: ``"cu128"`` -> ``"cu12"``, ``"cpu"`` -> ``"cpu"``."""
+    cuda = cuda_from_accel(accel)  # validates
+    return "cpu" if cuda is None else f"cu{cuda.split('.', 1)[0]}"
+
+
+def stable_target_macro(target: tuple[int, int] = STABLE_TARGET) -> str:
+    """The value of ``-DTORCH_TARGET_VERSION``: ``(2, 10)`` -> ``"0x020a000000000000"``.
+
+    torch's version macro packs the version into one 64-bit number: the major in the top byte, the
+    minor in the next; patch and tweak below them are zero for a target (any 2.10.x is 2.10).
+    """
+    major, minor = target
+    return f"0x{major:02x}{minor:02x}000000000000"
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class StableVariant:
+    """A stable-ABI build: one accelerator family (``cpu``, ``cu12``, ``cu13``) on the LibTorch stable
+    ABI with ``TORCH_TARGET_VERSION`` = ``target``. It serves every torch >= target of its family,
+    whatever that torch's C++ ABI: the stable ABI crosses only C shims.
+
+    Name ``stable2.10-cu13``; local version label ``cu13.stable2.10``; ``Requires-Dist: torch>=2.10``.
+    """
+
+    family: str
+    target: tuple[int, int] = STABLE_TARGET
+
+    def __post_init__(self) -> None:
+        if self.family not in ACCEL_FAMILIES:
+            raise InvalidVariant(
+                f"Invalid stable-ABI accelerator family (expected one of {', '.join(ACCEL_FAMILIES)}): {self.family!r}"
+            )
+        if tuple(self.target) < STABLE_ABI_MIN_TORCH:
+            raise InvalidVariant(
+                f"Invalid stable-ABI target torch{self.target[0]}.{self.target[1]} "
+                f"(the stable ABI starts at torch {STABLE_ABI_MIN_TORCH[0]}.{STABLE_ABI_MIN_TORCH[1]})"
+            )
+
+    @classmethod
+    def parse(cls, name: str) -> StableVariant:
+        """Parse ``stable2.10-cu13`` / ``stable2.10-cpu``."""
+        m = _STABLE_NAME_RE.match(name)
+        if not m:
+            raise InvalidVariant(f"Invalid stable variant name (expected 'stableX.Y-cuNN' or 'stableX.Y-cpu'): {name!r}")
+        return cls(m.group("family"), (int(m.group("major")), int(m.group("minor"))))
+
+    @property
+    def torch(self) -> str:
+        """The lowest torch served, ``"2.10"``."""
+        return f"{self.target[0]}.{self.target[1]}"
+
+    @property
+    def cuda_major(self) -> Optional[int]:
+        return None if self.family == "cpu" else int(self.family[2:])
+
+    @property
+    def name(self) -> str:
+        return f"stable{self.torch}-{self.family}"
+
+    @property
+    def is_official(self) -> bool:
+        return True
+
+    def serves(self, variant: Variant) -> bool:
+        """Whether this wheel loads on the torch builds of ``variant`` (any C++ ABI)."""
+        return variant.torch_minor >= self.target and accel_family(variant.accel) == self.family
+
+    def refusal(self, torch_version: str, cuda_version: Optional[str]) -> Optional[str]:
+        """None when this build serves the running torch, else why not (one sentence)."""
+        try:
+            running = Variant.from_torch(torch_version, cuda_version)
+        except InvalidVariant as exc:
+            return str(exc)
+        if running.torch_minor < self.target:
+            return (
+                f"this stable-ABI build needs torch >= {self.torch}, but torch {torch_version} is installed"
+            )
+        family = accel_family(running.accel)
+        if family != self.family:
+            built = "CPU" if self.family == "cpu" else f"CUDA {self.cuda_major}"
+            have = "a CPU build" if family == "cpu" else f"a CUDA {family[2:]} build ({cuda_version})"
+            return f"this build is for {built} torch, but the installed torch {torch_version} is {have}"
+        return None
+
+    def __str__(self) -> str:
+        return self.name
+
+
+#: What a wheel or a build record is for: one torch minor (legacy) or a stable-ABI family.
+BuildVariant = Union[Variant, StableVariant]
+
+
+def stable_variant_for(variant: Variant) -> Optional[StableVariant]:
+    """The stable-ABI build that serves ``variant``'s torch, or None when its torch predates the
+    stable ABI. The C++ ABI suffix does not matter: stable wheels cross only C shims."""
+    if variant.torch_minor < STABLE_TARGET:
+        return None
+    return StableVariant(accel_family(variant.accel))
+
+
+def build_variant_from_local_version(label: str) -> BuildVariant:
+    """``cu128.torch2.7`` -> Variant; ``cu13.stable2.10`` -> StableVariant."""
+    m = _STABLE_LOCAL_RE.match(label)
+    if m:
+        return StableVariant(m.group("family"), (int(m.group("major")), int(m.group("minor"))))
+    try:
+        return variant_from_local_version(label)
+    except InvalidVariant:
+        raise InvalidVariant(
+            f"Invalid local version label (expected 'cuXYZ.torchX.Y' or 'cuNN.stableX.Y'): {label!r}"
+        ) from None
+
+
+def wheel_filename(version: str, variant: BuildVariant, platform: str) -> str:
+    """``causal_conv1d-1.6.1+cu128.torch2.7-cp39-abi3-manylinux_2_28_x86_64.whl``;
+    ``causal_conv1d-1.6.1+cu13.stable2.10-cp39-abi3-manylinux_2_28_x86_64.whl`` for a stable build."""
     base = version.split("+", 1)[0]
     return f"{DIST_NAME}-{base}+{local_version(variant)}-{PYTHON_TAG}-{ABI_TAG}-{platform}.whl"
 
@@ -257,7 +405,7 @@ class WheelName:
 
     filename: str
     version: Version  # full version, local label included
-    variant: Variant
+    variant: BuildVariant  # Variant (one torch minor) or StableVariant (every torch >= its target)
     tags: frozenset  # frozenset[packaging.tags.Tag]
     platforms: tuple  # platform tags, sorted
 
@@ -284,10 +432,10 @@ def parse_wheel_name(filename: str) -> WheelName:
         raise InvalidWheelName(f"Invalid wheel filename (not a {PROJECT_NAME} wheel): {filename!r}")
     if not version.local:
         raise InvalidWheelName(
-            f"Invalid wheel filename (no local version label '+cuXYZ.torchX.Y'): {filename!r}"
+            f"Invalid wheel filename (no local version label '+cuXYZ.torchX.Y' or '+cuNN.stableX.Y'): {filename!r}"
         )
     try:
-        variant = variant_from_local_version(version.local)
+        variant = build_variant_from_local_version(version.local)
     except InvalidVariant as exc:
         raise InvalidWheelName(f"Invalid wheel filename ({exc}): {filename!r}") from None
     for tag in tags:

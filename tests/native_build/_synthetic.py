@@ -121,6 +121,8 @@ def make_wheel(
         "with_cuda": v.cuda is not None,
         "platform": "linux_x86_64",
         "source_commit": None,
+        "stable_abi_target": None,
+        "cuda_major": None if v.cuda is None else int(v.cuda.split(".")[0]),
     }
     record.update(record_overrides or {})
     wheel_meta = f"Wheel-Version: 1.0\nGenerator: synthetic\nRoot-Is-Purelib: false\nTag: cp39-abi3-{platform}\n\n"
