@@ -18,6 +18,7 @@
 // Everything else returns false and runs the general kernel.
 #include <c10/cuda/CUDAException.h>
 
+#include "bulk_ring.cuh"
 #include "fwd_cf_fast.cuh"
 #include "vec16.cuh"
 
@@ -153,10 +154,210 @@ bool launch_v(const ConvParams& p, cudaStream_t stream) {
   return true;
 }
 
+// ---- Bulk-copy variant (sm_90+; issue 16) ----------------------------------------------------
+// The same warp segments and the same arithmetic per output as fwd_cf_fast_kernel (bit-identical
+// outputs), but x reaches the warp through a ring of `stages` shared-memory stages filled by one
+// `cp.async.bulk` per segment (lane 0 issues it; the copy engine moves the bytes; completion on the
+// stage's mbarrier). A persistent grid: warp j of the grid walks segments j, j + nw, j + 2 nw, ...
+// (nw = warps in the grid), so while it computes one segment, the next stages - 1 are in flight
+// without holding a register (the register-only kernel has 128 B per thread in flight only during
+// its load phase; each of its warps computes with nothing outstanding). Each stage = a 16-byte
+// halo slot (the 16 bytes before the segment: lane 0's x halo, copied with the segment when the
+// segment does not start the row) + the segment's 32 * kBulkVecs 16-byte vectors.
+constexpr int kBulkVecs = 4;                        // vectors per lane per segment (2 KB per warp)
+constexpr int kBulkStageBytes = 16 + 32 * kBulkVecs * 16;
+constexpr int kBulkMinBlocks = 8;                   // 128 threads x 8: <= 64 registers
+__host__ __device__ constexpr int bulk_bar_bytes(int stages) { return 16 * ((stages * 8 + 15) / 16); }
+__host__ __device__ constexpr int bulk_warp_bytes(int stages) { return bulk_bar_bytes(stages) + stages * kBulkStageBytes; }
+
+template <typename T, int kW>
+__global__ void __launch_bounds__(kThreads, kBulkMinBlocks)
+    fwd_cf_bulk_kernel(const ConvParams p, const FastDiv wpr, const FastDiv dim, const uint32_t nwarps,
+                       const int stages) {
+#ifdef CAUSAL_CONV1D_BULK_DEVICE
+  constexpr int kPer = Vec16<T>::kPer;
+  constexpr int kH = kW - 1;
+  constexpr int kVecs = kBulkVecs;
+  constexpr int kSegTok = 32 * kVecs * kPer;
+  static_assert(kPer >= kH, "the halo must fit in the previous lane's vector");
+  extern __shared__ __align__(16) unsigned char smem[];
+
+  const int lane = threadIdx.x & 31;
+  const int wib = threadIdx.x >> 5;
+  const uint32_t step = gridDim.x * (kThreads / 32);
+  const uint32_t first = blockIdx.x * (kThreads / 32) + wib;
+  if (first >= nwarps) return;  // warp-uniform; nothing below synchronises more than this warp
+  unsigned char* region = smem + wib * bulk_warp_bytes(stages);
+  uint64_t* bars = reinterpret_cast<uint64_t*>(region);
+  unsigned char* stage0 = region + bulk_bar_bytes(stages);
+  const int64_t L = p.seqlen;
+
+  // lane 0: the copy of segment g into stage s (with the 16 bytes before it unless it starts the row)
+  auto issue = [&](uint32_t g, int s) {
+    const uint32_t row = wpr.div(g);
+    const uint32_t wr = g - row * wpr.d;
+    const uint32_t bu = dim.div(row);
+    const int64_t w0 = static_cast<int64_t>(wr) * kSegTok;
+    const T* xr = static_cast<const T*>(p.x) + static_cast<int64_t>(bu) * p.x_bs +
+                  static_cast<int64_t>(row - bu * dim.d) * p.x_cs;
+    const int64_t n = L - w0 < kSegTok ? L - w0 : kSegTok;  // a multiple of kPer (launcher)
+    const int64_t h = w0 > 0 ? kPer : 0;
+    const uint32_t bytes = static_cast<uint32_t>((n + h) * static_cast<int64_t>(sizeof(T)));
+    uint64_t* bar = bars + s;
+    bulk::expect_tx(bar, bytes);
+    bulk::copy(stage0 + s * kBulkStageBytes + 16 - h * static_cast<int64_t>(sizeof(T)), xr + w0 - h, bytes, bar);
+  };
+  if (lane == 0) {
+    bulk::init(bars, stages);
+    for (int s = 0; s < stages; ++s) {
+      const uint32_t g = first + static_cast<uint32_t>(s) * step;
+      if (g < nwarps) issue(g, s);
+    }
+  }
+  __syncwarp();
+
+  const bool silu = p.silu;
+  int s = 0;
+  uint32_t parity = 0;
+  for (uint32_t gw = first; gw < nwarps; gw += step) {
+    const uint32_t row = wpr.div(gw);
+    const uint32_t wr = gw - row * wpr.d;
+    const uint32_t bu = dim.div(row);
+    const int b = static_cast<int>(bu);
+    const int d = static_cast<int>(row - bu * dim.d);
+    const int64_t w0 = static_cast<int64_t>(wr) * kSegTok;
+    const int64_t lane_l0 = w0 + lane * kPer;
+    T* __restrict__ outr = static_cast<T*>(p.out) + b * p.out_bs + d * p.out_cs;
+    // the global loads of this segment (weights, bias, initial_states) go out before the wait
+    float w[kW];
+    load_weights_exact<kW>(p, d, w);
+    const float bias = p.bias != nullptr ? load_any(p.bias, p.b_dtype, d * p.b_s) : 0.f;
+    float halo[kH];
+#pragma unroll
+    for (int j = 0; j < kH; ++j) halo[j] = 0.f;
+    if (lane == 0 && w0 == 0 && p.init != nullptr) {  // before the row: initial_states[b, d, 0 .. kH-1]
+      const T* __restrict__ ir = static_cast<const T*>(p.init) + b * p.i_bs + d * p.i_cs;
+#pragma unroll
+      for (int j = 0; j < kH; ++j) halo[j] = to_float(ir[j * p.i_ls]);
+    }
+    T* __restrict__ fin = p.final_out != nullptr && wr == wpr.d - 1
+                              ? static_cast<T*>(p.final_out) + b * p.f_bs + d * p.f_cs
+                              : nullptr;
+
+    bulk::wait(bars + s, parity);
+    const unsigned char* buf = stage0 + s * kBulkStageBytes + 16;
+    if (lane == 0 && w0 > 0) {  // the kH tokens before the segment, from the halo slot
+      float hb[kPer];
+      Vec16<T>::load(*reinterpret_cast<const uint4*>(buf - 16), hb);
+#pragma unroll
+      for (int j = 0; j < kH; ++j) halo[j] = hb[kPer - kH + j];
+    }
+    float prev_tail[kH];
+#pragma unroll
+    for (int v = 0; v < kVecs; ++v) {
+      const int64_t lv = lane_l0 + v * (32 * kPer);
+      const uint4 raw = lv < L ? *reinterpret_cast<const uint4*>(buf + (v * 32 + lane) * 16) : make_uint4(0u, 0u, 0u, 0u);
+      float xv[kPer];
+      Vec16<T>::load(raw, xv);
+      float win[kH];
+#pragma unroll
+      for (int j = 0; j < kH; ++j) {
+        if (v == 0) {
+          const float sh = __shfl_up_sync(0xffffffffu, xv[kPer - kH + j], 1);
+          win[j] = lane == 0 ? halo[j] : sh;
+        } else {
+          win[j] = __shfl_sync(0xffffffffu, lane == 31 ? prev_tail[j] : xv[kPer - kH + j], (lane + 31) & 31);
+        }
+      }
+      float o[kPer];
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        float acc = bias;
+#pragma unroll
+        for (int k = 0; k < kH; ++k) acc = fmaf(w[k], win[k], acc);
+        acc = fmaf(w[kH], xv[i], acc);
+#pragma unroll
+        for (int k = 0; k + 1 < kH; ++k) win[k] = win[k + 1];
+        win[kH - 1] = xv[i];
+        o[i] = silu ? silu_fast(acc) : acc;
+      }
+      if (lv < L) st_global_16(outr + lv, Vec16<T>::store(o));
+      if (fin != nullptr && lv + kPer == L) {
+#pragma unroll
+        for (int j = 0; j < kH; ++j) fin[j * p.f_ls] = from_float<T>(win[j]);
+      }
+#pragma unroll
+      for (int j = 0; j < kH; ++j) prev_tail[j] = win[j];
+    }
+    // every lane has read stage s: lane 0 refills it with the segment `stages` ahead
+    __syncwarp();
+    if (lane == 0) {
+      const uint32_t g2 = gw + static_cast<uint32_t>(stages) * step;
+      if (g2 < nwarps) {
+        bulk::fence_proxy_async();
+        issue(g2, s);
+      }
+    }
+    if (++s == stages) {
+      s = 0;
+      parity ^= 1u;
+    }
+  }
+#endif
+}
+
+// Stages per warp ring (CAUSAL_CONV1D_FWD_BULK_STAGES, 2..5, default 3) and a cap on resident blocks
+// per SM (CAUSAL_CONV1D_FWD_BULK_BLOCKS, default: as many as fit), read once: tuning knobs.
+int fwd_bulk_stages() {
+  static const int s = [] {
+    const int v = env_int("CAUSAL_CONV1D_FWD_BULK_STAGES", 3);
+    return v < 2 ? 2 : (v > 5 ? 5 : v);
+  }();
+  return s;
+}
+
+template <typename T, int kW>
+bool launch_bulk(const ConvParams& p, cudaStream_t stream) {
+  constexpr int64_t kSegTok = 32 * kBulkVecs * (16 / static_cast<int64_t>(sizeof(T)));
+  const int64_t wpr = (p.seqlen + kSegTok - 1) / kSegTok;
+  const int64_t nwarps = wpr * p.batch * p.dim;
+  if (nwarps + 64 * 1024 > 0x7fffffffLL || p.dim > 0x7fffffff) return false;  // 32-bit warp indices
+  const int stages = fwd_bulk_stages();
+  const int smem = (kThreads / 32) * bulk_warp_bytes(stages);  // <= 41 KB: no opt-in needed
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
+  static int occ[64] = {};  // per device: 0 = not asked yet, -1 = cannot run
+  if (occ[dev] == 0) {
+    const int n = bulk_blocks_per_sm(reinterpret_cast<const void*>(&fwd_cf_bulk_kernel<T, kW>), kThreads, smem);
+    occ[dev] = n > 0 ? n : -1;
+  }
+  static const int cap = env_int("CAUSAL_CONV1D_FWD_BULK_BLOCKS", 0);
+  const int per_sm = cap > 0 && cap < occ[dev] ? cap : occ[dev];
+  if (per_sm <= 0) return false;
+  const int64_t need = (nwarps + kThreads / 32 - 1) / (kThreads / 32);
+  const int64_t full = static_cast<int64_t>(per_sm) * p.num_sms;
+  const int64_t blocks = need < full ? need : full;
+  fwd_cf_bulk_kernel<T, kW><<<static_cast<unsigned>(blocks), kThreads, smem, stream>>>(
+      p, FastDiv(static_cast<uint32_t>(wpr)), FastDiv(static_cast<uint32_t>(p.dim)), static_cast<uint32_t>(nwarps),
+      stages);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return true;
+}
+
+// The bulk-copy variant for 16-bit rows of >= 2048 tokens on sm_90+ (CAUSAL_CONV1D_FWD_BULK=0 turns
+// it off: the register-only kernel at 8 vectors per lane runs those rows instead).
+bool fwd_bulk_enabled() {
+  static const bool enabled = switch_on("CAUSAL_CONV1D_FWD_BULK");
+  return enabled;
+}
+
 template <typename T, int kW>
 bool launch(const ConvParams& p, cudaStream_t stream) {
   if constexpr (sizeof(T) == 2) {
-    if (p.seqlen >= 32 * 8 * 8) return launch_v<T, kW, 8>(p, stream);  // rows fill warps of 8 vectors
+    if (p.seqlen >= 32 * 8 * 8) {
+      if (fwd_bulk_enabled() && bulk_copy_supported() && launch_bulk<T, kW>(p, stream)) return true;
+      return launch_v<T, kW, 8>(p, stream);  // rows fill warps of 8 vectors
+    }
   }
   return launch_v<T, kW, 4>(p, stream);
 }

@@ -6,6 +6,12 @@ fast path (channel-first, 16-byte aligned rows, seqlen a multiple of 16 bytes, w
 seq_idx). Rows are short (one vector), fill whole warps (L = 2048) or span several warps, the last
 one partly past the row; outputs are checked element by element (a wrong halo at a lane, vector or
 warp boundary shows as a few bad tokens), final_states bit for bit.
+
+16-bit rows of >= 2048 tokens run the bulk-copy kernel on sm_90+ (fwd_cf_bulk_kernel, unless
+CAUSAL_CONV1D_FWD_BULK=0): the cases run with it, without it (the register-only kernel), and with
+one block per SM and two stages (CAUSAL_CONV1D_FWD_BULK_BLOCKS=1, _STAGES=2), so that each warp of
+the persistent grid walks many segments of the (4, 96, 4104) case and its ring wraps around.
+``check_path()`` asserts through the profiler's kernel names which kernel ran.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ pytestmark = pytest.mark.gpu
 
 HERE = Path(__file__).resolve().parent
 ENV_VAR = "CAUSAL_CONV1D_FWD_FAST"
+BULK_VAR = "CAUSAL_CONV1D_FWD_BULK"
 
 
 def cases() -> list[tuple]:
@@ -30,7 +37,7 @@ def cases() -> list[tuple]:
         ["fp32", "fp16", "bf16"],
         ["same", "fp32"],
         [2, 3, 4],
-        [(2, 37, 8), (3, 5, 24), (2, 19, 136), (1, 3, 4104), (2, 130, 520), (2, 5, 2048)],
+        [(2, 37, 8), (3, 5, 24), (2, 19, 136), (1, 3, 4104), (2, 130, 520), (2, 5, 2048), (4, 96, 4104)],
     ):
         i = len(out)
         out.append((dts, wk, W, B, D, L, i % 3 == 0, i % 2 == 0, i % 4 != 1, i % 5 != 2))
@@ -83,6 +90,38 @@ def run_cases() -> int:
     return failed
 
 
-def test_fwd_cf_fast_path(ops):  # noqa: ARG001 - the fixture skips without a GPU
-    proc = run_child("test_fwd_cf_fast", "t.run_cases()", {ENV_VAR: "1"}, timeout=600)
+def check_path() -> int:
+    """Child process: a 16-bit row of 4096 tokens runs fwd_cf_bulk_kernel on sm_90+ unless the bulk
+    switch is 0, else fwd_cf_fast_kernel. 0 (with a note) when the profiler records no kernels."""
+    import torch
+    from conftest import load_ops
+    from torch.profiler import ProfilerActivity, profile
+
+    ops = load_ops()
+    x = torch.randn(2, 8, 4096, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(8, 4, device="cuda", dtype=torch.bfloat16)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        ops.fwd(x, w, None, None, None, False, True)
+        torch.cuda.synchronize()
+    names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    if not names:
+        print("note: the profiler recorded no CUDA kernels (no CUPTI?); path check skipped")
+        return 0
+    bulk = torch.cuda.get_device_capability()[0] >= 9 and os.environ.get(BULK_VAR) != "0"
+    want = "fwd_cf_bulk_kernel" if bulk else "fwd_cf_fast_kernel"
+    if not any(want in k for k in names):
+        print(f"FAIL expected {want}: {names}")
+        return 1
+    print(f"path check: {want} ran")
+    return 0
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{}, {BULK_VAR: "0"}, {"CAUSAL_CONV1D_FWD_BULK_BLOCKS": "1", "CAUSAL_CONV1D_FWD_BULK_STAGES": "2"}],
+    ids=["bulk", "register", "bulk-ring-wraps"],
+)
+def test_fwd_cf_fast_path(ops, extra):  # noqa: ARG001 - the fixture skips without a GPU
+    proc = run_child("test_fwd_cf_fast", "t.run_cases() + t.check_path()", {ENV_VAR: "1", **extra}, timeout=600)
     assert proc.returncode == 0, f"fast-path cases failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
