@@ -17,6 +17,7 @@ SDIST=${UPSTREAM_SDIST:-causal_conv1d-1.7.0.tar.gz}
 UP=/tmp/upstream/causal_conv1d-1.7.0
 STEPS=${*:-build tests bench ab memcheck racecheck ncu}
 PY=python3
+REPO=$(pwd)
 export PYTHONUNBUFFERED=1
 
 log() { echo "[$(($(date +%s) - T0))s] $*" | tee -a "$OUT/summary.txt"; }
@@ -47,15 +48,8 @@ if has build; then
     mkdir -p /tmp/upstream
     tar xzf "$SDIST" -C /tmp/upstream
     cd "$UP"
-    $PY - <<'EOF'
-import re
-s = open("setup.py").read()
-pat = r'cc_flag\.append\("-gencode"\)\s*\n(\s*)cc_flag\.append\("arch=compute_(\d+),code=sm_\d+"\)'
-s, n = re.subn(pat, lambda m: m.group(0) if m.group(2) == "90" else m.group(1) + "pass", s)
-open("setup.py", "w").write(s)
-print("patched gencodes:", n, "-> sm_90 only")
-EOF
-    /usr/bin/time -f "upstream build wall %e s" env CAUSAL_CONV1D_FORCE_BUILD=TRUE MAX_JOBS=8 \
+    $PY "$REPO/benchmarks/peer_build_patch.py"
+    /usr/bin/time -f "upstream build wall %e s" env CAUSAL_CONV1D_FORCE_BUILD=TRUE MAX_JOBS=12 \
       $PY setup.py build_ext --inplace
   ) >"$OUT/upstream_build.log" 2>&1 &
   UP_PID=$!
@@ -65,7 +59,7 @@ EOF
 fi
 
 if has tests; then
-  run tests 150 $PY -m pytest -q -x tests/gpu/test_fwd_cf_fast.py tests/gpu/test_bwd_cf_fast.py
+  run tests 170 $PY -m pytest -q tests/gpu/test_fwd_cf_fast.py tests/gpu/test_bwd_cf_fast.py
   tail -3 "$OUT/tests.log" | tee -a "$OUT/summary.txt"
 fi
 
@@ -79,14 +73,14 @@ fi
 if has bench; then
   PEER=()
   ls "$UP"/causal_conv1d_cuda*.so >/dev/null 2>&1 && PEER=(--peer "$UP")
-  run bench 200 $PY benchmarks/bench.py --kernel "${PEER[@]}" --json "$OUT/kernel.json"
+  run bench 120 $PY benchmarks/bench.py --kernel "${PEER[@]}" --json "$OUT/kernel.json"
   grep -v "^\[" "$OUT/bench.log" | tail -45 >>"$OUT/summary.txt"
 fi
 
 if has ab; then
-  ROWS="bf16 cf B4 D4096 L4096,fp16 cf B4,cf 7B B1 L8192"
-  for v in "FWD_BULK=0 BWD_BULK=0" "FWD_BULK_STAGES=2 BWD_BULK_STAGES=3" "FWD_BULK_STAGES=4 BWD_BULK_STAGES=4" \
-    "FWD_BULK_BLOCKS=6 BWD_BULK_BLOCKS=4"; do
+  ROWS="bf16 cf B4 D4096 L4096,fp16 cf B4,cf 7B B1 L8192,cf W2,cf W3,bwd bf16 cf B16"
+  for v in "DEFAULT=1" "FWD_BULK=1 BWD_BULK=1" "FWD_BULK=1 FWD_BULK_STAGES=4 BWD_BULK=1 BWD_BULK_STAGES=3" \
+    "FWD_WALK=1" "FWD_WALK=1 FWD_WALK_STEPS=4" "FWD_WALK=1 FWD_WALK_STEPS=16" "DEFAULT=2"; do
     envs=()
     for kv in $v; do envs+=("CAUSAL_CONV1D_$kv"); done
     tag=$(echo "$v" | tr ' =' '_-')
@@ -96,11 +90,11 @@ if has ab; then
   done
 fi
 
-SAN_ENV=(CAUSAL_CONV1D_FWD_BULK_BLOCKS=1 CAUSAL_CONV1D_FWD_BULK_STAGES=2 CAUSAL_CONV1D_BWD_BULK_BLOCKS=1
-  CAUSAL_CONV1D_BWD_BULK_STAGES=2)
+SAN_ENV=(CAUSAL_CONV1D_FWD_WALK=1 CAUSAL_CONV1D_FWD_WALK_STEPS=3 CAUSAL_CONV1D_BWD_BULK=1
+  CAUSAL_CONV1D_BWD_BULK_BLOCKS=1 CAUSAL_CONV1D_BWD_BULK_STAGES=2)
 for tool in memcheck racecheck; do
   if has $tool; then
-    run "sanitizer_$tool" 90 env "${SAN_ENV[@]}" compute-sanitizer --tool $tool --error-exitcode 3 \
+    run "sanitizer_$tool" 70 env "${SAN_ENV[@]}" compute-sanitizer --tool $tool --error-exitcode 3 \
       $PY tests/gpu/sanitize_bulk.py
     tail -4 "$OUT/sanitizer_$tool.log" | tee -a "$OUT/summary.txt"
   fi
@@ -119,10 +113,16 @@ for _ in range(2):
     ops.bwd.default(x, w, b, d, None, None, None, False, True)
 torch.cuda.synchronize()
 EOF
-  run ncu 80 ncu --clock-control none -k "regex:cf_(bulk|fast)_kernel" --launch-skip 2 --launch-count 2 \
-    --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
-    --section MemoryWorkloadAnalysis $PY /tmp/ncu_drive.py
-  grep -E "bulk_kernel|fast_kernel|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Issue Slots|Warp Cycles Per Issued|Compute \(SM\)" \
-    "$OUT/ncu.log" | head -40 >>"$OUT/summary.txt"
+  # the default (register-only) kernels, then the candidates
+  for cfg in "DEFAULT=1" "FWD_WALK=1 BWD_BULK=1"; do
+    envs=()
+    for kv in $cfg; do envs+=("CAUSAL_CONV1D_$kv"); done
+    tag=$(echo "$cfg" | tr ' =' '_-')
+    run "ncu_$tag" 45 env "${envs[@]}" ncu --clock-control none -k "regex:cf_(bulk|fast|walk)_kernel" \
+      --launch-skip 2 --launch-count 2 --section SpeedOfLight --section Occupancy --section WarpStateStats \
+      --section LaunchStats --section MemoryWorkloadAnalysis --section SchedulerStats $PY /tmp/ncu_drive.py
+    grep -E "cf_(bulk|fast|walk)_kernel|Duration|DRAM Throughput|Achieved Occupancy|Registers Per|Issue Slots Busy|Warp Cycles Per Issued|Compute \(SM\) Throughput|No Eligible" \
+      "$OUT/ncu_$tag.log" | sed "s/^/$tag /" | head -30 >>"$OUT/summary.txt"
+  done
 fi
 log "done"

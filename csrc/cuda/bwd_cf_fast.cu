@@ -555,10 +555,10 @@ int bwd_bulk_stages() {
   return s;
 }
 
-// The bulk-copy variant for 16-bit x on sm_90+ (CAUSAL_CONV1D_BWD_BULK=0 turns it off: the
-// register-only kernel runs instead).
+// The bulk-copy variant for 16-bit x on sm_90+: opt-in (CAUSAL_CONV1D_BWD_BULK=1) since it measured
+// slower than the register-only kernel (issue 16: bf16 B4 D4096 L4096 126.2 against ~122 us).
 bool bwd_bulk_enabled() {
-  static const bool enabled = switch_on("CAUSAL_CONV1D_BWD_BULK");
+  static const bool enabled = env_int("CAUSAL_CONV1D_BWD_BULK", 0) == 1;
   return enabled;
 }
 

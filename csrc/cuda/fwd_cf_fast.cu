@@ -154,6 +154,154 @@ bool launch_v(const ConvParams& p, cudaStream_t stream) {
   return true;
 }
 
+// ---- Walking variant (issue 16) --------------------------------------------------------------
+// Upstream's forward runs at full occupancy (2048 threads per SM, 16 bytes per thread in flight)
+// and amortises its per-row setup over the whole row. This one does the same without its shared
+// memory exchange and barriers: a warp walks `steps` consecutive 512-byte steps of one row (lane i:
+// 16-byte vector i of each step), the load of step s + kAhead issued before step s is computed (a
+// register ring: kAhead + 1 vectors per lane), halos by shuffles as in fwd_cf_fast_kernel (lane 0
+// takes lane 31's tail of the previous step). Same arithmetic per output: bit-identical outputs.
+#ifndef CAUSAL_CONV1D_FWD_WALK_AHEAD
+#define CAUSAL_CONV1D_FWD_WALK_AHEAD 1
+#endif
+#ifndef CAUSAL_CONV1D_FWD_WALK_MIN_BLOCKS
+#define CAUSAL_CONV1D_FWD_WALK_MIN_BLOCKS 12
+#endif
+constexpr int kWalkAhead = CAUSAL_CONV1D_FWD_WALK_AHEAD;
+
+template <typename T, int kW>
+__global__ void __launch_bounds__(kThreads, CAUSAL_CONV1D_FWD_WALK_MIN_BLOCKS)
+    fwd_cf_walk_kernel(const ConvParams p, const FastDiv wpr, const FastDiv dim, const uint32_t nwarps,
+                       const int steps) {
+  constexpr int kPer = Vec16<T>::kPer;
+  constexpr int kH = kW - 1;
+  constexpr int kStep = 32 * kPer;  // tokens per step
+  static_assert(kPer >= kH, "the halo must fit in the previous lane's vector");
+
+  const int lane = threadIdx.x & 31;
+  const uint32_t gw = blockIdx.x * (kThreads / 32) + (threadIdx.x >> 5);
+  if (gw >= nwarps) return;  // warp-uniform
+  const uint32_t row = wpr.div(gw);
+  const uint32_t wr = gw - row * wpr.d;
+  const uint32_t bu = dim.div(row);
+  const int b = static_cast<int>(bu);
+  const int d = static_cast<int>(row - bu * dim.d);
+  const int64_t L = p.seqlen;
+  const int64_t w0 = static_cast<int64_t>(wr) * steps * kStep;
+  // this lane's vector of step s starts at token lane_l0 + s * kStep
+  const int64_t lane_l0 = w0 + lane * kPer;
+  const T* __restrict__ xl = static_cast<const T*>(p.x) + b * p.x_bs + d * p.x_cs + lane_l0;
+  T* __restrict__ ol = static_cast<T*>(p.out) + b * p.out_bs + d * p.out_cs + lane_l0;
+  // steps of this lane inside the row (L is a multiple of kPer)
+  const int64_t rem = L - lane_l0;
+  const int nin = rem <= 0 ? 0 : (rem >= static_cast<int64_t>(steps) * kStep ? steps : static_cast<int>((rem + kStep - 1) / kStep));
+
+  uint4 ring[kWalkAhead + 1];
+#pragma unroll
+  for (int a = 0; a < kWalkAhead; ++a)
+    ring[a] = a < nin ? __ldg(reinterpret_cast<const uint4*>(xl + a * kStep)) : make_uint4(0u, 0u, 0u, 0u);
+  float halo[kH];
+#pragma unroll
+  for (int j = 0; j < kH; ++j) halo[j] = 0.f;
+  if (lane == 0) {
+    if (w0 > 0) {
+      const T* __restrict__ xr = xl - lane_l0;
+#pragma unroll
+      for (int j = 0; j < kH; ++j) halo[j] = to_float(__ldg(xr + w0 - kH + j));
+    } else if (p.init != nullptr) {
+      const T* __restrict__ ir = static_cast<const T*>(p.init) + b * p.i_bs + d * p.i_cs;
+#pragma unroll
+      for (int j = 0; j < kH; ++j) halo[j] = to_float(ir[j * p.i_ls]);
+    }
+  }
+  float w[kW];
+  load_weights_exact<kW>(p, d, w);
+  const float bias = p.bias != nullptr ? load_any(p.bias, p.b_dtype, d * p.b_s) : 0.f;
+  const bool silu = p.silu;
+  // final_states: written by the lane whose vector ends at L, at that step
+  const int fin_s = p.final_out != nullptr && wr == wpr.d - 1 && rem > 0 && (rem - kPer) % kStep == 0
+                        ? static_cast<int>((rem - kPer) / kStep)
+                        : -1;
+
+  // lane 0 takes its step-0 halo from lane 31's prev_tail: every lane starts with lane 0's halo
+  float prev_tail[kH];
+#pragma unroll
+  for (int j = 0; j < kH; ++j) prev_tail[j] = __shfl_sync(0xffffffffu, halo[j], 0);
+  // kWalkAhead + 1 steps per trip of the loop (unrolled), so the ring's slots are compile-time
+  for (int s0 = 0; s0 < steps; s0 += kWalkAhead + 1) {
+#pragma unroll
+    for (int u = 0; u <= kWalkAhead; ++u) {
+      const int s = s0 + u;
+      if (s >= steps) break;  // warp-uniform
+      // the load kWalkAhead steps ahead goes into the slot that step s - 1 freed
+      {
+        const int sa = s + kWalkAhead;
+        ring[(u + kWalkAhead) % (kWalkAhead + 1)] =
+            sa < nin ? __ldg(reinterpret_cast<const uint4*>(xl + sa * kStep)) : make_uint4(0u, 0u, 0u, 0u);
+      }
+      float xv[kPer];
+      Vec16<T>::load(ring[u], xv);
+      float win[kH];
+#pragma unroll
+      for (int j = 0; j < kH; ++j) {
+        // lane i takes lane i-1's tail of this step; lane 0 lane 31's tail of the previous step
+        // (for the first step: prev_tail = the halo loaded above)
+        win[j] = __shfl_sync(0xffffffffu, lane == 31 ? prev_tail[j] : xv[kPer - kH + j], (lane + 31) & 31);
+      }
+      float o[kPer];
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        float acc = bias;
+#pragma unroll
+        for (int k = 0; k < kH; ++k) acc = fmaf(w[k], win[k], acc);
+        acc = fmaf(w[kH], xv[i], acc);
+#pragma unroll
+        for (int k = 0; k + 1 < kH; ++k) win[k] = win[k + 1];
+        win[kH - 1] = xv[i];
+        o[i] = silu ? silu_fast(acc) : acc;
+      }
+      if (s < nin) st_global_16(ol + s * kStep, Vec16<T>::store(o));
+      if (s == fin_s) {
+        T* __restrict__ fin = static_cast<T*>(p.final_out) + b * p.f_bs + d * p.f_cs;
+#pragma unroll
+        for (int j = 0; j < kH; ++j) fin[j * p.f_ls] = from_float<T>(win[j]);
+      }
+#pragma unroll
+      for (int j = 0; j < kH; ++j) prev_tail[j] = win[j];
+    }
+  }
+}
+
+// Steps per warp (CAUSAL_CONV1D_FWD_WALK_STEPS, default 8) and the switch
+// (CAUSAL_CONV1D_FWD_WALK: 1 = use it for 16-bit rows of >= 2048 tokens; default 0 while measured).
+int fwd_walk_steps() {
+  static const int s = [] {
+    const int v = env_int("CAUSAL_CONV1D_FWD_WALK_STEPS", 8);
+    return v < 1 ? 1 : (v > 64 ? 64 : v);
+  }();
+  return s;
+}
+bool fwd_walk_enabled() {
+  static const bool on = env_int("CAUSAL_CONV1D_FWD_WALK", 0) == 1;
+  return on;
+}
+
+template <typename T, int kW>
+bool launch_walk(const ConvParams& p, cudaStream_t stream) {
+  constexpr int64_t kStepTok = 32 * (16 / static_cast<int64_t>(sizeof(T)));
+  const int64_t nsteps = (p.seqlen + kStepTok - 1) / kStepTok;
+  const int64_t steps = nsteps < fwd_walk_steps() ? nsteps : fwd_walk_steps();
+  const int64_t wpr = (nsteps + steps - 1) / steps;
+  const int64_t nwarps = wpr * p.batch * p.dim;
+  if (nwarps + kThreads > 0x7fffffffLL || p.dim > 0x7fffffff) return false;
+  const int64_t blocks = (nwarps + kThreads / 32 - 1) / (kThreads / 32);
+  fwd_cf_walk_kernel<T, kW><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+      p, FastDiv(static_cast<uint32_t>(wpr)), FastDiv(static_cast<uint32_t>(p.dim)), static_cast<uint32_t>(nwarps),
+      static_cast<int>(steps));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return true;
+}
+
 // ---- Bulk-copy variant (sm_90+; issue 16) ----------------------------------------------------
 // The same warp segments and the same arithmetic per output as fwd_cf_fast_kernel (bit-identical
 // outputs), but x reaches the warp through a ring of `stages` shared-memory stages filled by one
@@ -344,10 +492,11 @@ bool launch_bulk(const ConvParams& p, cudaStream_t stream) {
   return true;
 }
 
-// The bulk-copy variant for 16-bit rows of >= 2048 tokens on sm_90+ (CAUSAL_CONV1D_FWD_BULK=0 turns
-// it off: the register-only kernel at 8 vectors per lane runs those rows instead).
+// The bulk-copy variant for 16-bit rows of >= 2048 tokens on sm_90+: opt-in (CAUSAL_CONV1D_FWD_BULK=1)
+// since it measured slower than the register-only kernel at 8 vectors per lane (issue 16: bf16
+// B4 D4096 L4096 78.1 against ~72 us, device run 1).
 bool fwd_bulk_enabled() {
-  static const bool enabled = switch_on("CAUSAL_CONV1D_FWD_BULK");
+  static const bool enabled = env_int("CAUSAL_CONV1D_FWD_BULK", 0) == 1;
   return enabled;
 }
 
@@ -355,6 +504,7 @@ template <typename T, int kW>
 bool launch(const ConvParams& p, cudaStream_t stream) {
   if constexpr (sizeof(T) == 2) {
     if (p.seqlen >= 32 * 8 * 8) {
+      if (fwd_walk_enabled()) return launch_walk<T, kW>(p, stream);
       if (fwd_bulk_enabled() && bulk_copy_supported() && launch_bulk<T, kW>(p, stream)) return true;
       return launch_v<T, kW, 8>(p, stream);  // rows fill warps of 8 vectors
     }

@@ -8,9 +8,9 @@ warp (lanes and vectors past the row), or exactly at a warp boundary. dx is chec
 element (a wrong halo at a lane, vector or warp boundary shows as a few bad tokens), dweight and
 dbias per channel against a float64 autograd reference; every case runs twice and must give
 bit-identical results. ``check_path()`` asserts (through the profiler's kernel names) that the fast
-kernel ran for an eligible case and the general one for an ineligible case. 16-bit x runs the
-bulk-copy kernel on sm_90+ (bwd_cf_bulk_kernel, unless CAUSAL_CONV1D_BWD_BULK=0): the cases run with
-it, without it (the register-only kernel), and with one block per SM and two stages
+kernel ran for an eligible case and the general one for an ineligible case. 16-bit x has an opt-in
+bulk-copy kernel on sm_90+ (bwd_cf_bulk_kernel, CAUSAL_CONV1D_BWD_BULK=1; issue 16): the cases run
+without it (the register-only kernel), with it, and with it at one block per SM and two stages
 (CAUSAL_CONV1D_BWD_BULK_BLOCKS=1, _STAGES=2: each warp of the persistent grid walks many segments of
 the (4, 96, 4104) case, so its ring wraps around); check_path asserts which one ran.
 
@@ -217,7 +217,7 @@ def check_path() -> int:
         print("note: the profiler recorded no CUDA kernels (no CUPTI?); path check skipped")
         return 0
     failed = 0
-    bulk = torch.cuda.get_device_capability()[0] >= 9 and os.environ.get(BULK_VAR) != "0"
+    bulk = torch.cuda.get_device_capability()[0] >= 9 and os.environ.get(BULK_VAR) == "1"
     want = FAST_KERNELS[1] if bulk else FAST_KERNELS[0]
     if not any(want in k for k in eligible):
         print(f"FAIL eligible case did not run {want}: {eligible}")
@@ -231,8 +231,8 @@ def check_path() -> int:
 
 @pytest.mark.parametrize(
     "extra",
-    [{}, {BULK_VAR: "0"}, {"CAUSAL_CONV1D_BWD_BULK_BLOCKS": "1", "CAUSAL_CONV1D_BWD_BULK_STAGES": "2"}],
-    ids=["bulk", "register", "bulk-ring-wraps"],
+    [{}, {BULK_VAR: "1"}, {BULK_VAR: "1", "CAUSAL_CONV1D_BWD_BULK_BLOCKS": "1", "CAUSAL_CONV1D_BWD_BULK_STAGES": "2"}],
+    ids=["register", "bulk", "bulk-ring-wraps"],
 )
 def test_bwd_cf_fast_path(ops, extra):  # noqa: ARG001 - the fixture skips without a GPU
     proc = run_child("test_bwd_cf_fast", "t.run_cases() + t.check_path()", {ENV_VAR: "1", **extra}, timeout=900)
