@@ -7,7 +7,7 @@
 #
 #   OUT=/tmp/out UPSTREAM_SDIST=causal_conv1d-1.7.0.tar.gz bash benchmarks/kernel_ab.sh [steps...]
 #
-# steps (default: all, in this order): build tests bench ab memcheck racecheck ncu
+# steps (default: all, in this order): build tests bench ab ncu memcheck racecheck
 set -u
 OUT=${OUT:-build/kernel_ab}
 mkdir -p "$OUT"
@@ -15,7 +15,7 @@ T0=$(date +%s)
 DEADLINE=$((T0 + ${DEADLINE_S:-400}))
 SDIST=${UPSTREAM_SDIST:-causal_conv1d-1.7.0.tar.gz}
 UP=/tmp/upstream/causal_conv1d-1.7.0
-STEPS=${*:-build tests bench ab memcheck racecheck ncu}
+STEPS=${*:-build tests bench ab ncu memcheck racecheck}
 PY=python3
 REPO=$(pwd)
 export PYTHONUNBUFFERED=1
@@ -79,8 +79,8 @@ fi
 
 if has ab; then
   ROWS="bf16 cf B4 D4096 L4096,fp16 cf B4,cf 7B B1 L8192,cf W2,cf W3,bwd bf16 cf B16"
-  for v in "DEFAULT=1" "FWD_BULK=1 BWD_BULK=1" "FWD_BULK=1 FWD_BULK_STAGES=4 BWD_BULK=1 BWD_BULK_STAGES=3" \
-    "FWD_WALK=1" "FWD_WALK=1 FWD_WALK_STEPS=4" "FWD_WALK=1 FWD_WALK_STEPS=16" "DEFAULT=2"; do
+  for v in "DEFAULT=1" "FWD_BULK=1 BWD_BULK=1 FWD_BULK_STAGES=4 BWD_BULK_STAGES=3" \
+    "FWD_WALK=1" "FWD_WALK=1 FWD_WALK_STEPS=16"; do
     envs=()
     for kv in $v; do envs+=("CAUSAL_CONV1D_$kv"); done
     tag=$(echo "$v" | tr ' =' '_-')
@@ -89,16 +89,6 @@ if has ab; then
     grep "^\[ours\]" "$OUT/ab_$tag.log" | sed "s/^/$tag /" >>"$OUT/summary.txt"
   done
 fi
-
-SAN_ENV=(CAUSAL_CONV1D_FWD_WALK=1 CAUSAL_CONV1D_FWD_WALK_STEPS=3 CAUSAL_CONV1D_BWD_BULK=1
-  CAUSAL_CONV1D_BWD_BULK_BLOCKS=1 CAUSAL_CONV1D_BWD_BULK_STAGES=2)
-for tool in memcheck racecheck; do
-  if has $tool; then
-    run "sanitizer_$tool" 70 env "${SAN_ENV[@]}" compute-sanitizer --tool $tool --error-exitcode 3 \
-      $PY tests/gpu/sanitize_bulk.py
-    tail -4 "$OUT/sanitizer_$tool.log" | tee -a "$OUT/summary.txt"
-  fi
-done
 
 if has ncu; then
   cat >/tmp/ncu_drive.py <<'EOF'
@@ -114,7 +104,7 @@ for _ in range(2):
 torch.cuda.synchronize()
 EOF
   # the default (register-only) kernels, then the candidates
-  for cfg in "DEFAULT=1" "FWD_WALK=1 BWD_BULK=1"; do
+  for cfg in ${NCU_CFGS:-"DEFAULT=1"}; do
     envs=()
     for kv in $cfg; do envs+=("CAUSAL_CONV1D_$kv"); done
     tag=$(echo "$cfg" | tr ' =' '_-')
@@ -125,4 +115,15 @@ EOF
       "$OUT/ncu_$tag.log" | sed "s/^/$tag /" | head -30 >>"$OUT/summary.txt"
   done
 fi
+
+SAN_ENV=(CAUSAL_CONV1D_FWD_WALK=1 CAUSAL_CONV1D_FWD_WALK_STEPS=3 CAUSAL_CONV1D_BWD_BULK=1
+  CAUSAL_CONV1D_BWD_BULK_BLOCKS=1 CAUSAL_CONV1D_BWD_BULK_STAGES=2)
+for tool in memcheck racecheck; do
+  if has $tool; then
+    run "sanitizer_$tool" 60 env "${SAN_ENV[@]}" compute-sanitizer --tool $tool --error-exitcode 3 \
+      $PY tests/gpu/sanitize_bulk.py
+    tail -4 "$OUT/sanitizer_$tool.log" | tee -a "$OUT/summary.txt"
+  fi
+done
+
 log "done"
