@@ -31,7 +31,6 @@
 // and runs the general kernel (bwd.cu).
 #include <c10/cuda/CUDAException.h>
 
-#include "bulk_ring.cuh"
 #include "bwd_cf_fast.cuh"
 #include "vec16.cuh"
 
@@ -62,6 +61,17 @@ __device__ __forceinline__ float grad_silu(float dout, float z) {
   const float ds = dout * s;
   return fmaf(ds, fmaf(-z, s, z), ds);
 }
+
+// 32-bit unsigned division by a run-time constant (n < 2^31, 1 <= d < 2^31): q = (umulhi(n, m) + n) >> s.
+struct FastDiv {
+  uint32_t d = 1, m = 0, s = 0;
+  FastDiv() = default;
+  explicit FastDiv(uint32_t divisor) : d(divisor) {
+    while ((1ull << s) < d) ++s;
+    m = static_cast<uint32_t>(((1ull << 32) * ((1ull << s) - d)) / d + 1);
+  }
+  __device__ __forceinline__ uint32_t div(uint32_t n) const { return (__umulhi(n, m) + n) >> s; }
+};
 
 template <typename T, int kW>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
@@ -233,241 +243,6 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   }
 }
 
-// ---- Bulk-copy variant (sm_90+; issue 16) ----------------------------------------------------
-// The same warp segments, arithmetic and partial rows as bwd_cf_fast_kernel (bit-identical dx,
-// dweight, dbias), but x and dout reach the warp through a ring of `stages` shared-memory stages
-// filled by two `cp.async.bulk` per segment (lane 0 issues them; completion on the stage's
-// mbarrier), and the grid is persistent: warp j walks segments j, j + nw, ... (nw = warps in the
-// grid), so the next stages - 1 segments are in flight while it computes one, in no register.
-// Stage = x [16 B before the segment | segment | 16 B after] + dout [segment | 16 B after]: the
-// vectors bx (lane 0), ax and ad (lane 31) of the register kernel come from the same copies.
-constexpr int kBulkSegBytes = 32 * kVecs * 16;
-constexpr int kBulkXBytes = 16 + kBulkSegBytes + 16;
-constexpr int kBulkStageBytes = kBulkXBytes + kBulkSegBytes + 16;
-#ifndef CAUSAL_CONV1D_BWD_BULK_MIN_BLOCKS
-#define CAUSAL_CONV1D_BWD_BULK_MIN_BLOCKS 6
-#endif
-__host__ __device__ constexpr int bulk_bar_bytes(int stages) { return 16 * ((stages * 8 + 15) / 16); }
-__host__ __device__ constexpr int bulk_warp_bytes(int stages) { return bulk_bar_bytes(stages) + stages * kBulkStageBytes; }
-
-template <typename T, int kW>
-__global__ void __launch_bounds__(kThreads, CAUSAL_CONV1D_BWD_BULK_MIN_BLOCKS)
-    bwd_cf_bulk_kernel(const ConvParams p, const FastDiv wpr, const FastDiv dim, const uint32_t nwarps,
-                       const int stages) {
-#ifdef CAUSAL_CONV1D_BULK_DEVICE
-  constexpr int kPer = Vec16<T>::kPer;
-  constexpr int kH = kW - 1;
-  constexpr int kSpan = 32 * kPer;
-  constexpr int kSegTok = kVecs * kSpan;
-  static_assert(kPer >= kH, "the halos must fit in one neighbouring vector");
-  extern __shared__ __align__(16) unsigned char smem[];
-
-  const int lane = threadIdx.x & 31;
-  const int wib = threadIdx.x >> 5;
-  const uint32_t step = gridDim.x * (kThreads / 32);
-  const uint32_t first = blockIdx.x * (kThreads / 32) + wib;
-  if (first >= nwarps) return;  // warp-uniform; nothing below synchronises more than this warp
-  unsigned char* region = smem + wib * bulk_warp_bytes(stages);
-  uint64_t* bars = reinterpret_cast<uint64_t*>(region);
-  unsigned char* stage0 = region + bulk_bar_bytes(stages);
-  const int64_t L = p.seqlen;
-  constexpr int64_t kEsz = sizeof(T);
-
-  // lane 0: the copies of segment g into stage st
-  auto issue = [&](uint32_t g, int st) {
-    const uint32_t row = wpr.div(g);
-    const uint32_t wrr = g - row * wpr.d;
-    const uint32_t bb = dim.div(row);
-    const int64_t dd = static_cast<int64_t>(row - bb * dim.d);
-    const int64_t s0 = static_cast<int64_t>(wrr) * kSegTok;
-    const int64_t e = s0 + kSegTok + kPer < L ? s0 + kSegTok + kPer : L;  // end of both copies
-    const int64_t h = s0 > 0 ? kPer : 0;
-    const T* xs = static_cast<const T*>(p.x) + static_cast<int64_t>(bb) * p.x_bs + dd * p.x_cs;
-    const T* ds = static_cast<const T*>(p.dout) + static_cast<int64_t>(bb) * p.do_bs + dd * p.do_cs;
-    const uint32_t xbytes = static_cast<uint32_t>((e - s0 + h) * kEsz);
-    const uint32_t dbytes = static_cast<uint32_t>((e - s0) * kEsz);
-    unsigned char* sb = stage0 + st * kBulkStageBytes;
-    uint64_t* bar = bars + st;
-    bulk::expect_tx(bar, xbytes + dbytes);
-    bulk::copy(sb + 16 - h * kEsz, xs + s0 - h, xbytes, bar);
-    bulk::copy(sb + kBulkXBytes, ds + s0, dbytes, bar);
-  };
-  if (lane == 0) {
-    bulk::init(bars, stages);
-    for (int st = 0; st < stages; ++st) {
-      const uint32_t g = first + static_cast<uint32_t>(st) * step;
-      if (g < nwarps) issue(g, st);
-    }
-  }
-  __syncwarp();
-
-  const bool silu = p.silu;
-  int stage = 0;
-  uint32_t parity = 0;
-  for (uint32_t gw = first; gw < nwarps; gw += step) {
-    const uint32_t row = wpr.div(gw);
-    const uint32_t wr = gw - row * wpr.d;  // warp index within its row
-    const uint32_t bu = dim.div(row);
-    const int b = static_cast<int>(bu);
-    const int d = static_cast<int>(row - bu * dim.d);
-    const int64_t w0 = static_cast<int64_t>(wr) * kSegTok;
-    const int64_t w1 = w0 + kSegTok;
-    const int64_t lane_l0 = w0 + lane * kPer;
-    T* __restrict__ dxr = static_cast<T*>(p.dx) + b * p.dx_bs + d * p.dx_cs;
-    const int64_t rem = L - lane_l0;
-    const int nv = rem <= 0 ? 0 : (rem >= (kVecs - 1) * kSpan + 1 ? kVecs : static_cast<int>((rem + kSpan - 1) / kSpan));
-    T* __restrict__ dxl = dxr + lane_l0;
-    float w[kW];
-    load_weights_exact<kW>(p, d, w);  // before the wait: their latency overlaps it
-    const float bias = p.bias != nullptr ? load_any(p.bias, p.b_dtype, d * p.b_s) : 0.f;
-
-    bulk::wait(bars + stage, parity);
-    const unsigned char* xsm = stage0 + stage * kBulkStageBytes + 16;  // x[w0]
-    const unsigned char* dsm = stage0 + stage * kBulkStageBytes + kBulkXBytes;  // dout[w0]
-    // this lane's vector v of x / dout from the stage when inside the row, else 0 (read where used:
-    // shared memory is re-read instead of holding 2 x kVecs vectors in registers)
-    auto rx = [&](int v) {
-      return v < nv ? *reinterpret_cast<const uint4*>(xsm + (v * 32 + lane) * 16) : make_uint4(0u, 0u, 0u, 0u);
-    };
-    auto rd = [&](int v) {
-      return v < nv ? *reinterpret_cast<const uint4*>(dsm + (v * 32 + lane) * 16) : make_uint4(0u, 0u, 0u, 0u);
-    };
-    uint4 ax = make_uint4(0u, 0u, 0u, 0u), ad = make_uint4(0u, 0u, 0u, 0u), bx = make_uint4(0u, 0u, 0u, 0u);
-    if (lane == 31 && w1 < L) {
-      ax = *reinterpret_cast<const uint4*>(xsm + kBulkSegBytes);
-      ad = *reinterpret_cast<const uint4*>(dsm + kBulkSegBytes);
-    }
-    if (lane == 0 && w0 > 0) bx = *reinterpret_cast<const uint4*>(xsm - 16);
-
-    // 2. lane 31: g at the kH positions after the warp (every lane computes it; only lane 31's is used)
-    float tail_g[kH];
-    {
-      float xe[kPer], xa[kPer], da[kPer];
-      Vec16<T>::load(rx(kVecs - 1), xe);  // lane 31: x at w1 - kPer .. w1 - 1
-      Vec16<T>::load(ax, xa);
-      Vec16<T>::load(ad, da);
-      float win[2 * kH];  // x at w1 - kH .. w1 + kH - 1
-#pragma unroll
-      for (int m = 0; m < kH; ++m) {
-        win[m] = xe[kPer - kH + m];
-        win[kH + m] = xa[m];
-      }
-#pragma unroll
-      for (int j = 0; j < kH; ++j) {
-        float gj = da[j];
-        if (silu) {
-          float z = bias;
-#pragma unroll
-          for (int k = 0; k < kW; ++k) z = fmaf(w[k], win[j + k], z);
-          gj = grad_silu(gj, z);
-        }
-        tail_g[j] = w1 < L ? gj : 0.f;  // exact 0 past the row (whatever x holds)
-      }
-    }
-
-    // 3. per vector, last to first
-    float dw[kW + 1];
-#pragma unroll
-    for (int k = 0; k <= kW; ++k) dw[k] = 0.f;
-    float head[kH];  // lane 0: g at the first kH positions of the vector processed before (v + 1)
-#pragma unroll
-    for (int j = 0; j < kH; ++j) head[j] = 0.f;
-#pragma unroll
-    for (int v = kVecs - 1; v >= 0; --v) {
-      const bool live = v < nv;  // past the row: x, dout (so g) are 0, nothing is stored or accumulated
-      float xv[kPer], dv[kPer];
-      Vec16<T>::load(rx(v), xv);
-      Vec16<T>::load(rd(v), dv);
-      float win[kH + kPer];  // x at positions lv - kH .. lv + kPer - 1 (lv: this vector's first token)
-      if (v == 0) {
-        float xb[kPer];
-        Vec16<T>::load(bx, xb);  // lane 0: x at w0 - kPer .. w0 - 1
-#pragma unroll
-        for (int j = 0; j < kH; ++j) {
-          const float s = __shfl_up_sync(0xffffffffu, xv[kPer - kH + j], 1);
-          win[j] = lane == 0 ? xb[kPer - kH + j] : s;
-        }
-      } else {
-        float xp[kPer];
-        Vec16<T>::load(rx(v - 1), xp);  // lane 31: its previous vector, handed to lane 0
-#pragma unroll
-        for (int j = 0; j < kH; ++j)
-          win[j] = __shfl_sync(0xffffffffu, lane == 31 ? xp[kPer - kH + j] : xv[kPer - kH + j], (lane + 31) & 31);
-      }
-#pragma unroll
-      for (int i = 0; i < kPer; ++i) win[kH + i] = xv[i];
-
-      float g[kPer + kH];  // g at positions lv .. lv + kPer + kH - 1
-#pragma unroll
-      for (int i = 0; i < kPer; ++i) g[i] = dv[i];
-      if (silu) {
-#pragma unroll
-        for (int i = 0; i < kPer; ++i) {
-          float z = bias;
-#pragma unroll
-          for (int k = 0; k < kW; ++k) z = fmaf(w[k], win[i + k], z);
-          g[i] = grad_silu(g[i], z);
-        }
-      }
-      // g halo: the next lane's head of this vector; lane 31: lane 0's head of vector v + 1
-      // (lane 0 hands over `head` instead of its own), or the positions after the warp
-#pragma unroll
-      for (int j = 0; j < kH; ++j) {
-        const float s = __shfl_sync(0xffffffffu, lane == 0 ? head[j] : g[j], (lane + 1) & 31);
-        g[kPer + j] = (v == kVecs - 1 && lane == 31) ? tail_g[j] : s;
-      }
-#pragma unroll
-      for (int j = 0; j < kH; ++j) head[j] = g[j];
-
-      if (live) {
-        float o[kPer];
-#pragma unroll
-        for (int i = 0; i < kPer; ++i) {
-          float acc = 0.f;
-#pragma unroll
-          for (int j = 0; j <= kH; ++j) acc = fmaf(w[kH - j], g[i + j], acc);
-          o[i] = acc;
-        }
-        st_global_16(dxl + v * kSpan, Vec16<T>::store(o));
-#pragma unroll
-        for (int i = 0; i < kPer; ++i) {
-#pragma unroll
-          for (int k = 0; k < kW; ++k) dw[k] = fmaf(g[i], win[i + k], dw[k]);
-          dw[kW] += g[i];
-        }
-      }
-    }
-
-    // 4. warp reduction in a fixed order; one partial row per warp
-#pragma unroll
-    for (int k = 0; k <= kW; ++k) {
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) dw[k] += __shfl_xor_sync(0xffffffffu, dw[k], off);
-    }
-    if (lane == 0) {
-      const int64_t part = static_cast<int64_t>(b) * wpr.d + wr;
-      float* __restrict__ out = p.partial + part * (kW + 1) * p.dim + d;
-#pragma unroll
-      for (int k = 0; k <= kW; ++k) out[static_cast<int64_t>(k) * p.dim] = dw[k];
-    }
-
-    // every lane has read the stage: lane 0 refills it with the segment `stages` ahead
-    __syncwarp();
-    if (lane == 0) {
-      const uint32_t g2 = gw + static_cast<uint32_t>(stages) * step;
-      if (g2 < nwarps) {
-        bulk::fence_proxy_async();
-        issue(g2, stage);
-      }
-    }
-    if (++stage == stages) {
-      stage = 0;
-      parity ^= 1u;
-    }
-  }
-#endif
-}
-
 // dweight[d, k] (k < width) and dbias[d] (k == width) = fixed-order sums over the nparts partial rows.
 __global__ void __launch_bounds__(kReduceThreads)
     bwd_cf_fast_reduce_kernel(const float* __restrict__ partial, const int64_t nparts, const int width, const int D,
@@ -545,59 +320,6 @@ void launch_w(const ConvParams& p, int64_t wpr, cudaStream_t stream) {
   }
 }
 
-// Stages per warp ring (CAUSAL_CONV1D_BWD_BULK_STAGES, 2..4, default 2) and a cap on resident
-// blocks per SM (CAUSAL_CONV1D_BWD_BULK_BLOCKS, default: as many as fit), read once: tuning knobs.
-int bwd_bulk_stages() {
-  static const int s = [] {
-    const int v = env_int("CAUSAL_CONV1D_BWD_BULK_STAGES", 2);
-    return v < 2 ? 2 : (v > 4 ? 4 : v);
-  }();
-  return s;
-}
-
-// The bulk-copy variant for 16-bit x on sm_90+: opt-in (CAUSAL_CONV1D_BWD_BULK=1) since it measured
-// slower than the register-only kernel (issue 16: bf16 B4 D4096 L4096 126.2 against ~122 us).
-bool bwd_bulk_enabled() {
-  static const bool enabled = env_int("CAUSAL_CONV1D_BWD_BULK", 0) == 1;
-  return enabled;
-}
-
-template <typename T, int kW>
-bool launch_bulk(const ConvParams& p, int64_t wpr, cudaStream_t stream) {
-  const int64_t nwarps = wpr * p.batch * p.dim;  // < 2^31 (eligible())
-  if (nwarps + 64 * 1024 > 0x7fffffffLL) return false;
-  const int stages = bwd_bulk_stages();
-  const int smem = (kThreads / 32) * bulk_warp_bytes(stages);
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
-  static int occ[64] = {};  // per device (the shared-memory opt-in is per device): 0 = not asked
-  if (occ[dev] == 0) {
-    const int n = bulk_blocks_per_sm(reinterpret_cast<const void*>(&bwd_cf_bulk_kernel<T, kW>), kThreads, smem);
-    occ[dev] = n > 0 ? n : -1;
-  }
-  static const int cap = env_int("CAUSAL_CONV1D_BWD_BULK_BLOCKS", 0);
-  const int per_sm = cap > 0 && cap < occ[dev] ? cap : occ[dev];
-  if (per_sm <= 0) return false;
-  const int64_t need = (nwarps + kThreads / 32 - 1) / (kThreads / 32);
-  const int64_t full = static_cast<int64_t>(per_sm) * p.num_sms;
-  const int64_t blocks = need < full ? need : full;
-  bwd_cf_bulk_kernel<T, kW><<<static_cast<unsigned>(blocks), kThreads, smem, stream>>>(
-      p, FastDiv(static_cast<uint32_t>(wpr)), FastDiv(static_cast<uint32_t>(p.dim)), static_cast<uint32_t>(nwarps),
-      stages);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return true;
-}
-
-template <typename T>
-bool launch_bulk_w(const ConvParams& p, int64_t wpr, cudaStream_t stream) {
-  if (!bwd_bulk_enabled() || !bulk_copy_supported()) return false;
-  switch (p.width) {
-    case 2: return launch_bulk<T, 2>(p, wpr, stream);
-    case 3: return launch_bulk<T, 3>(p, wpr, stream);
-    default: return launch_bulk<T, 4>(p, wpr, stream);  // eligible(): width is 2..4
-  }
-}
-
 }  // namespace
 
 bool bwd_cf_fast_enabled() {
@@ -620,12 +342,8 @@ bool launch_bwd_channel_first_fast(const ConvParams& p, cudaStream_t stream) {
   if (nparts <= 0 || p.partial == nullptr || p.nparts < nparts) return false;
   const int64_t wpr = nparts / p.batch;
   switch (p.x_dtype) {
-    case kFloat16:
-      if (!launch_bulk_w<__half>(p, wpr, stream)) launch_w<__half>(p, wpr, stream);
-      break;
-    case kBFloat16:
-      if (!launch_bulk_w<__nv_bfloat16>(p, wpr, stream)) launch_w<__nv_bfloat16>(p, wpr, stream);
-      break;
+    case kFloat16: launch_w<__half>(p, wpr, stream); break;
+    case kBFloat16: launch_w<__nv_bfloat16>(p, wpr, stream); break;
     default: launch_w<float>(p, wpr, stream); break;
   }
   launch_bwd_fast_reduce(p, nparts, stream);

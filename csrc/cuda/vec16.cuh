@@ -77,17 +77,6 @@ __device__ __forceinline__ void st_global_16(void* ptr, const uint4& v) {
                : "memory");
 }
 
-// 32-bit unsigned division by a run-time constant (n < 2^31, 1 <= d < 2^31): q = (umulhi(n, m) + n) >> s.
-struct FastDiv {
-  uint32_t d = 1, m = 0, s = 0;
-  FastDiv() = default;
-  explicit FastDiv(uint32_t divisor) : d(divisor) {
-    while ((1ull << s) < d) ++s;
-    m = static_cast<uint32_t>(((1ull << 32) * ((1ull << s) - d)) / d + 1);
-  }
-  __device__ __forceinline__ uint32_t div(uint32_t n) const { return (__umulhi(n, m) + n) >> s; }
-};
-
 // w[k] = weight[d, k] as float (kW == width: no padded taps), one dtype switch for all taps.
 template <typename W, int kW>
 __device__ __forceinline__ void load_weights_as(const ConvParams& p, int d, float (&w)[kW]) {

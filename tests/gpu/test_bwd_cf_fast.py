@@ -8,11 +8,7 @@ warp (lanes and vectors past the row), or exactly at a warp boundary. dx is chec
 element (a wrong halo at a lane, vector or warp boundary shows as a few bad tokens), dweight and
 dbias per channel against a float64 autograd reference; every case runs twice and must give
 bit-identical results. ``check_path()`` asserts (through the profiler's kernel names) that the fast
-kernel ran for an eligible case and the general one for an ineligible case. 16-bit x has an opt-in
-bulk-copy kernel on sm_90+ (bwd_cf_bulk_kernel, CAUSAL_CONV1D_BWD_BULK=1; issue 16): the cases run
-without it (the register-only kernel), with it, and with it at one block per SM and two stages
-(CAUSAL_CONV1D_BWD_BULK_BLOCKS=1, _STAGES=2: each warp of the persistent grid walks many segments of
-the (4, 96, 4104) case, so its ring wraps around); check_path asserts which one ran.
+kernel ran for an eligible case and the general one for an ineligible case.
 
 compute-sanitizer over the same cases:
     CAUSAL_CONV1D_BWD_FAST=1 compute-sanitizer --tool memcheck --error-exitcode 1 \
@@ -32,8 +28,7 @@ pytestmark = pytest.mark.gpu
 
 HERE = Path(__file__).resolve().parent
 ENV_VAR = "CAUSAL_CONV1D_BWD_FAST"
-BULK_VAR = "CAUSAL_CONV1D_BWD_BULK"
-FAST_KERNELS = ("bwd_cf_fast_kernel", "bwd_cf_bulk_kernel")
+FAST_KERNEL = "bwd_cf_fast_kernel"
 
 # rounding of the stored result (dx in x's dtype, dweight / dbias in weight's dtype), relative to |ref|
 ROUND_TOL = {"fp32": 1e-5, "fp16": 2e-3, "bf16": 1.5e-2}
@@ -217,23 +212,16 @@ def check_path() -> int:
         print("note: the profiler recorded no CUDA kernels (no CUPTI?); path check skipped")
         return 0
     failed = 0
-    bulk = torch.cuda.get_device_capability()[0] >= 9 and os.environ.get(BULK_VAR) == "1"
-    want = FAST_KERNELS[1] if bulk else FAST_KERNELS[0]
-    if not any(want in k for k in eligible):
-        print(f"FAIL eligible case did not run {want}: {eligible}")
+    if not any(FAST_KERNEL in k for k in eligible):
+        print(f"FAIL eligible case did not run {FAST_KERNEL}: {eligible}")
         failed += 1
-    if any(f in k for k in ineligible for f in FAST_KERNELS):
-        print(f"FAIL ineligible case (initial_states) ran a fast kernel: {ineligible}")
+    if any(FAST_KERNEL in k for k in ineligible):
+        print(f"FAIL ineligible case (initial_states) ran {FAST_KERNEL}: {ineligible}")
         failed += 1
     print(f"path check: {2 - failed}/2 passed")
     return failed
 
 
-@pytest.mark.parametrize(
-    "extra",
-    [{}, {BULK_VAR: "1"}, {BULK_VAR: "1", "CAUSAL_CONV1D_BWD_BULK_BLOCKS": "1", "CAUSAL_CONV1D_BWD_BULK_STAGES": "2"}],
-    ids=["register", "bulk", "bulk-ring-wraps"],
-)
-def test_bwd_cf_fast_path(ops, extra):  # noqa: ARG001 - the fixture skips without a GPU
-    proc = run_child("test_bwd_cf_fast", "t.run_cases() + t.check_path()", {ENV_VAR: "1", **extra}, timeout=900)
+def test_bwd_cf_fast_path(ops):  # noqa: ARG001 - the fixture skips without a GPU
+    proc = run_child("test_bwd_cf_fast", "t.run_cases() + t.check_path()", {ENV_VAR: "1"}, timeout=900)
     assert proc.returncode == 0, f"fast-path cases failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
