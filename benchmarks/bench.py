@@ -12,6 +12,19 @@ calls issued one after another, one synchronisation at the end, i.e. what a deco
 call); the eager targets are judged on "api µs". The table's header gives the host floor: the same
 loop over a trivial torch op. `--cpu` times the CPU forward (B4 D1024 L4096 fp32) against F.conv1d
 instead.
+
+Kernel mode (issue 16): `python benchmarks/bench.py --kernel [--peer PATH] [--json OUT.json]` times
+every row of issue 16's table plus the practical shapes with each op captured in a CUDA graph
+(median of 20 replays; one replay runs the op over several input sets in turn, together > 3x the
+L2, so no replay reads its inputs from the cache) next to the eager time (CUDA events around each
+call). Each build runs in its own child process that prints JSON, so two builds that are both
+`causal_conv1d` can be compared in one run: ours (the package this interpreter imports) and, with
+`--peer PATH`, another build -- a directory where upstream causal-conv1d was built in place
+(`python setup.py build_ext --inplace`), or the site-packages it was installed into. Upstream is
+called through its own Python functions (`causal_conv1d.cpp_functions`: output allocation, the
+zeroed fp32 weight-gradient buffers and their casts included, as its autograd does); ours through
+the `causal_conv1d` torch ops. The copy ceiling (a 1 GiB device-to-device copy, bytes read +
+written) is measured in the same run; `%copy` = bytes the op must move / graph time / ceiling.
 """
 
 from __future__ import annotations
@@ -24,6 +37,7 @@ import json
 import math
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -363,13 +377,291 @@ def cpu_bench() -> dict[str, Any]:
     }
 
 
+# ---- kernel mode (issue 16) -------------------------------------------------------------------
+
+# name, kind, B, D, L, dtype, layout, W, pitch: issue 16's table first, then the practical shapes
+KERNEL_ROWS = [
+    ("fwd bf16 cf B4 D4096 L4096", "fwd", 4, 4096, 4096, "bf16", "cf", 4, 0),
+    ("bwd bf16 cf B4 D4096 L4096", "bwd", 4, 4096, 4096, "bf16", "cf", 4, 0),
+    ("fwd bf16 cl B4 D4096 L4096", "fwd", 4, 4096, 4096, "bf16", "cl", 4, 0),
+    ("bwd bf16 cl B4 D4096 L4096", "bwd", 4, 4096, 4096, "bf16", "cl", 4, 0),
+    ("fwd fp32 cf B4 D4096 L4096", "fwd", 4, 4096, 4096, "fp32", "cf", 4, 0),
+    ("bwd fp32 cf B4 D4096 L4096", "bwd", 4, 4096, 4096, "fp32", "cf", 4, 0),
+    ("fwd bf16 cl Mamba2 B8 L2048 D5376 pitch 11008", "fwd", 8, 5376, 2048, "bf16", "cl", 4, 11008),
+    ("bwd bf16 cl Mamba2 B8 L2048 D5376 pitch 11008", "bwd", 8, 5376, 2048, "bf16", "cl", 4, 11008),
+    ("fwd bf16 cf B16 D1024 L512", "fwd", 16, 1024, 512, "bf16", "cf", 4, 0),
+    ("bwd bf16 cf B16 D1024 L512", "bwd", 16, 1024, 512, "bf16", "cf", 4, 0),
+    ("update bf16 B256 D8192", "update", 256, 8192, 1, "bf16", "plain", 4, 0),
+]
+
+
+def kernel_rows() -> list[tuple]:
+    """KERNEL_ROWS, then the practical and decode rows of the eager table not already in it."""
+    rows = list(KERNEL_ROWS)
+    seen = {r[1:9] for r in rows}
+    extra = [r for r in PRACTICAL_ROWS + UPDATE_ROWS if r[6] in ("cf", "cl", "plain")]
+    extra.append(("update bf16 B1 D8192", "update", 1, 8192, 1, "bf16", "plain", 4, 0))
+    for r in extra:
+        key = tuple(r[1:8]) + ((r[8] if len(r) > 8 else 0),)
+        if key not in seen:
+            seen.add(key)
+            rows.append(tuple(r[:8]) + ((r[8] if len(r) > 8 else 0),))
+    return rows
+
+
+def moved_bytes(kind: str, B: int, D: int, L: int, esz: int, S: int = 3) -> int:
+    """Bytes the op must move: fwd x + out; bwd x + dout + dx; update x + out + state read and written."""
+    if kind == "fwd":
+        return 2 * B * D * L * esz
+    if kind == "bwd":
+        return 3 * B * D * L * esz
+    return (2 + 2 * S) * B * D * esz
+
+
+class _Build:
+    """The three ops of one causal-conv1d build as fwd(x, w, b) -> out, bwd(x, w, b, dout) ->
+    (dx, dweight, dbias), update(x (B, D, 1), state, w, b) -> out; all with silu."""
+
+    def __init__(self, peer: Optional[str]) -> None:
+        if peer is None:
+            ops, pkg = load_ops()
+            self.name = "ours"
+            self.where = str(Path(pkg.__file__).parent) if pkg is not None else "torch.ops"
+            self.version = getattr(pkg, "__version__", "?")
+            self.fwd = lambda x, w, b: ops.fwd(x, w, b, None, None, False, True)[0]
+            self.bwd = lambda x, w, b, dout: ops.bwd(x, w, b, dout, None, None, None, False, True)[:3]
+            self.update = lambda x, st, w, b: ops.update(x, st, w, b, True, None, None)
+            return
+        root = Path(peer).resolve()
+        sys.path.insert(0, str(root))
+        pkg = importlib.import_module("causal_conv1d")
+        where = Path(pkg.__file__).resolve().parent
+        if root not in where.parents:
+            raise SystemExit(f"--peer {peer}: `import causal_conv1d` found {where}, not a package under {root}")
+        self.name = "peer"
+        self.where = str(where)
+        self.version = getattr(pkg, "__version__", "?")
+        try:
+            cf = importlib.import_module("causal_conv1d.cpp_functions")  # upstream >= 1.5
+        except ImportError:
+            cf = None
+        if cf is not None and hasattr(cf, "causal_conv1d_fwd_function"):
+            self.fwd = lambda x, w, b: cf.causal_conv1d_fwd_function(x, w, b, None, None, None, True)
+            self.bwd = lambda x, w, b, dout: cf.causal_conv1d_bwd_function(
+                x, w, b, dout, None, None, None, None, False, True
+            )[:3]
+            self.update = lambda x, st, w, b: cf.causal_conv1d_update_function(x, st, w, b, True, None, None)
+        elif hasattr(torch.ops, "causal_conv1d") and hasattr(torch.ops.causal_conv1d, "fwd"):  # a build of ours
+            ops = _Ops(torch.ops.causal_conv1d)
+            self.fwd = lambda x, w, b: ops.fwd(x, w, b, None, None, False, True)[0]
+            self.bwd = lambda x, w, b, dout: ops.bwd(x, w, b, dout, None, None, None, False, True)[:3]
+            self.update = lambda x, st, w, b: ops.update(x, st, w, b, True, None, None)
+        else:
+            raise SystemExit(f"--peer {peer}: neither causal_conv1d.cpp_functions nor torch.ops.causal_conv1d")
+
+
+def graph_reps(nbuf: int) -> int:
+    """Calls per captured graph: every input set at least twice, at least 10 calls."""
+    reps = max(10, 2 * nbuf)
+    return (reps + nbuf - 1) // nbuf * nbuf
+
+
+def kernel_case(build: _Build, case: tuple, quick: bool) -> dict[str, Any]:
+    name, kind, B, D, L, dts, layout, W, pitch = case
+    dtype = DTYPES[dts]
+    esz = torch.tensor([], dtype=dtype).element_size()
+    torch.manual_seed(sum(name.encode()))
+    w = (torch.randn(D, W, device="cuda") / W**0.5).to(dtype)
+    bias = torch.randn(D, device="cuda").to(dtype)
+    row: dict[str, Any] = {
+        "name": name,
+        "kind": kind,
+        "B": B,
+        "D": D,
+        "L": L,
+        "dtype": dts,
+        "layout": layout,
+        "W": W,
+        "pitch": pitch,
+    }
+    iters = 20 if quick else 50
+    if kind in ("fwd", "bwd"):
+        per_set = moved_bytes(kind, B, D, L, esz)
+        nbuf = n_buffers(per_set)
+        xs = [make_x(B, D, L, dtype, layout, pitch) for _ in range(nbuf)]
+        if kind == "fwd":
+            ref, _ = conv_ref(xs[0], w, bias, silu=True)
+            row["rel_err"] = rel_err(build.fwd(xs[0], w, bias), ref)
+            del ref
+            fn = lambda i: build.fwd(xs[i], w, bias)  # noqa: E731
+        else:
+            douts = [make_x(B, D, L, dtype, layout) for _ in range(nbuf)]
+            xr = xs[0].detach().double().requires_grad_()
+            wr = w.detach().double().requires_grad_()
+            br = bias.detach().double().requires_grad_()
+            ref, _ = conv_ref(xr, wr, br, silu=True)
+            ref.backward(douts[0].double())
+            dx, dw, db = build.bwd(xs[0], w, bias, douts[0])
+            row["rel_err"] = max(rel_err(dx, xr.grad), rel_err(dw, wr.grad), rel_err(db, br.grad))
+            del ref, xr, wr, br, dx, dw, db
+            fn = lambda i: build.bwd(xs[i], w, bias, douts[i])  # noqa: E731
+    else:
+        S = W - 1
+        per_set = moved_bytes(kind, B, D, L, esz, S)
+        nbuf = n_buffers(per_set)
+        xs = [torch.randn(B, D, 1, device="cuda", dtype=dtype) for _ in range(nbuf)]
+        states = [torch.randn(B, D, S, device="cuda", dtype=dtype) for _ in range(nbuf)]
+        st_ref = states[0].clone()
+        ref = update_ref(xs[0], st_ref, w, bias, True, None, None)
+        st = states[0].clone()
+        out = build.update(xs[0], st, w, bias)
+        row["rel_err"] = rel_err(out, ref)
+        row["state_exact"] = bool(torch.equal(st, st_ref))
+        fn = lambda i: build.update(xs[i], states[i], w, bias)  # noqa: E731
+    row["tol"] = tol_for(dtype)
+    row["ok"] = bool(row["rel_err"] < row["tol"]) and row.get("state_exact", True)
+    row["bytes"] = per_set
+    row["nbuf"] = nbuf
+    row["eager_us"] = time_fn(fn, nbuf, iters=iters)
+    reps = graph_reps(nbuf)
+    row["graph_reps"] = reps
+    row["graph_us"] = time_graph(fn, nbuf, reps=reps)
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    return row
+
+
+def kernel_worker(peer: Optional[str], out: Path, only: list[str], quick: bool) -> int:
+    """Child process: time every kernel-mode row with one build, write JSON to `out`."""
+    build = _Build(peer)
+    res: dict[str, Any] = {"build": build.name, "where": build.where, "version": build.version, "rows": []}
+    for case in kernel_rows():
+        if only and not any(w in case[0] for w in only):
+            continue
+        try:
+            res["rows"].append(kernel_case(build, case, quick))
+        except Exception as exc:  # noqa: BLE001 - e.g. a width the peer does not support
+            res["rows"].append({"name": case[0], "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
+            torch.cuda.empty_cache()
+        r = res["rows"][-1]
+        print(
+            f"[{build.name}] {r['name']}: "
+            + (
+                f"graph {r['graph_us']:.1f} us, eager {r['eager_us']:.1f} us, rel err {r['rel_err']:.2e}"
+                if "error" not in r
+                else r["error"]
+            ),
+            file=sys.stderr,
+            flush=True,
+        )
+    out.write_text(json.dumps(res, indent=1))
+    return 0
+
+
+def copy_ceiling_graph() -> dict[str, float]:
+    """Device-to-device copy of 1 GiB (bytes read + written): eager events and inside a CUDA graph."""
+    n = 1 << 30
+    a = torch.empty(n, dtype=torch.uint8, device="cuda").random_()
+    b = torch.empty_like(a)
+    t = time_fn(lambda i: b.copy_(a), 1, warmup=5, iters=30)
+    tg = time_graph(lambda i: b.copy_(a), 1, reps=4)
+    a = b = None  # noqa: F841 - free the 2 GiB before the workers start
+    torch.cuda.empty_cache()
+    return {"eager_gbps": 2 * n / (t * 1e-6) / 1e9, "graph_gbps": 2 * n / (tg * 1e-6) / 1e9}
+
+
+def kernel_table(ours: dict[str, Any], peer: Optional[dict[str, Any]], ceiling: float) -> str:
+    prow = {r["name"]: r for r in (peer or {}).get("rows", [])}
+    hdr = (
+        f"{'case':48s} {'ours µs':>8s} {'peer µs':>8s} {'ratio':>6s} {'ours %cp':>8s} {'peer %cp':>8s}"
+        f" {'ours eag':>9s} {'peer eag':>9s} {'ok':>5s}"
+    )
+    lines = [hdr, "-" * len(hdr)]
+    for r in ours["rows"]:
+        p = prow.get(r["name"])
+        if "error" in r:
+            lines.append(f"{r['name']:48s} ERROR {r['error']}")
+            continue
+        po = p if p is not None and "error" not in p else None
+        frac = r["bytes"] / (r["graph_us"] * 1e-6) / 1e9 / ceiling
+        pfrac = po["bytes"] / (po["graph_us"] * 1e-6) / 1e9 / ceiling if po else None
+        ratio = po["graph_us"] / r["graph_us"] if po else None
+        ok = ("y" if r["ok"] else "NO") + ("/" + ("y" if po["ok"] else "NO") if po else "")
+        lines.append(
+            f"{r['name']:48s} {r['graph_us']:8.1f} {fmt(po['graph_us'] if po else None, '8.1f')} "
+            f"{fmt(ratio, '6.3f')} {100 * frac:8.1f} {fmt(None if pfrac is None else 100 * pfrac, '8.1f')} "
+            f"{r['eager_us']:9.1f} {fmt(po['eager_us'] if po else None, '9.1f')} {ok:>5s}"
+        )
+        if p is not None and "error" in p:
+            lines[-1] += f"  (peer: {p['error'][:60]})"
+    return "\n".join(lines)
+
+
+def kernel_main(args: argparse.Namespace) -> int:
+    if not torch.cuda.is_available():
+        raise SystemExit("no CUDA device: kernel mode needs a GPU")
+    ceil = copy_ceiling_graph()
+    ceiling = ceil["graph_gbps"]
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as td:
+        for who, peer in [("ours", None)] + ([("peer", args.peer)] if args.peer else []):
+            out = Path(td) / f"{who}.json"
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--kernel-worker", "--out", str(out)]
+            if peer:
+                cmd += ["--peer", peer]
+            if args.only:
+                cmd += ["--only", args.only]
+            if args.quick:
+                cmd.append("--quick")
+            rc = subprocess.call(cmd, cwd=str(ROOT) if peer is None else None)
+            if rc != 0 or not out.exists():
+                raise SystemExit(f"kernel worker for {who} failed (exit {rc})")
+            results[who] = json.loads(out.read_text())
+    ours, peer = results["ours"], results.get("peer")
+    head = [
+        f"date {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}, "
+        f"card {torch.cuda.get_device_name(0)}, torch {torch.__version__}",
+        f"copy ceiling: {ceiling:.0f} GB/s in a CUDA graph ({ceil['eager_gbps']:.0f} eager), 1 GiB, bytes read + written",
+        f"ours: {ours['version']} at {ours['where']}"
+        + (f"; peer: {peer['version']} at {peer['where']}" if peer else ""),
+        "µs: per call in a CUDA graph (median of 20 replays); ratio = peer µs / ours µs (> 1: ours faster);"
+        " %cp = bytes moved / graph time / copy ceiling; eag = eager µs (CUDA events per call);"
+        " ok = rel err vs float64 below tolerance (ours/peer)",
+        "",
+    ]
+    table = "\n".join(head) + kernel_table(ours, peer, ceiling)
+    print(table)
+    if args.json:
+        meta = {
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "card": torch.cuda.get_device_name(0),
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "copy_ceiling": ceil,
+        }
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"meta": meta, "ours": ours, "peer": peer, "table": table}, indent=1))
+    bad = [r["name"] for r in ours["rows"] if "error" in r or not r.get("ok", False)]
+    for n in bad:
+        print(f"ours FAILED or inaccurate: {n}")
+    return 1 if bad else 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", type=Path, default=None, help="write all rows as JSON here")
     ap.add_argument("--quick", action="store_true", help="fewer iterations")
     ap.add_argument("--cpu", action="store_true", help="the CPU forward row only")
     ap.add_argument("--only", default="", help="comma-separated substrings: time only the rows whose name has one")
+    ap.add_argument("--kernel", action="store_true", help="kernel mode: CUDA-graph times, ours vs --peer")
+    ap.add_argument("--peer", default=None, help="kernel mode: path of another causal-conv1d build to compare")
+    ap.add_argument("--kernel-worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--out", type=Path, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.kernel_worker:
+        return kernel_worker(args.peer, args.out, [w for w in args.only.split(",") if w], args.quick)
+    if args.kernel:
+        return kernel_main(args)
     if args.cpu:
         r = cpu_bench()
         print(
