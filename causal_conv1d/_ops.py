@@ -1,10 +1,21 @@
-"""Fake (meta) kernels for the ``torch.ops.causal_conv1d`` ops.
+"""The Python registrations of the ``torch.ops.causal_conv1d`` ops: fake (meta) kernels and the
+autograd of ``fwd``.
 
-The schemas live in csrc/ops.cpp; the CPU and CUDA kernels in csrc/cpu and csrc/cuda; the autograd
-of ``fwd`` in csrc/autograd.cpp (C++: a Python autograd kernel cost microseconds on every call,
-gradient or not; issue 8). The fake kernels allocate outputs exactly as the real ones do
-(csrc/checks.h, ``empty_bdl``): in x's layout, channel-last when ``x.stride(1) == 1 and
-x.stride(2) != 1``, else channel-first.
+The schemas live in csrc/ops.cpp; the CPU and CUDA kernels in csrc/cpu and csrc/cuda. The fake
+kernels allocate outputs exactly as the real ones do (csrc/checks.h, ``empty_bdl``): in x's layout,
+channel-last when ``x.stride(1) == 1 and x.stride(2) != 1``, else channel-first.
+
+Autograd: ``torch.library.register_autograd`` on ``fwd``, in both op-layer builds (the LibTorch
+stable ABI has no C++ autograd; one code path). Its backward calls ``causal_conv1d::bwd``:
+  * dout undefined (only final_states used) -> zeros in x's layout; dout in neither layout ->
+    contiguous (the op accepts channel-first or channel-last only);
+  * dfinal_states only when the forward returned final states; undefined -> None (= zeros);
+  * dinitial_states only when initial_states required grad at the forward;
+  * no gradients for seq_idx and the flags; a bias gradient only with a bias.
+The Python autograd kernel runs on every dispatch of ``fwd``, gradient or not (microseconds): the
+Python API (causal_conv1d_interface.py, cpp_functions.py) therefore calls ``fwd`` below autograd
+when no input needs a gradient (:func:`fwd_below_autograd`), so the eager no-grad path costs what
+the kernel costs.
 """
 
 from __future__ import annotations
@@ -13,7 +24,7 @@ from typing import Any, Optional
 
 import torch
 
-__all__ = ["is_channel_last", "empty_bdl"]
+__all__ = ["is_channel_last", "empty_bdl", "needs_grad"]
 
 Tensor = torch.Tensor
 
@@ -90,3 +101,68 @@ def _update_fake(
         return x.new_empty(x.shape)
     batch, dim, seqlen = x.shape
     return empty_bdl(batch, dim, seqlen, is_channel_last(x), x)
+
+
+# ---------------------------------------------------------------------------------------------
+# Autograd of fwd
+
+_bwd = torch.ops.causal_conv1d.bwd.default
+
+
+def needs_grad(x: Tensor, weight: Tensor, bias: Optional[Tensor], initial_states: Optional[Tensor]) -> bool:
+    """Whether a forward on these inputs must go through autograd: grad mode on and an input that
+    requires grad (seq_idx is int32: it never does), or a torch.compile trace (always the full op)."""
+    if torch.is_grad_enabled() and (
+        x.requires_grad
+        or weight.requires_grad
+        or (bias is not None and bias.requires_grad)
+        or (initial_states is not None and initial_states.requires_grad)
+    ):
+        return True
+    return torch.compiler.is_compiling()
+
+
+def _fwd_setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
+    x, weight, bias, seq_idx, initial_states, return_final_states, silu = inputs
+    ctx.set_materialize_grads(False)  # unused outputs arrive as None: no zero tensors built
+    ctx.save_for_backward(x, weight, bias, seq_idx, initial_states)
+    ctx.silu = silu
+    ctx.return_final_states = return_final_states
+    ctx.return_dinitial_states = initial_states is not None and ctx.needs_input_grad[4]
+
+
+def _fwd_backward(ctx: Any, dout: Optional[Tensor], dfinal_states: Optional[Tensor]) -> tuple:
+    from causal_conv1d._errors import reraise  # noqa: PLC0415  (cheap after the first call)
+
+    x, weight, bias, seq_idx, initial_states = ctx.saved_tensors
+    if dout is None:
+        dout = torch.zeros_like(x)
+    elif dout.stride(2) != 1 and dout.stride(1) != 1:
+        dout = dout.contiguous()
+    rdis = ctx.return_dinitial_states
+    try:
+        dx, dweight, dbias, dinitial_states = _bwd(
+            x,
+            weight,
+            bias,
+            dout,
+            seq_idx,
+            initial_states,
+            dfinal_states if ctx.return_final_states else None,
+            rdis,
+            ctx.silu,
+        )
+    except RuntimeError as exc:
+        reraise(exc)
+    return (
+        dx,
+        dweight,
+        dbias if bias is not None else None,
+        None,  # seq_idx
+        dinitial_states if rdis else None,
+        None,  # return_final_states
+        None,  # silu
+    )
+
+
+torch.library.register_autograd("causal_conv1d::fwd", _fwd_backward, setup_context=_fwd_setup_context)
