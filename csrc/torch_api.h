@@ -193,8 +193,10 @@ inline void zero_fill(Tensor& t) {  // declared above
 #endif
 }
 
+// t itself when it is contiguous already (no dispatcher call: the stable contiguous() is one).
 inline Tensor as_contiguous(const Tensor& t) {
 #if CAUSAL_CONV1D_STABLE_ABI
+  if (t.is_contiguous()) return t;
   return torch::stable::contiguous(t);
 #else
   return t.contiguous();
