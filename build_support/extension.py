@@ -174,9 +174,12 @@ def ext_modules() -> list[Any]:
     from torch.utils.cpp_extension import CppExtension, CUDAExtension
 
     csrc = ROOT / "csrc"
-    # Host sources of both builds: the schemas and the CPU kernels. The autograd of fwd is Python
-    # (causal_conv1d/_autograd.py) in both op-layer builds: the stable ABI has no C++ autograd.
+    # Host sources: the schemas and the CPU kernels; the legacy op layer also compiles the C++
+    # autograd of fwd (csrc/autograd.cpp). The stable ABI has no C++ autograd: there the same rules
+    # are registered in Python (causal_conv1d/_ops.py).
     cpu_sources = [csrc / "ops.cpp", *sorted((csrc / "cpu").glob("*.cpp"))]
+    if not stable_abi():
+        cpu_sources.insert(1, csrc / "autograd.cpp")
     common: dict[str, Any] = {
         "name": EXT_NAME,
         "include_dirs": [str(csrc)],

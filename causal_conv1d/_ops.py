@@ -5,8 +5,10 @@ The schemas live in csrc/ops.cpp; the CPU and CUDA kernels in csrc/cpu and csrc/
 kernels allocate outputs exactly as the real ones do (csrc/checks.h, ``empty_bdl``): in x's layout,
 channel-last when ``x.stride(1) == 1 and x.stride(2) != 1``, else channel-first.
 
-Autograd: ``torch.library.register_autograd`` on ``fwd``, in both op-layer builds (the LibTorch
-stable ABI has no C++ autograd; one code path). Its backward calls ``causal_conv1d::bwd``:
+Autograd of the stable-ABI op layer: ``torch.library.register_autograd`` on ``fwd`` (the LibTorch
+stable ABI has no C++ autograd). The legacy (ATen) op layer registers the same rules in C++
+(csrc/autograd.cpp: ~4x cheaper per call with grad); they are registered here only when no C++
+autograd kernel is (:data:`PYTHON_AUTOGRAD`). The backward calls ``causal_conv1d::bwd``:
   * dout undefined (only final_states used) -> zeros in x's layout; dout in neither layout ->
     contiguous (the op accepts channel-first or channel-last only);
   * dfinal_states only when the forward returned final states; undefined -> None (= zeros);
@@ -14,7 +16,7 @@ stable ABI has no C++ autograd; one code path). Its backward calls ``causal_conv
   * no gradients for seq_idx and the flags; a bias gradient only with a bias.
 The Python autograd kernel runs on every dispatch of ``fwd``, gradient or not (microseconds): the
 Python API (causal_conv1d_interface.py, cpp_functions.py) therefore calls ``fwd`` below autograd
-when no input needs a gradient (:func:`fwd_below_autograd`), so the eager no-grad path costs what
+when no input needs a gradient (:func:`use_below_autograd`), so the eager no-grad path costs what
 the kernel costs.
 """
 
@@ -24,7 +26,7 @@ from typing import Any, Optional
 
 import torch
 
-__all__ = ["is_channel_last", "empty_bdl", "needs_grad"]
+__all__ = ["is_channel_last", "empty_bdl", "needs_grad", "use_below_autograd", "PYTHON_AUTOGRAD"]
 
 Tensor = torch.Tensor
 
@@ -165,4 +167,13 @@ def _fwd_backward(ctx: Any, dout: Optional[Tensor], dfinal_states: Optional[Tens
     )
 
 
-torch.library.register_autograd("causal_conv1d::fwd", _fwd_backward, setup_context=_fwd_setup_context)
+#: Whether fwd's autograd is the Python one below (stable op layer) rather than csrc/autograd.cpp (legacy).
+PYTHON_AUTOGRAD = not torch._C._dispatch_has_kernel_for_dispatch_key("causal_conv1d::fwd", "Autograd")
+if PYTHON_AUTOGRAD:
+    torch.library.register_autograd("causal_conv1d::fwd", _fwd_backward, setup_context=_fwd_setup_context)
+
+
+def use_below_autograd(x: Tensor, weight: Tensor, bias: Optional[Tensor], initial_states: Optional[Tensor]) -> bool:
+    """Whether the Python API should call fwd below autograd: its autograd kernel is Python and
+    nothing needs it (with the C++ kernel of the legacy build a direct call is cheapest)."""
+    return PYTHON_AUTOGRAD and not needs_grad(x, weight, bias, initial_states)

@@ -7,8 +7,8 @@ semantics.
 
 The two wrappers sit on the eager decode/prefill path, where a Python line costs ~0.1 µs and a
 torch call ~1 µs (benchmarks/host_overhead.py): they bind the op overloads once, look the activation
-up in a dict, call ``fwd`` below autograd when no input needs a gradient (its autograd kernel is
-Python: ``causal_conv1d._ops``), and call nothing they do not need. Argument errors of the stable-ABI
+up in a dict, call ``fwd`` below autograd when its autograd kernel is Python (stable op layer:
+``causal_conv1d._ops``) and no input needs a gradient, and call nothing they do not need. Argument errors of the stable-ABI
 op layer arrive tagged and are re-raised with their type (``causal_conv1d._errors``).
 """
 
@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from causal_conv1d._errors import reraise
+from causal_conv1d._ops import PYTHON_AUTOGRAD as _python_autograd
 
 __all__ = [
     "InvalidActivation",
@@ -89,21 +90,25 @@ def causal_conv1d_fn(
         x = x.contiguous()
     rfs = bool(return_final_states)
     try:
-        # autograd only when an input requires grad under grad mode (the rule of _ops.needs_grad,
-        # inlined: a call costs ~0.1 µs), or while torch.compile traces
-        if (
-            _grad_enabled()
-            and (
-                x.requires_grad
-                or weight.requires_grad
-                or (bias is not None and bias.requires_grad)
-                or (initial_states is not None and initial_states.requires_grad)
+        # Below autograd when fwd's autograd is the Python one and nothing needs it (_ops.use_below_autograd,
+        # inlined: a call costs ~0.1 µs); otherwise (legacy C++ autograd, a gradient, a torch.compile
+        # trace) through the op's autograd kernel.
+        if _python_autograd and not (
+            (
+                _grad_enabled()
+                and (
+                    x.requires_grad
+                    or weight.requires_grad
+                    or (bias is not None and bias.requires_grad)
+                    or (initial_states is not None and initial_states.requires_grad)
+                )
             )
-        ) or _is_compiling():
-            out, final_states = _fwd(x, weight, bias, seq_idx, initial_states, rfs, silu)
-        else:
+            or _is_compiling()
+        ):
             with _below_autograd():
                 out, final_states = _fwd(x, weight, bias, seq_idx, initial_states, rfs, silu)
+        else:
+            out, final_states = _fwd(x, weight, bias, seq_idx, initial_states, rfs, silu)
     except RuntimeError as exc:
         reraise(exc)
     if not rfs:

@@ -2,8 +2,8 @@
 
 Upstream (v1.6.1) code imports these from ``causal_conv1d.cpp_functions``; the signatures and the
 return values are the same. Validation happens in C++ (csrc/checks.h); argument errors get their
-type back through ``causal_conv1d._errors``. ``fwd`` runs below autograd when no input needs a
-gradient (``causal_conv1d._ops.needs_grad``), as in ``causal_conv1d_fn``.
+type back through ``causal_conv1d._errors``. ``fwd`` runs below autograd when its autograd is Python
+and no input needs a gradient (``causal_conv1d._ops.use_below_autograd``), as in ``causal_conv1d_fn``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Optional
 import torch
 
 from causal_conv1d._errors import reraise
-from causal_conv1d._ops import needs_grad
+from causal_conv1d._ops import use_below_autograd
 
 __all__ = ["causal_conv1d_fwd_function", "causal_conv1d_bwd_function", "causal_conv1d_update_function"]
 
@@ -28,7 +28,7 @@ _below_autograd = torch._C._AutoDispatchBelowAutograd
 
 def _call_fwd(x, weight, bias, seq_idx, initial_states, return_final_states: bool, silu: bool):  # noqa: ANN001,ANN202
     try:
-        if needs_grad(x, weight, bias, initial_states):
+        if not use_below_autograd(x, weight, bias, initial_states):
             return _fwd(x, weight, bias, seq_idx, initial_states, return_final_states, silu)
         with _below_autograd():
             return _fwd(x, weight, bias, seq_idx, initial_states, return_final_states, silu)
