@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import re
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 import torch

@@ -122,7 +122,7 @@ print("HUGE" if hg else "NOHUGE")
 """
 
 
-def _huge_page_child(value: "str | None") -> str:
+def _huge_page_child(value: str | None) -> str:
     env = {k: v for k, v in os.environ.items() if k != "CAUSAL_CONV1D_CPU_HUGE_PAGES"}
     if value is not None:
         env["CAUSAL_CONV1D_CPU_HUGE_PAGES"] = value
