@@ -26,7 +26,7 @@ from typing import Any, Optional
 
 import torch
 
-__all__ = ["is_channel_last", "empty_bdl", "needs_grad", "use_below_autograd", "PYTHON_AUTOGRAD"]
+__all__ = ["is_channel_last", "empty_bdl", "needs_grad", "use_below_autograd", "PYTHON_AUTOGRAD", "CausalConv1dFwd"]
 
 Tensor = torch.Tensor
 
@@ -171,6 +171,29 @@ def _fwd_backward(ctx: Any, dout: Optional[Tensor], dfinal_states: Optional[Tens
 PYTHON_AUTOGRAD = not torch._C._dispatch_has_kernel_for_dispatch_key("causal_conv1d::fwd", "Autograd")
 if PYTHON_AUTOGRAD:
     torch.library.register_autograd("causal_conv1d::fwd", _fwd_backward, setup_context=_fwd_setup_context)
+
+
+_fwd = torch.ops.causal_conv1d.fwd.default
+_below_autograd = torch._C._AutoDispatchBelowAutograd
+
+
+class CausalConv1dFwd(torch.autograd.Function):
+    """fwd's Python autograd (the setup_context and backward above) as the Python API applies it
+    itself in eager mode when an input requires grad (stable op layer): the registered kernel's route
+    (dispatcher -> Python kernel -> torch.library's generated Function -> redispatch) costs about twice
+    as much per call (benchmarks/host_overhead.py). The ctx-style forward is the cheaper kind of
+    autograd.Function (measured ~3x cheaper than a setup_context-style one). torch.compile traces,
+    and direct ``torch.ops`` calls, use the registered kernel."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, seq_idx, initial_states, return_final_states, silu):  # noqa: ANN001,ANN205
+        inputs = (x, weight, bias, seq_idx, initial_states, return_final_states, silu)
+        with _below_autograd():
+            outputs = _fwd(*inputs)
+        _fwd_setup_context(ctx, inputs, outputs)
+        return outputs
+
+    backward = staticmethod(_fwd_backward)
 
 
 def use_below_autograd(x: Tensor, weight: Tensor, bias: Optional[Tensor], initial_states: Optional[Tensor]) -> bool:

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 from causal_conv1d._errors import reraise
 from causal_conv1d._ops import PYTHON_AUTOGRAD as _python_autograd
+from causal_conv1d._ops import CausalConv1dFwd
 
 __all__ = [
     "InvalidActivation",
@@ -45,6 +46,7 @@ _update = torch.ops.causal_conv1d.update.default
 _below_autograd = torch._C._AutoDispatchBelowAutograd
 _grad_enabled = torch.is_grad_enabled
 _is_compiling = torch.compiler.is_compiling
+_apply_fwd = CausalConv1dFwd.apply
 
 
 class InvalidActivation(ValueError, NotImplementedError):
@@ -90,25 +92,21 @@ def causal_conv1d_fn(
         x = x.contiguous()
     rfs = bool(return_final_states)
     try:
-        # Below autograd when fwd's autograd is the Python one and nothing needs it (_ops.use_below_autograd,
-        # inlined: a call costs ~0.1 µs); otherwise (legacy C++ autograd, a gradient, a torch.compile
-        # trace) through the op's autograd kernel.
-        if _python_autograd and not (
-            (
-                _grad_enabled()
-                and (
-                    x.requires_grad
-                    or weight.requires_grad
-                    or (bias is not None and bias.requires_grad)
-                    or (initial_states is not None and initial_states.requires_grad)
-                )
-            )
-            or _is_compiling()
+        # Legacy C++ autograd, or a torch.compile trace: the op and its autograd kernel. Python
+        # autograd (stable op layer): the cheaper CausalConv1dFwd when an input requires grad, else
+        # below autograd (the rule of _ops.use_below_autograd, inlined: a call costs ~0.1 µs).
+        if not _python_autograd or _is_compiling():
+            out, final_states = _fwd(x, weight, bias, seq_idx, initial_states, rfs, silu)
+        elif _grad_enabled() and (
+            x.requires_grad
+            or weight.requires_grad
+            or (bias is not None and bias.requires_grad)
+            or (initial_states is not None and initial_states.requires_grad)
         ):
+            out, final_states = _apply_fwd(x, weight, bias, seq_idx, initial_states, rfs, silu)
+        else:
             with _below_autograd():
                 out, final_states = _fwd(x, weight, bias, seq_idx, initial_states, rfs, silu)
-        else:
-            out, final_states = _fwd(x, weight, bias, seq_idx, initial_states, rfs, silu)
     except RuntimeError as exc:
         reraise(exc)
     if not rfs:

@@ -232,8 +232,8 @@ def test_autograd_node_and_outputs_are_not_views() -> None:
     assert out.grad_fn is None and final.grad_fn is None  # nothing required grad: no node
     xl, wl = _leaf(x), _leaf(weight)
     out, final = causal_conv1d_fn(xl, wl, return_final_states=True)
-    # the legacy op layer's C++ node (csrc/autograd.cpp), or torch.library.register_autograd's (_ops.py)
-    node = "causal_conv1d::FwdBackward" if OP_LAYER == "legacy" else "GeneratedBackwardFor_causal_conv1d_fwd"
+    # the legacy op layer's C++ node (csrc/autograd.cpp), or the stable one's Python Function (_ops.py)
+    node = "causal_conv1d::FwdBackward" if OP_LAYER == "legacy" else "CausalConv1dFwdBackward"
     assert out.grad_fn is not None and node in out.grad_fn.name()
     # The channel-last outputs are allocated with their strides, not views of a transposed buffer:
     # in-place ops on them work (autograd rejects in-place ops on views created in a custom forward).

@@ -89,8 +89,8 @@ def _frames_entered(fn) -> set[str]:  # noqa: ANN001
 def test_no_grad_call_skips_the_python_autograd_kernel() -> None:
     """The stable op layer's fwd autograd is Python (torch/_library/autograd.py's kernel, entered on
     every dispatch): the Python API calls fwd below autograd when nothing needs a gradient (the eager
-    fast path), so that kernel is not entered; with an input that requires grad it is. The legacy
-    layer's autograd is C++ (csrc/autograd.cpp): no Python kernel at all."""
+    fast path), and applies _ops.CausalConv1dFwd itself when something does, so that kernel is entered
+    only by direct op calls. The legacy layer's autograd is C++ (csrc/autograd.cpp): no Python kernel."""
     from causal_conv1d import _ops
 
     assert _ops.PYTHON_AUTOGRAD is (OP_LAYER == "stable")
@@ -102,6 +102,16 @@ def test_no_grad_call_skips_the_python_autograd_kernel() -> None:
     x.requires_grad_(False)
     direct = _frames_entered(lambda: torch.ops.causal_conv1d.fwd.default(x, w, None, None, None, False, False))
     assert (kernel in direct) is _ops.PYTHON_AUTOGRAD
+    # with a gradient the Python API applies CausalConv1dFwd itself (not the registered kernel)
     xr = x.clone().requires_grad_()
-    assert (kernel in _frames_entered(lambda: causal_conv1d_fn(xr, w))) is _ops.PYTHON_AUTOGRAD
-    assert causal_conv1d_fn(xr, w).grad_fn is not None
+    entered = _frames_entered(lambda: causal_conv1d_fn(xr, w))
+    assert kernel not in entered
+    assert ("_ops.py:forward" in entered) is _ops.PYTHON_AUTOGRAD
+    node = causal_conv1d_fn(xr, w).grad_fn
+    assert node is not None and ("CausalConv1dFwd" in node.name()) is _ops.PYTHON_AUTOGRAD
+    # the registered kernel is what a direct op call with a gradient uses, and it gives the same gradients
+    if _ops.PYTHON_AUTOGRAD:
+        xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+        causal_conv1d_fn(xa, w, activation="silu").square().sum().backward()
+        torch.ops.causal_conv1d.fwd.default(xb, w, None, None, None, False, True)[0].square().sum().backward()
+        assert torch.equal(xa.grad, xb.grad)
