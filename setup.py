@@ -47,7 +47,7 @@ def package_version() -> str:
     label = os.environ.get(contract.ENV_LOCAL_VERSION, "").strip()
     if not label:
         return contract.PACKAGE_VERSION
-    contract.variant_from_local_version(label)  # validates: a clear error for a bad label
+    contract.build_variant_from_local_version(label)  # validates (cu128.torch2.7, cu13.stable2.10)
     return f"{contract.PACKAGE_VERSION}+{label}"
 
 

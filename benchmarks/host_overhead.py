@@ -8,7 +8,9 @@ machine and torch build), torch.add again through ``torch.ops.aten.add.Tensor`` 
 binding that every ``torch.ops`` call, ours included, goes through: arguments parsed against the
 schema into a stack), the ``torch.ops.causal_conv1d`` ops through their ``.default`` overloads
 (``fwd`` with no input requiring grad, with x requiring grad, and under ``torch.inference_mode``),
-and the Python API (``causal_conv1d_fn``, ``causal_conv1d_update`` with 2-D and 3-D x). The
+and the Python API (``causal_conv1d_fn`` without and with x requiring grad, ``causal_conv1d_update``
+with 2-D and 3-D x). torch.add with x requiring grad is the floor of an op that records an autograd
+node. The
 ``vs add`` column is each row over torch.add: what our op or wrapper costs in units of torch's own
 cheapest op. Each row: ``--calls`` calls timed with time.perf_counter after a warm-up, the median
 of ``--repeats`` repetitions; on CUDA the device is synchronised only at the end of a repetition
@@ -81,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
 
     cases: list[tuple[str, Callable[[], Any], bool]] = [  # (name, call, under inference_mode)
         ("torch.add(x, x)", lambda: torch.add(x, x), False),
+        ("torch.add(x, x), x requires grad", lambda: torch.add(x_rg, x), False),
         ("torch.empty_like(x)", lambda: torch.empty_like(x), False),
         ("torch.ops.aten.add.Tensor(x, x)", lambda: aten_add(x, x), False),
         ("ops.update.default", lambda: update(xu3, state, weight, bias, True, None, None), False),
@@ -88,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         ("ops.fwd.default, x requires grad", lambda: fwd(x_rg, weight, bias, None, None, False, True), False),
         ("ops.fwd.default, inference_mode", lambda: fwd(x, weight, bias, None, None, False, True), True),
         ("causal_conv1d_fn", lambda: causal_conv1d_fn(x, weight, bias, activation="silu"), False),
+        ("causal_conv1d_fn, x requires grad", lambda: causal_conv1d_fn(x_rg, weight, bias, activation="silu"), False),
         ("causal_conv1d_update, x (B, D)", lambda: causal_conv1d_update(xu2, state, weight, bias, "silu"), False),
         ("causal_conv1d_update, x (B, D, 1)", lambda: causal_conv1d_update(xu3, state, weight, bias, "silu"), False),
     ]

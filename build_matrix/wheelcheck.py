@@ -55,11 +55,12 @@ __all__ = [
     "parse_arch_list",
     "find_cuobjdump",
     "check_wheel",
+    "torch_cxx_imports",
     "configure_parser",
     "run",
 ]
 
-CHECKS = ("name", "metadata", "build-record", "contents", "needed", "cxx11-abi", "abi3", "cuda-archs")
+CHECKS = ("name", "metadata", "build-record", "contents", "needed", "cxx11-abi", "abi3", "cuda-archs", "stable-abi")
 
 #: check-wheel-contents checks turned off, each with its reason:
 #: W002 (duplicate files): empty ``__init__.py``-style files and identical small stubs are legitimate.
@@ -514,6 +515,93 @@ def _check_cuda_archs(w: _Wheel, exp: Expectation, cuobjdump: Optional[str]) -> 
     return CheckResult("cuda-archs", "pass", f"{';'.join(planned)} (sm_{', sm_'.join(sorted(got_sass))})")
 
 
+# --------------------------------------------------------------------------------------------
+# stable-abi: a LibTorch stable-ABI binary imports torch's C shims only
+
+
+#: Namespaces of torch's C++ API; a stable-ABI binary imports no symbol of theirs.
+_TORCH_CXX_PREFIXES = ("c10::", "at::", "torch::", "caffe2::")
+_TORCH_CXX_RE = re.compile(r"(?:^|[^\w:])(?:c10|at|torch|caffe2)::")
+#: Their mangled nested-name components (used where c++filt is not installed).
+_TORCH_MANGLED_RE = re.compile(r"(?<![0-9])(?:3c10|2at|5torch|6caffe2)(?=[0-9A-Z])")
+
+
+def _undefined_dynamic_symbols(path: Path) -> list[str]:
+    """``nm -D --undefined-only``: the names the binary imports from other libraries."""
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
+
+    names: list[str] = []
+    with open(path, "rb") as fh:
+        section = ELFFile(fh).get_section_by_name(".dynsym")
+        if isinstance(section, SymbolTableSection):
+            names = [s.name for s in section.iter_symbols() if s.name and s.entry.st_shndx == "SHN_UNDEF"]
+    return names
+
+
+def _demangle(names: list[str]) -> Optional[list[str]]:
+    """The names demangled by c++filt (one process for all), or None when it is not installed."""
+    tool = shutil.which("c++filt")
+    if tool is None or not names:
+        return None if tool is None else []
+    proc = subprocess.run([tool], input="\n".join(names) + "\n", capture_output=True, text=True, timeout=60)
+    out = proc.stdout.splitlines()
+    return out if proc.returncode == 0 and len(out) == len(names) else None
+
+
+def torch_cxx_imports(path: Path) -> tuple[list[str], list[str]]:
+    """(torch C++ symbols the ELF binary imports, demangled; the torch C shims it imports).
+
+    A binary built on the LibTorch stable ABI imports only C functions from torch (``aoti_torch_*``,
+    ``torch_*``) besides libc, libstdc++, the CUDA runtime and Python; any ``c10::``, ``at::`` or
+    ``torch::`` symbol ties it to one torch build.
+    """
+    names = _undefined_dynamic_symbols(path)
+    demangled = _demangle(names)
+    offending = []
+    for i, name in enumerate(names):
+        if not name.startswith("_Z"):
+            continue
+        if demangled is not None:
+            if _TORCH_CXX_RE.search(demangled[i]):
+                offending.append(demangled[i])
+        elif _TORCH_MANGLED_RE.search(name):
+            offending.append(name)
+    shims = sorted(n for n in names if n.startswith(("aoti_torch_", "torch_")))
+    return offending, shims
+
+
+def _is_stable_build(w: _Wheel) -> Optional[bool]:
+    """From the build record (stable_abi_target), else from the name's label; None when neither says."""
+    record, _ = w.build_record()
+    if record is not None and "stable_abi_target" in record:
+        return record.get("stable_abi_target") is not None
+    variant = getattr(w.wheel_name, "variant", None)
+    return None if variant is None else isinstance(variant, contract.StableVariant)
+
+
+def _check_stable_abi(w: _Wheel, exp: Expectation) -> CheckResult:
+    stable = _is_stable_build(w)
+    if not stable:
+        return CheckResult("stable-abi", "skip", "not a stable-ABI build (per-torch-minor wheel)")
+    elves = _elf_files(w)
+    if not elves:
+        if any(p.suffix == ".pyd" for p in w.binaries):
+            return CheckResult("stable-abi", "skip", "Windows binary (PE): the symbol check reads ELF")
+        return CheckResult("stable-abi", "fail", "no compiled extension in the wheel")
+    problems, summary = [], []
+    for elf in elves:
+        rel = elf.relative_to(w.root).as_posix()
+        offending, shims = torch_cxx_imports(elf)
+        if offending:
+            shown = ", ".join(offending[:5]) + (f" (+{len(offending) - 5} more)" if len(offending) > 5 else "")
+            problems.append(f"{rel} imports {len(offending)} torch C++ symbol(s): {shown}")
+        summary.append(f"{rel}: {len(shims)} torch C shims, no torch C++ symbol")
+    if problems:
+        return CheckResult("stable-abi", "fail", "; ".join(problems))
+    return CheckResult("stable-abi", "pass", "; ".join(summary))
+
+
 def check_wheel(
     path: Path,
     expectation: Expectation = Expectation(),
@@ -538,7 +626,7 @@ def check_wheel(
                 fn = {
                     "name": _check_name, "metadata": _check_metadata, "build-record": _check_build_record,
                     "contents": _check_contents, "needed": _check_needed, "cxx11-abi": _check_cxx11_abi,
-                    "abi3": _check_abi3,
+                    "abi3": _check_abi3, "stable-abi": _check_stable_abi,
                 }[name]
                 results.append(fn(w, expectation))
         return results

@@ -97,6 +97,20 @@ def has_cuda_sources(extensions: Iterable[Any]) -> bool:
     return any(str(src).endswith(".cu") for ext in extensions for src in getattr(ext, "sources", []))
 
 
+_STABLE_DEFINE = "CAUSAL_CONV1D_STABLE_ABI=1"
+
+
+def is_stable_abi(extensions: Iterable[Any]) -> bool:
+    """Whether the extensions' op layer is compiled on the LibTorch stable ABI (build_support/extension.py
+    passes -DCAUSAL_CONV1D_STABLE_ABI=1 to the host compiler): read from the flags actually used."""
+    for ext in extensions:
+        args = getattr(ext, "extra_compile_args", None)
+        cxx = args.get("cxx", []) if isinstance(args, Mapping) else (args or [])
+        if any(str(a).lstrip("-/").startswith("D" + _STABLE_DEFINE) for a in cxx):
+            return True
+    return False
+
+
 def _forced_abi() -> Optional[bool]:
     return contract.env_flag(contract.ENV_FORCE_CXX11_ABI)
 
@@ -111,7 +125,10 @@ def collect(version: str, extensions: Iterable[Any] = (), plat_name: Optional[st
     if abi is None:
         abi = bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", False))
     with_cuda = has_cuda_sources(extensions)
-    variant = contract.Variant.from_torch(str(torch.__version__), cuda, abi)
+    stable = is_stable_abi(extensions)
+    variant: contract.BuildVariant = contract.Variant.from_torch(str(torch.__version__), cuda, abi)
+    if stable:  # one library for every torch >= STABLE_TARGET of this accelerator family
+        variant = contract.StableVariant(contract.accel_family(variant.accel))
     record = {
         "version": version,
         "variant": variant.name,
@@ -122,7 +139,7 @@ def collect(version: str, extensions: Iterable[Any] = (), plat_name: Optional[st
         "with_cuda": with_cuda,
         "platform": platform_tag(plat_name),
         "source_commit": source_commit(),
-        "stable_abi_target": None,
+        "stable_abi_target": variant.torch if stable else None,
         "cuda_major": None if cuda is None else int(str(cuda).split(".", 1)[0]),
     }
     assert tuple(record) == tuple(contract.BUILD_INFO_KEYS), "build record keys drifted from the contract"

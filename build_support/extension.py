@@ -7,6 +7,10 @@ setup.py calls :func:`install_requires`, :func:`ext_modules` and :func:`cmdclass
 Environment variables honoured here (names from causal_conv1d/_contract.py where shared):
 
 * ``CAUSAL_CONV1D_SKIP_CUDA_BUILD=TRUE``: build the CPU kernels only, even with a CUDA torch.
+* ``CAUSAL_CONV1D_STABLE_ABI=TRUE/FALSE``: build the op layer on the LibTorch stable ABI (one library
+  for every torch >= contract.STABLE_TARGET) or on ATen (legacy: one library per torch minor).
+  Default: stable iff the torch built against is >= contract.STABLE_ABI_MIN_TORCH. Same sources
+  either way (csrc/torch_api.h maps the op layer's names onto one or the other).
 * ``CAUSAL_CONV1D_FORCE_CXX11_ABI=TRUE/FALSE``: override ``-D_GLIBCXX_USE_CXX11_ABI``
   (default: the running torch's).
 * ``NVCC_THREADS``: nvcc ``--threads`` (default 4).
@@ -24,7 +28,15 @@ from typing import Any, Optional
 
 from build_support.contract import contract
 
-__all__ = ["install_requires", "ext_modules", "cmdclass", "with_cuda", "EXT_NAME", "PY_LIMITED_API"]
+__all__ = [
+    "install_requires",
+    "ext_modules",
+    "cmdclass",
+    "with_cuda",
+    "stable_abi",
+    "EXT_NAME",
+    "PY_LIMITED_API",
+]
 
 ROOT = Path(__file__).resolve().parent.parent
 EXT_NAME = "causal_conv1d._C"
@@ -47,12 +59,32 @@ def _torch_minor() -> tuple[int, int]:
     return (v.major, v.minor)
 
 
+def stable_abi(torch_minor: Optional[tuple[int, int]] = None) -> bool:
+    """Whether the op layer is built on the LibTorch stable ABI: ``CAUSAL_CONV1D_STABLE_ABI`` when set,
+    else whether the torch built against is >= contract.STABLE_ABI_MIN_TORCH. A stable build on an
+    older torch is refused (its headers lack the stable API the op layer uses)."""
+    minor = _torch_minor() if torch_minor is None else torch_minor
+    forced = _env_flag(contract.ENV_STABLE_ABI)
+    if forced is None:
+        return minor >= contract.STABLE_ABI_MIN_TORCH
+    if forced and minor < contract.STABLE_ABI_MIN_TORCH:
+        need = ".".join(map(str, contract.STABLE_ABI_MIN_TORCH))
+        raise contract.InvalidSetting(
+            f"{contract.ENV_STABLE_ABI}=TRUE needs torch >= {need} to build against, "
+            f"but torch {'.'.join(map(str, minor))} is installed"
+        )
+    return forced
+
+
 def install_requires() -> list[str]:
-    """The runtime requirement: the torch minor this extension is compiled against."""
+    """The runtime requirement: ``torch>=2.10`` (no upper bound) for a stable-ABI build, else the torch
+    minor this extension is compiled against."""
     try:
         minor = _torch_minor()
     except ImportError:  # metadata-only invocations (sdist, egg_info) without torch installed
         return ["torch"]
+    if stable_abi(minor):
+        return [contract.torch_requirement(contract.STABLE_TARGET, stable=True)]
     return [contract.torch_requirement(minor)]
 
 
@@ -80,6 +112,23 @@ def _cxx_std() -> str:
 def _rel(paths: list[Path]) -> list[str]:
     # setuptools wants paths relative to setup.py's directory.
     return [p.relative_to(ROOT).as_posix() for p in paths]
+
+
+def _op_layer_defines(cuda: bool) -> list[str]:
+    """The op layer's compile-time switch (csrc/torch_api.h): for a stable build,
+    CAUSAL_CONV1D_STABLE_ABI=1 and TORCH_TARGET_VERSION pinned to contract.STABLE_TARGET (so no shim
+    newer than that is used), plus USE_CUDA for the CUDA shims (aoti_torch_get_current_cuda_stream)."""
+    if not stable_abi():
+        return []
+    defines = ["CAUSAL_CONV1D_STABLE_ABI=1", f"TORCH_TARGET_VERSION={contract.stable_target_macro()}"]
+    if cuda:
+        defines.append("USE_CUDA")
+    return defines
+
+
+def _define_flags(defines: list[str]) -> list[str]:
+    prefix = "/D" if sys.platform == "win32" else "-D"
+    return [prefix + d for d in defines]
 
 
 def _cxx_flags() -> list[str]:
@@ -125,8 +174,12 @@ def ext_modules() -> list[Any]:
     from torch.utils.cpp_extension import CppExtension, CUDAExtension
 
     csrc = ROOT / "csrc"
-    # Host sources of both builds: the schemas, the C++ autograd, the CPU kernels.
-    cpu_sources = [csrc / "ops.cpp", csrc / "autograd.cpp", *sorted((csrc / "cpu").glob("*.cpp"))]
+    # Host sources: the schemas and the CPU kernels; the legacy op layer also compiles the C++
+    # autograd of fwd (csrc/autograd.cpp). The stable ABI has no C++ autograd: there the same rules
+    # are registered in Python (causal_conv1d/_ops.py).
+    cpu_sources = [csrc / "ops.cpp", *sorted((csrc / "cpu").glob("*.cpp"))]
+    if not stable_abi():
+        cpu_sources.insert(1, csrc / "autograd.cpp")
     common: dict[str, Any] = {
         "name": EXT_NAME,
         "include_dirs": [str(csrc)],
@@ -138,11 +191,12 @@ def ext_modules() -> list[Any]:
             raise RuntimeError(
                 f"No CUDA sources under {csrc / 'cuda'}: set {contract.ENV_SKIP_CUDA_BUILD}=TRUE for a CPU-only build"
             )
-        cxx = _cxx_flags() + ["-DCAUSAL_CONV1D_WITH_CUDA" if sys.platform != "win32" else "/DCAUSAL_CONV1D_WITH_CUDA"]
+        defines = _define_flags(["CAUSAL_CONV1D_WITH_CUDA", *_op_layer_defines(cuda=True)])
         return [
             CUDAExtension(
                 sources=_rel(cpu_sources + cuda_sources),
-                extra_compile_args={"cxx": cxx, "nvcc": _nvcc_flags()},
+                # nvcc: the kernel files include no torch header, so the op-layer defines do not reach them
+                extra_compile_args={"cxx": _cxx_flags() + defines, "nvcc": _nvcc_flags()},
                 extra_link_args=_link_flags(),
                 **common,
             )
@@ -150,7 +204,7 @@ def ext_modules() -> list[Any]:
     return [
         CppExtension(
             sources=_rel(cpu_sources),
-            extra_compile_args={"cxx": _cxx_flags()},
+            extra_compile_args={"cxx": _cxx_flags() + _define_flags(_op_layer_defines(cuda=False))},
             extra_link_args=_link_flags(),
             **common,
         )

@@ -18,7 +18,7 @@ except ImportError as _exc:
 else:
     _IMPORT_ERROR = None
 if _IMPORT_ERROR is None:
-    from causal_conv1d import _ops  # noqa: E402,F401  (fake kernels; autograd is C++: csrc/autograd.cpp)
+    from causal_conv1d import _ops  # noqa: E402,F401  (fake kernels and the autograd of fwd)
     from causal_conv1d.causal_conv1d_interface import causal_conv1d_fn, causal_conv1d_update  # noqa: E402
 
 __all__ = ["causal_conv1d_fn", "causal_conv1d_update", "__version__"]

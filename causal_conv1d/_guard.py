@@ -113,6 +113,8 @@ def mismatches(record: dict[str, Any], torch_version: str, torch_cuda: Optional[
     C++ ABI (``torch._C._GLIBCXX_USE_CXX11_ABI``). Patch releases of torch and the CUDA patch
     level are binary compatible and not compared.
     """
+    if record.get("stable_abi_target"):
+        return _stable_mismatches(record, torch_version, torch_cuda)
     problems: list[str] = []
     built_minor, running_minor = _minor(record.get("torch_version")), _minor(torch_version)
     if built_minor is None or built_minor != running_minor:
@@ -133,6 +135,22 @@ def mismatches(record: dict[str, Any], torch_version: str, torch_cuda: Optional[
             f"uses _GLIBCXX_USE_CXX11_ABI={int(bool(torch_abi))}"
         )
     return problems
+
+
+def _stable_mismatches(record: dict[str, Any], torch_version: str, torch_cuda: Optional[str]) -> list[str]:
+    """A stable-ABI build (LibTorch stable ABI, csrc/torch_api.h) loads on every torch >= its target of
+    its accelerator family, whatever that torch's C++ ABI (_contract.StableVariant.refusal)."""
+    _contract = _contract_or_none()
+    if _contract is None:  # a damaged install: the minimum torch is the one check left
+        target, running = _minor(record.get("stable_abi_target")), _minor(torch_version)
+        ok = target is not None and running is not None and running >= target
+        return [] if ok else [f"it needs torch >= {record.get('stable_abi_target')}, but torch {torch_version} is running"]
+    try:
+        variant = _contract.StableVariant.parse(str(record.get("variant")))
+    except _contract.InvalidVariant as exc:
+        return [str(exc)]
+    refusal = variant.refusal(torch_version, torch_cuda)
+    return [] if refusal is None else [refusal]
 
 
 def fix_instructions(record: dict[str, Any], torch_version: str, torch_cuda: Optional[str], torch_abi: Optional[bool]) -> str:

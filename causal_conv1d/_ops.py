@@ -1,10 +1,23 @@
-"""Fake (meta) kernels for the ``torch.ops.causal_conv1d`` ops.
+"""The Python registrations of the ``torch.ops.causal_conv1d`` ops: fake (meta) kernels and the
+autograd of ``fwd``.
 
-The schemas live in csrc/ops.cpp; the CPU and CUDA kernels in csrc/cpu and csrc/cuda; the autograd
-of ``fwd`` in csrc/autograd.cpp (C++: a Python autograd kernel cost microseconds on every call,
-gradient or not; issue 8). The fake kernels allocate outputs exactly as the real ones do
-(csrc/checks.h, ``empty_bdl``): in x's layout, channel-last when ``x.stride(1) == 1 and
-x.stride(2) != 1``, else channel-first.
+The schemas live in csrc/ops.cpp; the CPU and CUDA kernels in csrc/cpu and csrc/cuda. The fake
+kernels allocate outputs exactly as the real ones do (csrc/checks.h, ``empty_bdl``): in x's layout,
+channel-last when ``x.stride(1) == 1 and x.stride(2) != 1``, else channel-first.
+
+Autograd of the stable-ABI op layer: ``torch.library.register_autograd`` on ``fwd`` (the LibTorch
+stable ABI has no C++ autograd). The legacy (ATen) op layer registers the same rules in C++
+(csrc/autograd.cpp: ~4x cheaper per call with grad); they are registered here only when no C++
+autograd kernel is (:data:`PYTHON_AUTOGRAD`). The backward calls ``causal_conv1d::bwd``:
+  * dout undefined (only final_states used) -> zeros in x's layout; dout in neither layout ->
+    contiguous (the op accepts channel-first or channel-last only);
+  * dfinal_states only when the forward returned final states; undefined -> None (= zeros);
+  * dinitial_states only when initial_states required grad at the forward;
+  * no gradients for seq_idx and the flags; a bias gradient only with a bias.
+The Python autograd kernel runs on every dispatch of ``fwd``, gradient or not (microseconds): the
+Python API (causal_conv1d_interface.py, cpp_functions.py) therefore calls ``fwd`` below autograd
+when no input needs a gradient (:func:`use_below_autograd`), so the eager no-grad path costs what
+the kernel costs.
 """
 
 from __future__ import annotations
@@ -13,7 +26,7 @@ from typing import Any, Optional
 
 import torch
 
-__all__ = ["is_channel_last", "empty_bdl"]
+__all__ = ["is_channel_last", "empty_bdl", "needs_grad", "use_below_autograd", "PYTHON_AUTOGRAD", "CausalConv1dFwd"]
 
 Tensor = torch.Tensor
 
@@ -90,3 +103,100 @@ def _update_fake(
         return x.new_empty(x.shape)
     batch, dim, seqlen = x.shape
     return empty_bdl(batch, dim, seqlen, is_channel_last(x), x)
+
+
+# ---------------------------------------------------------------------------------------------
+# Autograd of fwd
+
+_bwd = torch.ops.causal_conv1d.bwd.default
+
+
+def needs_grad(x: Tensor, weight: Tensor, bias: Optional[Tensor], initial_states: Optional[Tensor]) -> bool:
+    """Whether a forward on these inputs must go through autograd: grad mode on and an input that
+    requires grad (seq_idx is int32: it never does), or a torch.compile trace (always the full op)."""
+    if torch.is_grad_enabled() and (
+        x.requires_grad
+        or weight.requires_grad
+        or (bias is not None and bias.requires_grad)
+        or (initial_states is not None and initial_states.requires_grad)
+    ):
+        return True
+    return torch.compiler.is_compiling()
+
+
+def _fwd_setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
+    x, weight, bias, seq_idx, initial_states, return_final_states, silu = inputs
+    ctx.set_materialize_grads(False)  # unused outputs arrive as None: no zero tensors built
+    ctx.save_for_backward(x, weight, bias, seq_idx, initial_states)
+    ctx.silu = silu
+    ctx.return_final_states = return_final_states
+    ctx.return_dinitial_states = initial_states is not None and ctx.needs_input_grad[4]
+
+
+def _fwd_backward(ctx: Any, dout: Optional[Tensor], dfinal_states: Optional[Tensor]) -> tuple:
+    from causal_conv1d._errors import reraise  # noqa: PLC0415  (cheap after the first call)
+
+    x, weight, bias, seq_idx, initial_states = ctx.saved_tensors
+    if dout is None:
+        dout = torch.zeros_like(x)
+    elif dout.stride(2) != 1 and dout.stride(1) != 1:
+        dout = dout.contiguous()
+    rdis = ctx.return_dinitial_states
+    try:
+        dx, dweight, dbias, dinitial_states = _bwd(
+            x,
+            weight,
+            bias,
+            dout,
+            seq_idx,
+            initial_states,
+            dfinal_states if ctx.return_final_states else None,
+            rdis,
+            ctx.silu,
+        )
+    except RuntimeError as exc:
+        reraise(exc)
+    return (
+        dx,
+        dweight,
+        dbias if bias is not None else None,
+        None,  # seq_idx
+        dinitial_states if rdis else None,
+        None,  # return_final_states
+        None,  # silu
+    )
+
+
+#: Whether fwd's autograd is the Python one below (stable op layer) rather than csrc/autograd.cpp (legacy).
+PYTHON_AUTOGRAD = not torch._C._dispatch_has_kernel_for_dispatch_key("causal_conv1d::fwd", "Autograd")
+if PYTHON_AUTOGRAD:
+    torch.library.register_autograd("causal_conv1d::fwd", _fwd_backward, setup_context=_fwd_setup_context)
+
+
+_fwd = torch.ops.causal_conv1d.fwd.default
+_below_autograd = torch._C._AutoDispatchBelowAutograd
+
+
+class CausalConv1dFwd(torch.autograd.Function):
+    """fwd's Python autograd (the setup_context and backward above) as the Python API applies it
+    itself in eager mode when an input requires grad (stable op layer): the registered kernel's route
+    (dispatcher -> Python kernel -> torch.library's generated Function -> redispatch) costs about twice
+    as much per call (benchmarks/host_overhead.py). The ctx-style forward is the cheaper kind of
+    autograd.Function (measured ~3x cheaper than a setup_context-style one). torch.compile traces,
+    and direct ``torch.ops`` calls, use the registered kernel."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, seq_idx, initial_states, return_final_states, silu):  # noqa: ANN001,ANN205
+        inputs = (x, weight, bias, seq_idx, initial_states, return_final_states, silu)
+        with _below_autograd():
+            outputs = _fwd(*inputs)
+        _fwd_setup_context(ctx, inputs, outputs)
+        return outputs
+
+    backward = staticmethod(_fwd_backward)
+
+
+def use_below_autograd(x: Tensor, weight: Tensor, bias: Optional[Tensor], initial_states: Optional[Tensor]) -> bool:
+    """Whether the Python API should call fwd below autograd: its autograd kernel is Python and
+    nothing needs it (with the C++ kernel of the legacy build a direct call is cheapest)."""
+    return PYTHON_AUTOGRAD and not needs_grad(x, weight, bias, initial_states)

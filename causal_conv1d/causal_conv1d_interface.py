@@ -1,13 +1,15 @@
 """The public API, with upstream causal-conv1d v1.6.1's module path, names, defaults and returns.
 
 ``causal_conv1d_fn`` / ``causal_conv1d_update`` call the ``torch.ops.causal_conv1d`` ops (CPU and
-CUDA kernels; fake kernels in ``causal_conv1d._ops``, autograd in csrc/autograd.cpp);
+CUDA kernels; fake kernels and the autograd of ``fwd`` in ``causal_conv1d._ops``);
 ``causal_conv1d_ref`` / ``causal_conv1d_update_ref`` are plain-PyTorch references with the same
 semantics.
 
 The two wrappers sit on the eager decode/prefill path, where a Python line costs ~0.1 µs and a
 torch call ~1 µs (benchmarks/host_overhead.py): they bind the op overloads once, look the activation
-up in a dict, and call nothing they do not need.
+up in a dict, call ``fwd`` below autograd when its autograd kernel is Python (stable op layer:
+``causal_conv1d._ops``) and no input needs a gradient, and call nothing they do not need. Argument errors of the stable-ABI
+op layer arrive tagged and are re-raised with their type (``causal_conv1d._errors``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,10 @@ from typing import Optional, Union
 
 import torch
 import torch.nn.functional as F
+
+from causal_conv1d._errors import reraise
+from causal_conv1d._ops import PYTHON_AUTOGRAD as _python_autograd
+from causal_conv1d._ops import CausalConv1dFwd
 
 __all__ = [
     "InvalidActivation",
@@ -35,6 +41,12 @@ _SILU = {None: False, "silu": True, "swish": True}
 # before this module. Each ``torch.ops.<ns>.<op>.default`` lookup would cost ~0.2 µs per call.
 _fwd = torch.ops.causal_conv1d.fwd.default
 _update = torch.ops.causal_conv1d.update.default
+# Skips the (Python) autograd kernel of fwd when nothing needs a gradient: what that kernel would do
+# itself, without entering Python from the dispatcher (issue 13: the eager per-call cost).
+_below_autograd = torch._C._AutoDispatchBelowAutograd
+_grad_enabled = torch.is_grad_enabled
+_is_compiling = torch.compiler.is_compiling
+_apply_fwd = CausalConv1dFwd.apply
 
 
 class InvalidActivation(ValueError, NotImplementedError):
@@ -78,9 +90,27 @@ def causal_conv1d_fn(
     strides = x.stride()  # one call; x.dim() + 2 x.stride(i) cost 3
     if len(strides) == 3 and strides[2] != 1 and strides[1] != 1:  # neither layout (C++ names bad shapes)
         x = x.contiguous()
-    if not return_final_states:
-        return _fwd(x, weight, bias, seq_idx, initial_states, False, silu)[0]
-    out, final_states = _fwd(x, weight, bias, seq_idx, initial_states, True, silu)
+    rfs = bool(return_final_states)
+    try:
+        # Legacy C++ autograd, or a torch.compile trace: the op and its autograd kernel. Python
+        # autograd (stable op layer): the cheaper CausalConv1dFwd when an input requires grad, else
+        # below autograd (the rule of _ops.use_below_autograd, inlined: a call costs ~0.1 µs).
+        if not _python_autograd or _is_compiling():
+            out, final_states = _fwd(x, weight, bias, seq_idx, initial_states, rfs, silu)
+        elif _grad_enabled() and (
+            x.requires_grad
+            or weight.requires_grad
+            or (bias is not None and bias.requires_grad)
+            or (initial_states is not None and initial_states.requires_grad)
+        ):
+            out, final_states = _apply_fwd(x, weight, bias, seq_idx, initial_states, rfs, silu)
+        else:
+            with _below_autograd():
+                out, final_states = _fwd(x, weight, bias, seq_idx, initial_states, rfs, silu)
+    except RuntimeError as exc:
+        reraise(exc)
+    if not rfs:
+        return out
     if final_states_out is not None:
         final_states_out.copy_(final_states)
         return out, final_states_out
@@ -108,7 +138,10 @@ def causal_conv1d_update(
     except (KeyError, TypeError):  # TypeError: an unhashable activation
         raise _invalid_activation(activation) from None
     # the op takes x (batch, dim) as well as (batch, dim, seqlen): no Python views on the decode path
-    return _update(x, conv_state, weight, bias, silu, cache_seqlens, conv_state_indices)
+    try:
+        return _update(x, conv_state, weight, bias, silu, cache_seqlens, conv_state_indices)
+    except RuntimeError as exc:
+        reraise(exc)
 
 
 def causal_conv1d_ref(

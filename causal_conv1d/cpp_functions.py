@@ -1,7 +1,9 @@
 """Thin functional wrappers over the ``torch.ops.causal_conv1d`` ops, with upstream's names.
 
 Upstream (v1.6.1) code imports these from ``causal_conv1d.cpp_functions``; the signatures and the
-return values are the same. Validation happens in C++ (csrc/checks.h).
+return values are the same. Validation happens in C++ (csrc/checks.h); argument errors get their
+type back through ``causal_conv1d._errors``. ``fwd`` runs below autograd when its autograd is Python
+and no input needs a gradient (``causal_conv1d._ops.use_below_autograd``), as in ``causal_conv1d_fn``.
 """
 
 from __future__ import annotations
@@ -9,6 +11,9 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
+
+from causal_conv1d._errors import reraise
+from causal_conv1d._ops import use_below_autograd
 
 __all__ = ["causal_conv1d_fwd_function", "causal_conv1d_bwd_function", "causal_conv1d_update_function"]
 
@@ -18,6 +23,17 @@ Tensor = torch.Tensor
 _fwd = torch.ops.causal_conv1d.fwd.default
 _bwd = torch.ops.causal_conv1d.bwd.default
 _update = torch.ops.causal_conv1d.update.default
+_below_autograd = torch._C._AutoDispatchBelowAutograd
+
+
+def _call_fwd(x, weight, bias, seq_idx, initial_states, return_final_states: bool, silu: bool):  # noqa: ANN001,ANN202
+    try:
+        if not use_below_autograd(x, weight, bias, initial_states):
+            return _fwd(x, weight, bias, seq_idx, initial_states, return_final_states, silu)
+        with _below_autograd():
+            return _fwd(x, weight, bias, seq_idx, initial_states, return_final_states, silu)
+    except RuntimeError as exc:
+        reraise(exc)
 
 
 def causal_conv1d_fwd_function(
@@ -31,8 +47,8 @@ def causal_conv1d_fwd_function(
 ) -> Tensor:
     """Forward: ``out``; the final states are written into ``final_states_out`` when given."""
     if final_states_out is None:
-        return _fwd(x, weight, bias, seq_idx, initial_states, False, silu_activation)[0]
-    out, final_states = _fwd(x, weight, bias, seq_idx, initial_states, True, silu_activation)
+        return _call_fwd(x, weight, bias, seq_idx, initial_states, False, silu_activation)[0]
+    out, final_states = _call_fwd(x, weight, bias, seq_idx, initial_states, True, silu_activation)
     final_states_out.copy_(final_states)
     return out
 
@@ -52,9 +68,12 @@ def causal_conv1d_bwd_function(
     """Backward: ``(dx, dweight, dbias, dinitial_states)``; written into ``dx`` when given."""
     if dout.dim() == 3 and dout.stride(2) != 1 and dout.stride(1) != 1:
         dout = dout.contiguous()
-    dx_new, dweight, dbias, dinitial_states = _bwd(
-        x, weight, bias, dout, seq_idx, initial_states, dfinal_states, bool(return_dinitial_states), silu_activation
-    )
+    try:
+        dx_new, dweight, dbias, dinitial_states = _bwd(
+            x, weight, bias, dout, seq_idx, initial_states, dfinal_states, bool(return_dinitial_states), silu_activation
+        )
+    except RuntimeError as exc:
+        reraise(exc)
     if dx is not None:
         dx.copy_(dx_new)
         dx_new = dx
@@ -76,4 +95,7 @@ def causal_conv1d_update_function(
     conv_state_indices: Optional[Tensor],
 ) -> Tensor:
     """Decoding step: ``out``; ``conv_state`` is updated in place. x is (batch, dim) or (batch, dim, seqlen)."""
-    return _update(x, conv_state, weight, bias, silu_activation, cache_seqlens, conv_state_indices)
+    try:
+        return _update(x, conv_state, weight, bias, silu_activation, cache_seqlens, conv_state_indices)
+    except RuntimeError as exc:
+        reraise(exc)

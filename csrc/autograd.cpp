@@ -1,4 +1,9 @@
-// Autograd for causal_conv1d::fwd, in C++ (issue 8: the eager host path).
+// Autograd for causal_conv1d::fwd, in C++ (issue 8: the eager host path) -- legacy (ATen) op layer
+// only. The LibTorch stable ABI has no C++ autograd: the stable build registers the same rules in
+// Python instead (causal_conv1d/_ops.py, torch.library.register_autograd; _ops.py registers them only
+// when this kernel is absent). Kept for the legacy build because a Python autograd costs ~4x this
+// kernel per call when an input requires grad (benchmarks/host_overhead.py; issue 13's table).
+// build_support/extension.py compiles this file into legacy builds only.
 //
 // A Python autograd kernel (torch.library.register_autograd) cost ~3.7 µs per call on the 2-core
 // dev machine even when nothing required grad: every call entered Python from the dispatcher.
@@ -11,7 +16,7 @@
 //   * no gradients for seq_idx and the flags; a bias gradient only with a bias.
 //
 // Plain C++ against libtorch (no Python C API: the wheel is abi3 and only ops.cpp includes Python.h);
-// compiled into both the CPU-only and the CUDA build (build_support/extension.py).
+// compiled into the CPU-only and the CUDA legacy builds.
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/custom_function.h>

@@ -1,10 +1,11 @@
 // Argument validation and layout helpers shared by the CPU and the CUDA implementations of the
 // causal_conv1d ops (schemas in csrc/ops.cpp, docs/ARCHITECTURE.md "Torch ops").
 //
-// Every message names the argument and what was expected:
-//   TORCH_CHECK_TYPE  -> TypeError   (wrong dtype)
-//   TORCH_CHECK_VALUE -> ValueError  (wrong shape, width, layout, incompatible options)
-//   TORCH_CHECK       -> RuntimeError (tensors on different devices)
+// Every message names the argument and what was expected (the checks of torch_api.h, in both the
+// stable-ABI and the legacy build; the stable build's messages carry the type as a tag):
+//   CC1D_CHECK_TYPE  -> TypeError   (wrong dtype)
+//   CC1D_CHECK_VALUE -> ValueError  (wrong shape, width, layout, incompatible options)
+//   CC1D_CHECK       -> RuntimeError (tensors on different devices)
 //
 // Conventions (both backends follow them, and the fake kernels in causal_conv1d/_ops.py mirror
 // them, so real and fake outputs have the same strides):
@@ -16,13 +17,10 @@
 // The signatures below are stable: the CUDA implementation includes this header.
 #pragma once
 
-#include <ATen/ATen.h>
-#include <ATen/Context.h>
+#include "torch_api.h"
 
-#include <cstdlib>
-#include <cstring>
-#include <optional>
-#include <string>
+#include <cstdint>
+#include <initializer_list>
 
 namespace causal_conv1d {
 
@@ -34,95 +32,92 @@ constexpr int64_t kMaxWidth = 8;  // the CPU kernels support 2..8; a backend may
 
 // True when x (batch, dim, seqlen) is channel-last: dim is the unit-stride axis and seqlen is not.
 // A tensor where both strides are 1 (seqlen == 1 or dim == 1) counts as channel-first.
-inline bool is_channel_last(const at::Tensor& x) {
+inline bool is_channel_last(const Tensor& x) {
   return x.stride(2) != 1 && x.stride(1) == 1;
 }
 
 // A new (batch, dim, seqlen) tensor in the given layout, densely packed.
-inline at::Tensor empty_bdl(int64_t batch, int64_t dim, int64_t seqlen, bool channel_last,
-                            const at::TensorOptions& options) {
+// dtype: its scalar type; like: a tensor on the device to allocate on.
+// Channel-last: the strides of a (batch, seqlen, dim) tensor transposed, allocated as such (not a view).
+inline Tensor empty_bdl(int64_t batch, int64_t dim, int64_t seqlen, bool channel_last, ScalarType dtype,
+                        const Tensor& like) {
   if (channel_last) {
-    return at::empty({batch, seqlen, dim}, options).transpose(1, 2);
+    const int64_t ds = dim > 1 ? dim : 1, ls = seqlen > 1 ? seqlen : 1;  // as ATen strides size-0/1 axes
+    return alloc_strided({batch, dim, seqlen}, {ls * ds, 1, ds}, dtype, like);
   }
-  return at::empty({batch, dim, seqlen}, options);
-}
-
-// Whether the caller asked for deterministic kernels: torch.use_deterministic_algorithms(True)
-// or the environment variable CAUSAL_CONV1D_DETERMINISTIC=1 (read on every call; cheap).
-// The CPU backward is deterministic regardless; the CUDA backward must honour this.
-inline bool deterministic_requested() {
-  if (at::globalContext().deterministicAlgorithms()) {
-    return true;
-  }
-  const char* env = std::getenv("CAUSAL_CONV1D_DETERMINISTIC");
-  return env != nullptr && env[0] != '\0' && std::strcmp(env, "0") != 0 &&
-         std::strcmp(env, "false") != 0 && std::strcmp(env, "FALSE") != 0;
+  return alloc_empty({batch, dim, seqlen}, dtype, like);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Single-argument checks
 
-inline bool is_float_type(at::ScalarType t, bool allow_float64 = false) {
-  return t == at::kFloat || t == at::kHalf || t == at::kBFloat16 || (allow_float64 && t == at::kDouble);
+inline bool is_float_type(ScalarType t, bool allow_float64 = false) {
+  return t == ScalarType::Float || t == ScalarType::Half || t == ScalarType::BFloat16 || (allow_float64 && t == ScalarType::Double);
 }
 
 // allow_float64: the CPU kernels also take float64 (for gradcheck and fp64 references).
-inline void check_float_dtype(const at::Tensor& t, const char* name, bool allow_float64 = false) {
-  TORCH_CHECK_TYPE(is_float_type(t.scalar_type(), allow_float64), name, " must be float32, float16 or bfloat16",
+inline void check_float_dtype(const Tensor& t, const char* name, bool allow_float64 = false) {
+  CC1D_CHECK_TYPE(is_float_type(t.scalar_type(), allow_float64), name, " must be float32, float16 or bfloat16",
                    allow_float64 ? " (or float64 on the CPU)" : "", ", got ", t.scalar_type());
 }
 
-inline void check_same_device(const at::Tensor& t, const at::Tensor& x, const char* name) {
-  TORCH_CHECK(t.device() == x.device(), name, " must be on the same device as x (", x.device(),
-              "), got ", t.device());
+inline void check_same_device(const Tensor& t, const Tensor& x, const char* name) {
+  CC1D_CHECK(t.device() == x.device(), name, " must be on the same device as x (", device_str(x),
+             "), got ", device_str(t));
 }
 
-inline void check_int32(const at::Tensor& t, const char* name) {
-  TORCH_CHECK_TYPE(t.scalar_type() == at::kInt, name, " must be int32 (torch.int32), got ",
-                   t.scalar_type(), t.scalar_type() == at::kLong ? "; convert it with .to(torch.int32)" : "");
+inline void check_int32(const Tensor& t, const char* name) {
+  CC1D_CHECK_TYPE(t.scalar_type() == ScalarType::Int, name, " must be int32 (torch.int32), got ",
+                   t.scalar_type(), t.scalar_type() == ScalarType::Long ? "; convert it with .to(torch.int32)" : "");
 }
 
-inline void check_shape(const at::Tensor& t, const char* name, at::IntArrayRef expected,
-                        const char* expected_desc) {
-  TORCH_CHECK_VALUE(t.sizes() == expected, name, " must have shape ", expected_desc, " = ", expected,
-                    ", got ", t.sizes());
+template <typename Sizes>
+inline void check_shape(const Tensor& t, const char* name, const Sizes& expected, const char* expected_desc) {
+  CC1D_CHECK_VALUE(same_sizes(t.sizes(), expected), name, " must have shape ", expected_desc, " = ",
+                   fmt_sizes(expected), ", got ", fmt_sizes(t.sizes()));
+}
+
+// check_shape(t, "bias", {dim}, "(dim,)"): the expected sizes as a braced list.
+template <size_t N>
+inline void check_shape(const Tensor& t, const char* name, const int64_t (&expected)[N], const char* expected_desc) {
+  check_shape<const int64_t[N]>(t, name, expected, expected_desc);
 }
 
 // x-like (batch, dim, seqlen) tensors: channel-first or channel-last.
-inline void check_bdl_layout(const at::Tensor& t, const char* name) {
-  TORCH_CHECK_VALUE(t.stride(2) == 1 || t.stride(1) == 1, name,
+inline void check_bdl_layout(const Tensor& t, const char* name) {
+  CC1D_CHECK_VALUE(t.stride(2) == 1 || t.stride(1) == 1, name,
                     " must be channel-first (stride(2) == 1) or channel-last (stride(1) == 1), got strides ",
-                    t.strides(), "; call .contiguous() first");
+                    fmt_sizes(t.strides()), "; call .contiguous() first");
 }
 
 inline void check_width(int64_t width, int64_t max_width) {
-  TORCH_CHECK_VALUE(width >= kMinWidth && width <= max_width, "weight must have width (weight.shape[1]) between ",
+  CC1D_CHECK_VALUE(width >= kMinWidth && width <= max_width, "weight must have width (weight.shape[1]) between ",
                     kMinWidth, " and ", max_width, ", got ", width);
 }
 
 // Tensors that hold x's values (dout, states): x's dtype.
-inline void check_dtype_like_x(const at::Tensor& t, const at::Tensor& x, const char* name) {
-  TORCH_CHECK_TYPE(t.scalar_type() == x.scalar_type(), name, " must have x's dtype (", x.scalar_type(), "), got ",
+inline void check_dtype_like_x(const Tensor& t, const Tensor& x, const char* name) {
+  CC1D_CHECK_TYPE(t.scalar_type() == x.scalar_type(), name, " must have x's dtype (", x.scalar_type(), "), got ",
                    t.scalar_type());
 }
 
 // weight (dim, width) for a 3-D x: float dtype, x's device, dim = x.shape[1], width in range.
-inline void check_weight(const at::Tensor& x, const at::Tensor& weight, int64_t max_width, bool allow_float64) {
-  TORCH_CHECK_VALUE(weight.dim() == 2, "weight must be 2-D (dim, width), got shape ", weight.sizes());
+inline void check_weight(const Tensor& x, const Tensor& weight, int64_t max_width, bool allow_float64) {
+  CC1D_CHECK_VALUE(weight.dim() == 2, "weight must be 2-D (dim, width), got shape ", fmt_sizes(weight.sizes()));
   check_float_dtype(weight, "weight", allow_float64);
   check_same_device(weight, x, "weight");
   const int64_t dim = x.size(1);
-  TORCH_CHECK_VALUE(weight.size(0) == dim, "weight must have shape (dim, width) with dim = x.shape[1] = ", dim,
-                    ", got ", weight.sizes());
+  CC1D_CHECK_VALUE(weight.size(0) == dim, "weight must have shape (dim, width) with dim = x.shape[1] = ", dim,
+                    ", got ", fmt_sizes(weight.sizes()));
   check_width(weight.size(1), max_width);
 }
 
 // bias (dim,), weight's dtype, x's device; None is fine.
-inline void check_bias(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias) {
+inline void check_bias(const Tensor& x, const Tensor& weight, const OptTensor& bias) {
   if (!bias.has_value()) return;
-  const at::Tensor& b = *bias;
+  const Tensor& b = *bias;
   check_same_device(b, x, "bias");
-  TORCH_CHECK_TYPE(b.scalar_type() == weight.scalar_type(), "bias must have weight's dtype (", weight.scalar_type(),
+  CC1D_CHECK_TYPE(b.scalar_type() == weight.scalar_type(), "bias must have weight's dtype (", weight.scalar_type(),
                    "), got ", b.scalar_type());
   check_shape(b, "bias", {x.size(1)}, "(dim,)");
 }
@@ -131,26 +126,26 @@ inline void check_bias(const at::Tensor& x, const at::Tensor& weight, const std:
 // Per-op checks. Each returns nothing and throws on the first problem.
 
 // fwd(x, weight, bias, seq_idx, initial_states, return_final_states, silu)
-inline void check_fwd_args(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
-                           const std::optional<at::Tensor>& seq_idx,
-                           const std::optional<at::Tensor>& initial_states, bool return_final_states,
+inline void check_fwd_args(const Tensor& x, const Tensor& weight, const OptTensor& bias,
+                           const OptTensor& seq_idx,
+                           const OptTensor& initial_states, bool return_final_states,
                            int64_t max_width = kMaxWidth, bool allow_float64 = false) {
-  TORCH_CHECK_VALUE(x.dim() == 3, "x must be 3-D (batch, dim, seqlen), got shape ", x.sizes());
+  CC1D_CHECK_VALUE(x.dim() == 3, "x must be 3-D (batch, dim, seqlen), got shape ", fmt_sizes(x.sizes()));
   check_float_dtype(x, "x", allow_float64);
   check_weight(x, weight, max_width, allow_float64);
   const int64_t batch = x.size(0), dim = x.size(1), width = weight.size(1);
   check_bdl_layout(x, "x");
   check_bias(x, weight, bias);
   if (seq_idx.has_value()) {
-    const at::Tensor& s = *seq_idx;
+    const Tensor& s = *seq_idx;
     check_same_device(s, x, "seq_idx");
     check_int32(s, "seq_idx");
     check_shape(s, "seq_idx", {batch, x.size(2)}, "(batch, seqlen)");
-    TORCH_CHECK_VALUE(!initial_states.has_value(), "initial_states must be None when seq_idx is given");
-    TORCH_CHECK_VALUE(!return_final_states, "return_final_states must be False when seq_idx is given");
+    CC1D_CHECK_VALUE(!initial_states.has_value(), "initial_states must be None when seq_idx is given");
+    CC1D_CHECK_VALUE(!return_final_states, "return_final_states must be False when seq_idx is given");
   }
   if (initial_states.has_value()) {
-    const at::Tensor& s = *initial_states;
+    const Tensor& s = *initial_states;
     check_same_device(s, x, "initial_states");
     check_dtype_like_x(s, x, "initial_states");
     check_shape(s, "initial_states", {batch, dim, width - 1}, "(batch, dim, width - 1)");
@@ -158,10 +153,10 @@ inline void check_fwd_args(const at::Tensor& x, const at::Tensor& weight, const 
 }
 
 // bwd(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, return_dinitial_states, silu)
-inline void check_bwd_args(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
-                           const at::Tensor& dout, const std::optional<at::Tensor>& seq_idx,
-                           const std::optional<at::Tensor>& initial_states,
-                           const std::optional<at::Tensor>& dfinal_states, bool return_dinitial_states,
+inline void check_bwd_args(const Tensor& x, const Tensor& weight, const OptTensor& bias,
+                           const Tensor& dout, const OptTensor& seq_idx,
+                           const OptTensor& initial_states,
+                           const OptTensor& dfinal_states, bool return_dinitial_states,
                            int64_t max_width = kMaxWidth, bool allow_float64 = false) {
   check_fwd_args(x, weight, bias, seq_idx, initial_states, /*return_final_states=*/false, max_width, allow_float64);
   check_same_device(dout, x, "dout");
@@ -170,47 +165,47 @@ inline void check_bwd_args(const at::Tensor& x, const at::Tensor& weight, const 
   check_bdl_layout(dout, "dout");
   const int64_t width = weight.size(1);
   if (dfinal_states.has_value()) {
-    const at::Tensor& s = *dfinal_states;
-    TORCH_CHECK_VALUE(!seq_idx.has_value(), "dfinal_states must be None when seq_idx is given");
+    const Tensor& s = *dfinal_states;
+    CC1D_CHECK_VALUE(!seq_idx.has_value(), "dfinal_states must be None when seq_idx is given");
     check_same_device(s, x, "dfinal_states");
     check_dtype_like_x(s, x, "dfinal_states");
     check_shape(s, "dfinal_states", {x.size(0), x.size(1), width - 1}, "(batch, dim, width - 1)");
   }
-  TORCH_CHECK_VALUE(!return_dinitial_states || initial_states.has_value(),
+  CC1D_CHECK_VALUE(!return_dinitial_states || initial_states.has_value(),
                     "return_dinitial_states=True needs initial_states");
 }
 
 // update(x, conv_state, weight, bias, silu, cache_seqlens, conv_state_indices); x is 3-D here
 // (the Python wrapper unsqueezes a 2-D x).
-inline void check_update_args(const at::Tensor& x, const at::Tensor& conv_state, const at::Tensor& weight,
-                              const std::optional<at::Tensor>& bias,
-                              const std::optional<at::Tensor>& cache_seqlens,
-                              const std::optional<at::Tensor>& conv_state_indices,
+inline void check_update_args(const Tensor& x, const Tensor& conv_state, const Tensor& weight,
+                              const OptTensor& bias,
+                              const OptTensor& cache_seqlens,
+                              const OptTensor& conv_state_indices,
                               int64_t max_width = kMaxWidth, bool allow_float64 = false) {
-  TORCH_CHECK_VALUE(x.dim() == 3, "x must be (batch, dim) or (batch, dim, seqlen), got shape ", x.sizes());
+  CC1D_CHECK_VALUE(x.dim() == 3, "x must be (batch, dim) or (batch, dim, seqlen), got shape ", fmt_sizes(x.sizes()));
   check_float_dtype(x, "x", allow_float64);
   check_weight(x, weight, max_width, allow_float64);
   const int64_t batch = x.size(0), dim = x.size(1), width = weight.size(1);
   check_bias(x, weight, bias);
   check_same_device(conv_state, x, "conv_state");
   check_dtype_like_x(conv_state, x, "conv_state");
-  TORCH_CHECK_VALUE(conv_state.dim() == 3, "conv_state must be 3-D (batch or cache size, dim, state_len), got shape ",
-                    conv_state.sizes());
-  TORCH_CHECK_VALUE(conv_state.size(1) == dim, "conv_state must have dim = x.shape[1] = ", dim,
-                    " in its second axis, got shape ", conv_state.sizes());
-  TORCH_CHECK_VALUE(conv_state.size(2) >= width - 1, "conv_state must have state_len (shape[2]) >= width - 1 = ",
-                    width - 1, ", got shape ", conv_state.sizes());
+  CC1D_CHECK_VALUE(conv_state.dim() == 3, "conv_state must be 3-D (batch or cache size, dim, state_len), got shape ",
+                    fmt_sizes(conv_state.sizes()));
+  CC1D_CHECK_VALUE(conv_state.size(1) == dim, "conv_state must have dim = x.shape[1] = ", dim,
+                    " in its second axis, got shape ", fmt_sizes(conv_state.sizes()));
+  CC1D_CHECK_VALUE(conv_state.size(2) >= width - 1, "conv_state must have state_len (shape[2]) >= width - 1 = ",
+                    width - 1, ", got shape ", fmt_sizes(conv_state.sizes()));
   if (conv_state_indices.has_value()) {
-    const at::Tensor& idx = *conv_state_indices;
+    const Tensor& idx = *conv_state_indices;
     check_same_device(idx, x, "conv_state_indices");
     check_int32(idx, "conv_state_indices");
     check_shape(idx, "conv_state_indices", {batch}, "(batch,)");
   } else {
-    TORCH_CHECK_VALUE(conv_state.size(0) == batch, "conv_state must have batch = x.shape[0] = ", batch,
-                      " rows when conv_state_indices is None, got shape ", conv_state.sizes());
+    CC1D_CHECK_VALUE(conv_state.size(0) == batch, "conv_state must have batch = x.shape[0] = ", batch,
+                      " rows when conv_state_indices is None, got shape ", fmt_sizes(conv_state.sizes()));
   }
   if (cache_seqlens.has_value()) {
-    const at::Tensor& c = *cache_seqlens;
+    const Tensor& c = *cache_seqlens;
     check_same_device(c, x, "cache_seqlens");
     check_int32(c, "cache_seqlens");
     check_shape(c, "cache_seqlens", {batch}, "(batch,)");

@@ -1,5 +1,5 @@
-// The causal_conv1d torch ops: one TORCH_LIBRARY block with every schema (docs/ARCHITECTURE.md,
-// "Torch ops"), plus the empty Python module init that makes `import causal_conv1d._C` load this
+// The causal_conv1d torch ops: one library block with every schema (docs/ARCHITECTURE.md,
+// "Torch ops"; CC1D_LIBRARY is STABLE_TORCH_LIBRARY or TORCH_LIBRARY, csrc/torch_api.h), plus the empty Python module init that makes `import causal_conv1d._C` load this
 // library (and so run the registrations) while using only the limited (abi3) Python C API.
 //
 // Backends register their kernels elsewhere: csrc/cpu/causal_conv1d_cpu.cpp (CPU) and
@@ -12,11 +12,8 @@
 #define Py_LIMITED_API 0x03090000
 #include <Python.h>
 
-#include <torch/library.h>
+#include "torch_api.h"
 
-#include <ATen/ATen.h>
-
-#include <optional>
 #include <tuple>
 
 extern "C" {
@@ -34,7 +31,7 @@ PyMODINIT_FUNC PyInit__C(void) {
 }
 }
 
-TORCH_LIBRARY(causal_conv1d, m) {
+CC1D_LIBRARY(causal_conv1d, m) {
   m.def(
       "fwd(Tensor x, Tensor weight, Tensor? bias, Tensor? seq_idx, Tensor? initial_states, "
       "bool return_final_states, bool silu) -> (Tensor out, Tensor final_states)");
@@ -48,38 +45,37 @@ TORCH_LIBRARY(causal_conv1d, m) {
 }
 
 #ifndef CAUSAL_CONV1D_WITH_CUDA
+namespace causal_conv1d {
 namespace {
 
 [[noreturn]] void no_cuda_kernels(const char* op) {
-  TORCH_CHECK(false, "causal_conv1d was built without CUDA kernels (CPU-only build): causal_conv1d::", op,
+  CC1D_CHECK(false, "causal_conv1d was built without CUDA kernels (CPU-only build): causal_conv1d::", op,
               " got CUDA tensors. Move the tensors to the CPU, or install the CUDA wheel for your torch: "
               "`python -m causal_conv1d doctor` prints the command.");
 }
 
-std::tuple<at::Tensor, at::Tensor> fwd_no_cuda(const at::Tensor&, const at::Tensor&,
-                                               const std::optional<at::Tensor>&,
-                                               const std::optional<at::Tensor>&,
-                                               const std::optional<at::Tensor>&, bool, bool) {
+std::tuple<Tensor, Tensor> fwd_no_cuda(const Tensor&, const Tensor&, const OptTensor&, const OptTensor&,
+                                       const OptTensor&, bool, bool) {
   no_cuda_kernels("fwd");
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd_no_cuda(
-    const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, const at::Tensor&,
-    const std::optional<at::Tensor>&, const std::optional<at::Tensor>&, const std::optional<at::Tensor>&, bool,
-    bool) {
+std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_no_cuda(const Tensor&, const Tensor&, const OptTensor&, const Tensor&,
+                                                       const OptTensor&, const OptTensor&, const OptTensor&, bool,
+                                                       bool) {
   no_cuda_kernels("bwd");
 }
 
-at::Tensor update_no_cuda(const at::Tensor&, at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
-                          bool, const std::optional<at::Tensor>&, const std::optional<at::Tensor>&) {
+Tensor update_no_cuda(const Tensor&, Tensor&, const Tensor&, const OptTensor&, bool, const OptTensor&,
+                      const OptTensor&) {
   no_cuda_kernels("update");
 }
 
 }  // namespace
+}  // namespace causal_conv1d
 
-TORCH_LIBRARY_IMPL(causal_conv1d, CUDA, m) {
-  m.impl("fwd", &fwd_no_cuda);
-  m.impl("bwd", &bwd_no_cuda);
-  m.impl("update", &update_no_cuda);
+CC1D_LIBRARY_IMPL(causal_conv1d, CUDA, m) {
+  m.impl("fwd", CC1D_KERNEL(&causal_conv1d::fwd_no_cuda));
+  m.impl("bwd", CC1D_KERNEL(&causal_conv1d::bwd_no_cuda));
+  m.impl("update", CC1D_KERNEL(&causal_conv1d::update_no_cuda));
 }
 #endif  // CAUSAL_CONV1D_WITH_CUDA

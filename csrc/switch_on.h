@@ -1,17 +1,41 @@
-// Run-time switches of the kernel paths (CAUSAL_CONV1D_*_FAST, CAUSAL_CONV1D_CPU_HUGE_PAGES): shared by
-// the CPU kernels and the CUDA kernel files (no ATen here, so the .cu files stay quick to compile).
+// The C++ settings parser: run-time switches of the kernel paths (CAUSAL_CONV1D_*_FAST,
+// CAUSAL_CONV1D_CPU_HUGE_PAGES), shared by the CPU kernels and the CUDA kernel files (no torch here,
+// so the .cu files stay quick to compile and the same in both op-layer builds).
+//
+// The rules are those of the Python side's causal_conv1d._contract.env_flag: TRUE/FALSE, 1/0,
+// ON/OFF, YES/NO, case-insensitive, surrounding white space ignored; unset or empty = the default;
+// anything else is an error naming the variable: a std::invalid_argument, which reaches Python as a
+// ValueError (pybind11's translation, kept by torch's op calls, in both op-layer builds) with the
+// message of the Python side's InvalidSetting.
 #pragma once
 
+#include <cctype>
 #include <cstdlib>
-#include <cstring>
+#include <optional>
+#include <stdexcept>
+#include <string>
 
 namespace causal_conv1d {
 
-// Whether a switch is on: unless the environment variable `name` is "0". Callers cache the answer in
-// a function-local static (read once per process).
-inline bool switch_on(const char* name) {
+// The value of the boolean setting `name`, or nullopt when unset or empty; throws on anything else.
+inline std::optional<bool> env_flag(const char* name) {
   const char* env = std::getenv(name);
-  return env == nullptr || std::strcmp(env, "0") != 0;
+  if (env == nullptr) return std::nullopt;
+  std::string raw(env);
+  const auto first = raw.find_first_not_of(" \t\r\n\f\v");
+  if (first == std::string::npos) return std::nullopt;
+  raw = raw.substr(first, raw.find_last_not_of(" \t\r\n\f\v") - first + 1);
+  std::string up;
+  for (char c : raw) up += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (up == "1" || up == "TRUE" || up == "ON" || up == "YES") return true;
+  if (up == "0" || up == "FALSE" || up == "OFF" || up == "NO") return false;
+  throw std::invalid_argument(std::string("Invalid value for ") + name +
+                              " (expected TRUE or FALSE): '" + raw + "'");
 }
+
+// Whether a switch that is on by default is on. Callers cache the answer in a function-local static
+// (read once per process; an invalid value throws at each use until it is fixed, since a static
+// whose initialiser throws stays uninitialised).
+inline bool switch_on(const char* name) { return env_flag(name).value_or(true); }
 
 }  // namespace causal_conv1d

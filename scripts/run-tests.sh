@@ -28,14 +28,32 @@ step "installing $TORCH_SPEC and the test tools"
 "$VENV/bin/python" -m pip install -q --upgrade pip
 "$VENV/bin/python" -m pip install -q "$TORCH_SPEC" -r requirements-dev.txt
 
-step "building the extension in place (CPU build for a CPU torch)"
-start=$(date +%s)
-"$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps -e .
-echo "built in $(( $(date +%s) - start )) s"
+build() {  # $1: legacy (CAUSAL_CONV1D_STABLE_ABI=FALSE) or default (stable for torch >= 2.10); csrc/torch_api.h
+  step "building the extension in place ($1 op layer, CPU build for a CPU torch)"
+  local start
+  start=$(date +%s)
+  if [ "$1" = legacy ]; then
+    CAUSAL_CONV1D_STABLE_ABI=FALSE "$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps -e .
+  else
+    env -u CAUSAL_CONV1D_STABLE_ABI "$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps -e .
+  fi
+  echo "built in $(( $(date +%s) - start )) s"
+}
 
-step "pytest"
+# The whole suite (no arguments) also runs the package tests on the legacy (ATen) op layer first,
+# built from the same sources; then everything on the default build (the stable ABI for torch >=
+# 2.10). tests/package/test_op_layer.py fails if a build is not the op layer expected.
+if [ $# -eq 0 ]; then
+  build legacy
+  step "pytest tests/package (legacy op layer)"
+  CAUSAL_CONV1D_EXPECT_OP_LAYER=legacy "$VENV/bin/python" -m pytest -q tests/package
+fi
+build default
+expect=$("$VENV/bin/python" -c "import torch; v = tuple(int(p) for p in torch.__version__.split('.')[:2]); print('stable' if v >= (2, 10) else 'legacy')")
+
+step "pytest ($expect op layer)"
 set +e
-"$VENV/bin/python" -m pytest "$@"
+CAUSAL_CONV1D_EXPECT_OP_LAYER=$expect "$VENV/bin/python" -m pytest "$@"
 rc=$?
 set -e
 if [ "$rc" = 5 ]; then

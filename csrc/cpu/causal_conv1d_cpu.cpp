@@ -39,13 +39,11 @@
 #include "checks.h"
 #include "switch_on.h"
 
-#include <ATen/Parallel.h>
-#include <ATen/Version.h>
-#include <torch/library.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -86,27 +84,27 @@ inline A silu_grad(A z) {
   return s * (A(1) + z * (A(1) - s));
 }
 
-inline at::ScalarType acc_dtype(const at::Tensor& x) {
-  return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+inline ScalarType acc_dtype(const Tensor& x) {
+  return x.scalar_type() == ScalarType::Double ? ScalarType::Double : ScalarType::Float;
 }
 
 template <typename F>
-void dispatch_dtype(at::ScalarType t, F&& f) {
+void dispatch_dtype(ScalarType t, F&& f) {
   switch (t) {
-    case at::kFloat:
+    case ScalarType::Float:
       f(float{});
       break;
-    case at::kDouble:
+    case ScalarType::Double:
       f(double{});
       break;
-    case at::kHalf:
-      f(at::Half{});
+    case ScalarType::Half:
+      f(Half{});
       break;
-    case at::kBFloat16:
-      f(at::BFloat16{});
+    case ScalarType::BFloat16:
+      f(BFloat16{});
       break;
     default:
-      TORCH_CHECK_TYPE(false, "x must be float32, float16, bfloat16 or float64 on the CPU, got ", t);
+      CC1D_CHECK_TYPE(false, "x must be float32, float16, bfloat16 or float64 on the CPU, got ", t);
   }
 }
 
@@ -135,7 +133,7 @@ void dispatch_width(int64_t width, F&& f) {
       f(std::integral_constant<int, 8>{});
       break;
     default:
-      TORCH_CHECK_VALUE(false, "weight must have width between ", kMinWidth, " and ", kMaxWidth, ", got ", width);
+      CC1D_CHECK_VALUE(false, "weight must have width between ", kMinWidth, " and ", kMaxWidth, ", got ", width);
   }
 }
 
@@ -173,8 +171,8 @@ CC1D_UNROLL
 
 struct FwdArgs {
   int64_t batch, dim, seqlen;
-  const at::Tensor* x;
-  at::Tensor* out;
+  const Tensor* x;
+  Tensor* out;
   const void* weight;          // acc type; channel-first: (dim, W); channel-last: (W, dim)
   const void* bias;            // acc type (dim,); zeros when the op got no bias
   const int32_t* seq;          // (batch, seqlen) contiguous or nullptr
@@ -215,21 +213,26 @@ namespace avx2 {
 #endif
 #endif  // CC1D_X86_SIMD
 
-// Which forward kernels run: torch's CPU capability (so ATEN_CPU_CAPABILITY=avx2|default selects
-// them too), confirmed with cpuid. float64 always takes the scalar kernels.
+// Which forward kernels run: what the CPU supports (cpuid), capped by ATEN_CPU_CAPABILITY the way
+// torch caps its own kernels (=avx2 or =default select the AVX2 or the scalar kernels; unset or
+// another value: the best the CPU has). Read here rather than asked of torch, so that both op-layer
+// builds decide alike (the stable ABI has no capability query). float64 always takes the scalar
+// kernels.
 enum class Isa { kScalar, kAvx2, kAvx512 };
 
 Isa detect_isa() {
 #if CC1D_X86_SIMD
   __builtin_cpu_init();
-  const std::string cap = at::get_cpu_capability();
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-  if (cap == "AVX512" && avx512) return Isa::kAvx512;
-  if ((cap == "AVX512" || cap == "AVX2") && avx2) return Isa::kAvx2;
+  const char* cap = std::getenv("ATEN_CPU_CAPABILITY");
+  if (cap != nullptr && std::strcmp(cap, "default") == 0) return Isa::kScalar;
+  const bool cap_avx2 = cap != nullptr && std::strcmp(cap, "avx2") == 0;
+  if (avx512 && !cap_avx2) return Isa::kAvx512;
+  if (avx2) return Isa::kAvx2;
 #endif
   return Isa::kScalar;
 }
@@ -251,7 +254,7 @@ template <typename T, int W>
 void fwd_channel_first(const FwdArgs& a) {
   const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(a.seqlen, 1));
   [[maybe_unused]] const Isa isa = fwd_isa<T>();  // unused without the vector kernels
-  at::parallel_for(0, a.batch * a.dim, grain, [&](int64_t r0, int64_t r1) {
+  parallel_for(0, a.batch * a.dim, grain, [&](int64_t r0, int64_t r1) {
 #if CC1D_X86_SIMD
     if constexpr (!std::is_same_v<T, double>) {
       if (isa == Isa::kAvx512) return avx512::fwd_cf_rows<T, W>(a, r0, r1);
@@ -268,7 +271,7 @@ void fwd_cf_rows_scalar(const FwdArgs& a, int64_t r0, int64_t r1) {
   using A = acc_t<T>;
   const int64_t D = a.dim, L = a.seqlen;
   const T* xp = a.x->const_data_ptr<T>();
-  T* op = a.out->data_ptr<T>();
+  T* op = a.out->mutable_data_ptr<T>();
   const int64_t sxb = a.x->stride(0), sxd = a.x->stride(1);
   const int64_t sob = a.out->stride(0), sod = a.out->stride(1);
   const A* wp = static_cast<const A*>(a.weight);
@@ -340,7 +343,7 @@ void fwd_channel_last(const FwdArgs& a) {
   const int64_t rows = std::min<int64_t>(std::max<int64_t>(1, 16384 / std::max<int64_t>(D, 1)), L);
   const int64_t nblocks = (L + rows - 1) / rows;
   [[maybe_unused]] const Isa isa = fwd_isa<T>();  // unused without the vector kernels
-  at::parallel_for(0, a.batch * nblocks, 1, [&](int64_t t0, int64_t t1) {
+  parallel_for(0, a.batch * nblocks, 1, [&](int64_t t0, int64_t t1) {
 #if CC1D_X86_SIMD
     if constexpr (!std::is_same_v<T, double>) {
       if (isa == Isa::kAvx512) return avx512::fwd_cl_tasks<T, W>(a, t0, t1, rows, nblocks);
@@ -356,7 +359,7 @@ void fwd_cl_tasks_scalar(const FwdArgs& a, int64_t t0, int64_t t1, int64_t rows,
   using A = acc_t<T>;
   const int64_t D = a.dim, L = a.seqlen;
   const T* xp = a.x->const_data_ptr<T>();
-  T* op = a.out->data_ptr<T>();
+  T* op = a.out->mutable_data_ptr<T>();
   const int64_t sxb = a.x->stride(0), sxl = a.x->stride(2);
   const int64_t sob = a.out->stride(0), sol = a.out->stride(2);
   const A* wt = static_cast<const A*>(a.weight);
@@ -426,14 +429,15 @@ CC1D_UNROLL
 // the forward's first touch (64 MB fp32: 16K page faults of 4 KiB -> 32 of 2 MiB; see
 // docs/PERF_NOTES.md). Only a hint: it changes how the pages are backed, not their contents, and
 // has no effect where THP is disabled ("never") or already "always".
-void advise_huge_pages(const at::Tensor& t) {
+void advise_huge_pages(const Tensor& t) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-  static const bool enabled = switch_on("CAUSAL_CONV1D_CPU_HUGE_PAGES");  // =0 turns the hint off
+  static const bool enabled = switch_on("CAUSAL_CONV1D_CPU_HUGE_PAGES");  // =0/false/off/no turns the hint off
   if (!enabled) return;
   constexpr uintptr_t kHuge = uintptr_t(1) << 21;
-  const size_t nbytes = t.storage().nbytes();
+  const auto [base, storage_bytes] = storage_span(t);
+  const size_t nbytes = static_cast<size_t>(storage_bytes);
   if (nbytes < 4 * kHuge) return;
-  const uintptr_t p = reinterpret_cast<uintptr_t>(t.storage().data());
+  const uintptr_t p = reinterpret_cast<uintptr_t>(base);
   const uintptr_t lo = (p + kHuge - 1) & ~(kHuge - 1), hi = (p + nbytes) & ~(kHuge - 1);
   if (hi > lo) (void)madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
 #else
@@ -441,27 +445,27 @@ void advise_huge_pages(const at::Tensor& t) {
 #endif
 }
 
-std::tuple<at::Tensor, at::Tensor> fwd_cpu(const at::Tensor& x, const at::Tensor& weight,
-                                           const std::optional<at::Tensor>& bias,
-                                           const std::optional<at::Tensor>& seq_idx,
-                                           const std::optional<at::Tensor>& initial_states, bool return_final_states,
+std::tuple<Tensor, Tensor> fwd_cpu(const Tensor& x, const Tensor& weight,
+                                           const OptTensor& bias,
+                                           const OptTensor& seq_idx,
+                                           const OptTensor& initial_states, bool return_final_states,
                                            bool silu) {
   check_fwd_args(x, weight, bias, seq_idx, initial_states, return_final_states, kMaxWidth, /*allow_float64=*/true);
   const int64_t B = x.size(0), D = x.size(1), L = x.size(2), W = weight.size(1);
   const bool channel_last = is_channel_last(x);
-  at::Tensor out = empty_bdl(B, D, L, channel_last, x.options());
+  Tensor out = empty_bdl(B, D, L, channel_last, x.scalar_type(), x);
   advise_huge_pages(out);
-  const at::ScalarType acc = acc_dtype(x);
-  at::Tensor seq = seq_idx.has_value() ? seq_idx->contiguous() : at::Tensor();
+  const ScalarType acc = acc_dtype(x);
+  Tensor seq = seq_idx.has_value() ? as_contiguous(*seq_idx) : Tensor();
   // A zero bias when there is none: the channel-last inner loop reads it unconditionally.
-  at::Tensor bf = bias.has_value() ? bias->to(acc).contiguous() : at::zeros({D}, x.options().dtype(acc));
-  at::Tensor wf, init;
+  Tensor bf = bias.has_value() ? as_contiguous(to_dtype(*bias, acc)) : alloc_zeros({D}, acc, x);
+  Tensor wf, init;
   if (channel_last) {
-    wf = weight.to(acc).t().contiguous();  // (W, D)
-    if (initial_states.has_value()) init = initial_states->to(acc).transpose(1, 2).contiguous();  // (B, W-1, D)
+    wf = as_contiguous(transposed(to_dtype(weight, acc), 0, 1));  // (W, D)
+    if (initial_states.has_value()) init = as_contiguous(transposed(to_dtype(*initial_states, acc), 1, 2));  // (B, W-1, D)
   } else {
-    wf = weight.to(acc).contiguous();  // (D, W)
-    if (initial_states.has_value()) init = initial_states->to(acc).contiguous();  // (B, D, W-1)
+    wf = as_contiguous(to_dtype(weight, acc));  // (D, W)
+    if (initial_states.has_value()) init = as_contiguous(to_dtype(*initial_states, acc));  // (B, D, W-1)
   }
   if (out.numel() > 0) {
     FwdArgs a{B,
@@ -483,22 +487,25 @@ std::tuple<at::Tensor, at::Tensor> fwd_cpu(const at::Tensor& x, const at::Tensor
       }
     });
   }
-  at::Tensor final_states;
+  Tensor final_states;
   if (return_final_states) {
     // The last W-1 entries of cat(initial_states or zeros, x) along seqlen.
-    final_states = empty_bdl(B, D, W - 1, channel_last, x.options());
+    final_states = empty_bdl(B, D, W - 1, channel_last, x.scalar_type(), x);
     const int64_t take = std::min(L, W - 1);
-    if (take > 0) final_states.narrow(2, W - 1 - take, take).copy_(x.narrow(2, L - take, take));
+    if (take > 0) {
+      Tensor tail = narrowed(final_states, 2, W - 1 - take, take);
+      copy_into(tail, narrowed(x, 2, L - take, take));
+    }
     if (take < W - 1) {
-      at::Tensor head = final_states.narrow(2, 0, W - 1 - take);
+      Tensor head = narrowed(final_states, 2, 0, W - 1 - take);
       if (initial_states.has_value()) {
-        head.copy_(initial_states->narrow(2, take, W - 1 - take));
+        copy_into(head, narrowed(*initial_states, 2, take, W - 1 - take));
       } else {
-        head.zero_();
+        zero_fill(head);
       }
     }
   } else {
-    final_states = at::empty({0}, x.options());
+    final_states = alloc_empty({0}, x.scalar_type(), x);
   }
   return {out, final_states};
 }
@@ -508,9 +515,9 @@ std::tuple<at::Tensor, at::Tensor> fwd_cpu(const at::Tensor& x, const at::Tensor
 
 struct BwdArgs {
   int64_t batch, dim, seqlen;
-  const at::Tensor* x;     // channel-first (stride(2) == 1)
-  const at::Tensor* dout;  // channel-first
-  at::Tensor* dx;          // channel-first
+  const Tensor* x;     // channel-first (stride(2) == 1)
+  const Tensor* dout;  // channel-first
+  Tensor* dx;          // channel-first
   const void* weight;      // acc type (dim, W)
   const void* bias;        // acc type (dim,) or nullptr
   const int32_t* seq;      // (batch, seqlen) or nullptr
@@ -529,7 +536,7 @@ void bwd_channel_first(const BwdArgs& a) {
   const int64_t B = a.batch, D = a.dim, L = a.seqlen;
   const T* xp = a.x->const_data_ptr<T>();
   const T* gp = a.dout->const_data_ptr<T>();
-  T* dxp = a.dx->data_ptr<T>();
+  T* dxp = a.dx->mutable_data_ptr<T>();
   const int64_t sxb = a.x->stride(0), sxd = a.x->stride(1);
   const int64_t sgb = a.dout->stride(0), sgd = a.dout->stride(1);
   const int64_t sdb = a.dx->stride(0), sdd = a.dx->stride(1);
@@ -543,7 +550,7 @@ void bwd_channel_first(const BwdArgs& a) {
   const int32_t* sp = a.seq;
   const bool need_z = a.silu;
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(B * L, 1));
-  at::parallel_for(0, D, grain, [&](int64_t d0, int64_t d1) {
+  parallel_for(0, D, grain, [&](int64_t d0, int64_t d1) {
     // xw[i]: input at position i - H (i in [0, L + H)); dz[m]: output grad at position m - H
     // (m in [0, L + 2H), zero outside [0, L)); sw: seq ids aligned with dz's indexing.
     std::vector<A> xw(L + H), dz(L + 2 * H, A(0)), gx(L + H), z(need_z ? L : 0);
@@ -645,28 +652,29 @@ CC1D_UNROLL
   });
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd_cpu(
-    const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias, const at::Tensor& dout,
-    const std::optional<at::Tensor>& seq_idx, const std::optional<at::Tensor>& initial_states,
-    const std::optional<at::Tensor>& dfinal_states, bool return_dinitial_states, bool silu) {
+std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cpu(
+    const Tensor& x, const Tensor& weight, const OptTensor& bias, const Tensor& dout,
+    const OptTensor& seq_idx, const OptTensor& initial_states,
+    const OptTensor& dfinal_states, bool return_dinitial_states, bool silu) {
   check_bwd_args(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, return_dinitial_states, kMaxWidth,
                  /*allow_float64=*/true);
   const int64_t B = x.size(0), D = x.size(1), L = x.size(2), W = weight.size(1);
   const bool channel_last = is_channel_last(x);
-  const at::ScalarType acc = acc_dtype(x);
-  auto channel_first = [](const at::Tensor& t) { return t.stride(2) == 1 || t.size(2) <= 1 ? t : t.contiguous(); };
-  const at::Tensor xc = channel_first(x);
-  const at::Tensor gc = channel_first(dout);
-  at::Tensor dx = empty_bdl(B, D, L, channel_last, x.options());
-  at::Tensor dxc = channel_last ? at::empty({B, D, L}, x.options()) : dx;
-  at::Tensor wf = weight.to(acc).contiguous();
-  at::Tensor bf = bias.has_value() ? bias->to(acc).contiguous() : at::Tensor();
-  at::Tensor seq = seq_idx.has_value() ? seq_idx->contiguous() : at::Tensor();
-  at::Tensor init = initial_states.has_value() ? initial_states->to(acc).contiguous() : at::Tensor();
-  at::Tensor dfin = dfinal_states.has_value() ? dfinal_states->to(acc).contiguous() : at::Tensor();
-  at::Tensor dw = at::zeros({D, W}, x.options().dtype(acc));
-  at::Tensor dbias = bias.has_value() ? at::zeros({D}, x.options().dtype(acc)) : at::Tensor();
-  at::Tensor dinit = return_dinitial_states ? at::zeros({B, D, W - 1}, x.options().dtype(acc)) : at::Tensor();
+  const ScalarType acc = acc_dtype(x);
+  auto channel_first = [](const Tensor& t) { return t.stride(2) == 1 || t.size(2) <= 1 ? t : as_contiguous(t); };
+  const Tensor xc = channel_first(x);
+  const Tensor gc = channel_first(dout);
+  const ScalarType xt = x.scalar_type();
+  Tensor dx = empty_bdl(B, D, L, channel_last, xt, x);
+  Tensor dxc = channel_last ? alloc_empty({B, D, L}, xt, x) : dx;
+  Tensor wf = as_contiguous(to_dtype(weight, acc));
+  Tensor bf = bias.has_value() ? as_contiguous(to_dtype(*bias, acc)) : Tensor();
+  Tensor seq = seq_idx.has_value() ? as_contiguous(*seq_idx) : Tensor();
+  Tensor init = initial_states.has_value() ? as_contiguous(to_dtype(*initial_states, acc)) : Tensor();
+  Tensor dfin = dfinal_states.has_value() ? as_contiguous(to_dtype(*dfinal_states, acc)) : Tensor();
+  Tensor dw = alloc_zeros({D, W}, acc, x);
+  Tensor dbias = bias.has_value() ? alloc_zeros({D}, acc, x) : Tensor();
+  Tensor dinit = return_dinitial_states ? alloc_zeros({B, D, W - 1}, acc, x) : Tensor();
   if (B > 0 && D > 0) {
     BwdArgs a{B,
               D,
@@ -688,15 +696,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd_cpu(
       dispatch_width(W, [&](auto wc) { bwd_channel_first<T, decltype(wc)::value>(a); });
     });
   }
-  if (channel_last) dx.copy_(dxc);
-  at::Tensor dweight = dw.to(weight.scalar_type());
-  at::Tensor dbias_out = bias.has_value() ? dbias.to(bias->scalar_type()) : at::empty({0}, weight.options());
-  at::Tensor dinit_out;
+  if (channel_last) copy_into(dx, dxc);
+  Tensor dweight = to_dtype(dw, weight.scalar_type());
+  Tensor dbias_out = bias.has_value() ? to_dtype(dbias, bias->scalar_type()) : alloc_empty({0}, weight.scalar_type(), x);
+  Tensor dinit_out;
   if (return_dinitial_states) {
-    dinit_out = empty_bdl(B, D, W - 1, channel_last, x.options());
-    dinit_out.copy_(dinit);
+    dinit_out = empty_bdl(B, D, W - 1, channel_last, xt, x);
+    copy_into(dinit_out, dinit);
   } else {
-    dinit_out = at::empty({0}, x.options());
+    dinit_out = alloc_empty({0}, xt, x);
   }
   return {dx, dweight, dbias_out, dinit_out};
 }
@@ -705,20 +713,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd_cpu(
 // Update (decoding): conv_state holds the last state_len inputs of each sequence.
 
 template <typename T>
-void update_rows(const at::Tensor& x, at::Tensor& conv_state, const at::Tensor& out, const at::Tensor& wf,
-                 const at::Tensor& bf, const int32_t* cache_seqlens, const int32_t* indices, bool silu) {
+void update_rows(const Tensor& x, Tensor& conv_state, const Tensor& out, const Tensor& wf,
+                 const Tensor& bf, const int32_t* cache_seqlens, const int32_t* indices, bool silu) {
   using A = acc_t<T>;
   const int64_t B = x.size(0), D = x.size(1), L = x.size(2), W = wf.size(1), S = conv_state.size(2);
   const T* xp = x.const_data_ptr<T>();
-  T* cp = conv_state.data_ptr<T>();
-  T* op = out.data_ptr<T>();
+  T* cp = conv_state.mutable_data_ptr<T>();
+  T* op = out.mutable_data_ptr<T>();
   const A* wp = wf.const_data_ptr<A>();
   const A* bp = bf.defined() ? bf.const_data_ptr<A>() : nullptr;
   const int64_t sxb = x.stride(0), sxd = x.stride(1), sxl = x.stride(2);
   const int64_t scb = conv_state.stride(0), scd = conv_state.stride(1), scl = conv_state.stride(2);
   const int64_t sob = out.stride(0), sod = out.stride(1), sol = out.stride(2);
   const int64_t grain = std::max<int64_t>(1, 4096 / (L + W));
-  at::parallel_for(0, B * D, grain, [&](int64_t r0, int64_t r1) {
+  parallel_for(0, B * D, grain, [&](int64_t r0, int64_t r1) {
     std::vector<A> win(W - 1 + L);
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t b = r / D, d = r % D;
@@ -764,23 +772,23 @@ void update_rows(const at::Tensor& x, at::Tensor& conv_state, const at::Tensor& 
   });
 }
 
-at::Tensor update_cpu_3d(const at::Tensor& x, at::Tensor& conv_state, const at::Tensor& weight,
-                      const std::optional<at::Tensor>& bias, bool silu, const std::optional<at::Tensor>& cache_seqlens,
-                      const std::optional<at::Tensor>& conv_state_indices) {
+Tensor update_cpu_3d(const Tensor& x, Tensor& conv_state, const Tensor& weight,
+                      const OptTensor& bias, bool silu, const OptTensor& cache_seqlens,
+                      const OptTensor& conv_state_indices) {
   check_update_args(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, kMaxWidth,
                     /*allow_float64=*/true);
   const int64_t B = x.size(0), D = x.size(1), L = x.size(2);
-  at::Tensor out = empty_bdl(B, D, L, is_channel_last(x), x.options());
-  const at::ScalarType acc = acc_dtype(x);
-  at::Tensor wf = weight.to(acc).contiguous();
-  at::Tensor bf = bias.has_value() ? bias->to(acc).contiguous() : at::Tensor();
-  at::Tensor cs = cache_seqlens.has_value() ? cache_seqlens->contiguous() : at::Tensor();
-  at::Tensor idx = conv_state_indices.has_value() ? conv_state_indices->contiguous() : at::Tensor();
+  Tensor out = empty_bdl(B, D, L, is_channel_last(x), x.scalar_type(), x);
+  const ScalarType acc = acc_dtype(x);
+  Tensor wf = as_contiguous(to_dtype(weight, acc));
+  Tensor bf = bias.has_value() ? as_contiguous(to_dtype(*bias, acc)) : Tensor();
+  Tensor cs = cache_seqlens.has_value() ? as_contiguous(*cache_seqlens) : Tensor();
+  Tensor idx = conv_state_indices.has_value() ? as_contiguous(*conv_state_indices) : Tensor();
   if (idx.defined()) {
     const int32_t* ip = idx.const_data_ptr<int32_t>();
     const int64_t rows = conv_state.size(0);
     for (int64_t b = 0; b < B; ++b) {
-      TORCH_CHECK_VALUE(ip[b] < rows, "conv_state_indices[", b, "] = ", ip[b],
+      CC1D_CHECK_VALUE(ip[b] < rows, "conv_state_indices[", b, "] = ", ip[b],
                         " is out of range for conv_state with ", rows, " rows (negative = padding slot)");
     }
   }
@@ -796,12 +804,12 @@ at::Tensor update_cpu_3d(const at::Tensor& x, at::Tensor& conv_state, const at::
 
 // x (batch, dim, seqlen), or (batch, dim) for one token (then out is (batch, dim)): decoders call
 // with 2-D x, and taking it here saves the Python wrapper two view calls per token.
-at::Tensor update_cpu(const at::Tensor& x, at::Tensor& conv_state, const at::Tensor& weight,
-                      const std::optional<at::Tensor>& bias, bool silu, const std::optional<at::Tensor>& cache_seqlens,
-                      const std::optional<at::Tensor>& conv_state_indices) {
+Tensor update_cpu(const Tensor& x, Tensor& conv_state, const Tensor& weight,
+                      const OptTensor& bias, bool silu, const OptTensor& cache_seqlens,
+                      const OptTensor& conv_state_indices) {
   if (x.dim() == 2) {
-    return update_cpu_3d(x.unsqueeze(-1), conv_state, weight, bias, silu, cache_seqlens, conv_state_indices)
-        .squeeze(-1);
+    return squeezed(update_cpu_3d(unsqueezed(x, -1), conv_state, weight, bias, silu, cache_seqlens, conv_state_indices),
+                   -1);
   }
   return update_cpu_3d(x, conv_state, weight, bias, silu, cache_seqlens, conv_state_indices);
 }
@@ -810,8 +818,8 @@ at::Tensor update_cpu(const at::Tensor& x, at::Tensor& conv_state, const at::Ten
 }  // namespace cpu
 }  // namespace causal_conv1d
 
-TORCH_LIBRARY_IMPL(causal_conv1d, CPU, m) {
-  m.impl("fwd", &causal_conv1d::cpu::fwd_cpu);
-  m.impl("bwd", &causal_conv1d::cpu::bwd_cpu);
-  m.impl("update", &causal_conv1d::cpu::update_cpu);
+CC1D_LIBRARY_IMPL(causal_conv1d, CPU, m) {
+  m.impl("fwd", CC1D_KERNEL(&causal_conv1d::cpu::fwd_cpu));
+  m.impl("bwd", CC1D_KERNEL(&causal_conv1d::cpu::bwd_cpu));
+  m.impl("update", CC1D_KERNEL(&causal_conv1d::cpu::update_cpu));
 }

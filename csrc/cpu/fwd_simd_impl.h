@@ -37,16 +37,16 @@ inline vm vgt(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
 inline vf vselect(vm m, vf yes, vf no) { return _mm512_mask_mov_ps(no, m, yes); }
 
 inline vf vload(const float* p) { return _mm512_loadu_ps(p); }
-inline vf vload(const at::Half* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
-inline vf vload(const at::BFloat16* p) {
+inline vf vload(const Half* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+inline vf vload(const BFloat16* p) {
   const __m512i u = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   return _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
 }
 inline void vstore(float* p, vf v) { _mm512_storeu_ps(p, v); }
-inline void vstore(at::Half* p, vf v) {
+inline void vstore(Half* p, vf v) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
-inline void vstore(at::BFloat16* p, vf v) {
+inline void vstore(BFloat16* p, vf v) {
   // c10::BFloat16(float): round to nearest even; any NaN becomes 0x7FC0.
   const __m512i u = _mm512_castps_si512(v);
   const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
@@ -87,16 +87,16 @@ inline vm vgt(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_GT_OQ); }
 inline vf vselect(vm m, vf yes, vf no) { return _mm256_blendv_ps(no, yes, m); }
 
 inline vf vload(const float* p) { return _mm256_loadu_ps(p); }
-inline vf vload(const at::Half* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-inline vf vload(const at::BFloat16* p) {
+inline vf vload(const Half* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline vf vload(const BFloat16* p) {
   const __m256i u = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   return _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
 }
 inline void vstore(float* p, vf v) { _mm256_storeu_ps(p, v); }
-inline void vstore(at::Half* p, vf v) {
+inline void vstore(Half* p, vf v) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
-inline void vstore(at::BFloat16* p, vf v) {
+inline void vstore(BFloat16* p, vf v) {
   const __m256i u = _mm256_castps_si256(v);
   const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
   __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7FFF))), 16);
@@ -227,7 +227,7 @@ void fwd_cf_rows(const FwdArgs& a, int64_t r0, int64_t r1) {
   constexpr int H = W - 1;
   const int64_t D = a.dim, L = a.seqlen;
   const T* xp = a.x->const_data_ptr<T>();
-  T* op = a.out->data_ptr<T>();
+  T* op = a.out->mutable_data_ptr<T>();
   const int64_t sxb = a.x->stride(0), sxd = a.x->stride(1);
   const int64_t sob = a.out->stride(0), sod = a.out->stride(1);
   const float* wp = static_cast<const float*>(a.weight);
@@ -306,7 +306,7 @@ template <typename T, int W>
 void fwd_cl_tasks(const FwdArgs& a, int64_t t0, int64_t t1, int64_t rows, int64_t nblocks) {
   const int64_t D = a.dim, L = a.seqlen;
   const T* xp = a.x->const_data_ptr<T>();
-  T* op = a.out->data_ptr<T>();
+  T* op = a.out->mutable_data_ptr<T>();
   const int64_t sxb = a.x->stride(0), sxl = a.x->stride(2);
   const int64_t sob = a.out->stride(0), sol = a.out->stride(2);
   const float* wt = static_cast<const float*>(a.weight);

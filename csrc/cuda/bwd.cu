@@ -7,7 +7,7 @@
 // Each block reduces its weight/bias gradient in registers + shared memory and writes one
 // partial row; a second kernel sums the rows per channel in a fixed order. No float atomics
 // anywhere: the result is bit-identical from run to run (deterministic mode is always on).
-#include <c10/cuda/CUDAException.h>
+#include "launch_check.cuh"
 
 #include "bwd_cf_fast.cuh"
 #include "bwd_cl_fast.cuh"
@@ -523,17 +523,17 @@ void launch_bwd(const ConvParams& p, bool channel_last, cudaStream_t stream) {
   const BwdGeometry g = geometry<T>(p, channel_last);
   if (!channel_last) {
     bwd_cf_kernel<T, kW><<<static_cast<unsigned>(g.blocks), g.threads, 0, stream>>>(p, g.nchunks, g.spw, g.nwarps);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    CC1D_CUDA_LAUNCH_CHECK();
   } else {
     bwd_cl_kernel<T, kW><<<static_cast<unsigned>(g.blocks), dim3(kClThreadsX, kClThreadsY), 0, stream>>>(
         p, g.nchb, g.ntiles, g.sub);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    CC1D_CUDA_LAUNCH_CHECK();
   }
   const int64_t total = (int64_t)(kW + 1) * p.dim;
   const int threads = 256;
   dw_reduce_kernel<<<static_cast<unsigned>((total + threads - 1) / threads), threads, 0, stream>>>(
       p.partial, g.nparts, kW, p.dim, p.width, p.dweight, p.w_dtype, p.dbias, p.b_dtype);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  CC1D_CUDA_LAUNCH_CHECK();
 }
 
 template <typename T>

@@ -29,7 +29,7 @@
 // dinitial_states, width 2..4, every row 16-byte aligned (vec_ok) and seqlen a multiple of the
 // vector width (each vector wholly inside or wholly past the row). Everything else returns false
 // and runs the general kernel (bwd.cu).
-#include <c10/cuda/CUDAException.h>
+#include "launch_check.cuh"
 
 #include "bwd_cf_fast.cuh"
 #include "vec16.cuh"
@@ -308,7 +308,7 @@ void launch(const ConvParams& p, int64_t wpr, cudaStream_t stream) {
   const int64_t blocks = (nwarps + kThreads / 32 - 1) / (kThreads / 32);
   bwd_cf_fast_kernel<T, kW><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
       p, FastDiv(static_cast<uint32_t>(wpr)), FastDiv(static_cast<uint32_t>(p.dim)), static_cast<uint32_t>(nwarps));
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  CC1D_CUDA_LAUNCH_CHECK();
 }
 
 template <typename T>
@@ -354,7 +354,7 @@ void launch_bwd_fast_reduce(const ConvParams& p, int64_t nparts, cudaStream_t st
   const int64_t total = static_cast<int64_t>(p.width + 1) * p.dim;
   bwd_cf_fast_reduce_kernel<<<static_cast<unsigned>((total + kReduceThreads - 1) / kReduceThreads), kReduceThreads, 0,
                               stream>>>(p.partial, nparts, p.width, p.dim, p.dweight, p.w_dtype, p.dbias, p.b_dtype);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  CC1D_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace causal_conv1d_cuda

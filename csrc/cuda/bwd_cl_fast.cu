@@ -35,7 +35,7 @@
 // width 2..4; for 16-bit x the words must be 4-byte aligned (even dim, even token and batch pitches,
 // 4-byte aligned pointers); token pitches below 4 GiB. Everything else returns false and runs the
 // general kernel (bwd.cu).
-#include <c10/cuda/CUDAException.h>
+#include "launch_check.cuh"
 
 #include <type_traits>
 
@@ -449,7 +449,7 @@ void launch(const ConvParams& p, const Geometry& g, cudaStream_t stream) {
                          static_cast<uint32_t>(p.dx_ls * static_cast<int64_t>(sizeof(T)))};
   bwd_cl_fast_kernel<T, kW><<<static_cast<unsigned>(g.blocks), kThreads, 0, stream>>>(
       p, pitch, static_cast<uint32_t>(g.nwb), static_cast<uint32_t>(g.ntb), static_cast<int>(g.T));
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  CC1D_CUDA_LAUNCH_CHECK();
 }
 
 template <typename T>

@@ -1,6 +1,6 @@
 // Shared device helpers and launch parameters for the CUDA kernels of causal-conv1d.
 //
-// Kernel files include only this header (CUDA runtime + c10's launch check), never ATen, so
+// Kernel files include only this header (CUDA runtime) and launch_check.cuh, never torch, so
 // that each .cu compiles quickly. ops_cuda.cu fills the parameter structs from tensors.
 #pragma once
 
@@ -88,7 +88,7 @@ inline bool aligned_to(const void* ptr, uintptr_t bytes) {
 using causal_conv1d::switch_on;  // switch_on.h: the fast paths' CAUSAL_CONV1D_*_FAST switches
 
 // Host entry points (one per op), defined in the kernel files; each launches on `stream`
-// and checks the launch with C10_CUDA_KERNEL_LAUNCH_CHECK.
+// and checks the launch with CC1D_CUDA_LAUNCH_CHECK (launch_check.cuh).
 void run_fwd(const ConvParams& p, bool channel_last, cudaStream_t stream);
 void run_bwd(const ConvParams& p, bool channel_last, cudaStream_t stream);
 // Number of partial rows the backward of this shape writes (the workspace is nparts*(kW+1)*dim floats).

@@ -6,7 +6,7 @@
 // Channel-last (x stride along D == 1): each thread owns 8 consecutive channels (one or two
 // 16-byte loads per token) and walks a tile of tokens, keeping the last width-1 tokens in
 // registers; only the first width-1 tokens of a tile are read twice (from L2).
-#include <c10/cuda/CUDAException.h>
+#include "launch_check.cuh"
 
 #include "common.cuh"
 #include "fwd_cf_fast.cuh"
@@ -272,7 +272,7 @@ void launch_fwd(const ConvParams& p, bool channel_last, cudaStream_t stream) {
     const int64_t nwarps = ((wpr + spw - 1) / spw) * p.dim * p.batch;
     const int64_t blocks = (nwarps + kCfThreads / 32 - 1) / (kCfThreads / 32);
     fwd_cf_kernel<T, kW><<<static_cast<unsigned>(blocks), kCfThreads, 0, stream>>>(p, wpr, spw, nwarps);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    CC1D_CUDA_LAUNCH_CHECK();
   } else {
     const int64_t thr_needed = (p.dim + kClChannels - 1) / kClChannels;
     const int threads = static_cast<int>(thr_needed >= kClThreads ? kClThreads : ((thr_needed + 31) / 32) * 32);
@@ -282,7 +282,7 @@ void launch_fwd(const ConvParams& p, bool channel_last, cudaStream_t stream) {
     while (tile > 16 && nblocks(tile) < 4LL * p.num_sms) tile /= 2;
     const int64_t ntiles = (p.seqlen + tile - 1) / tile;
     fwd_cl_kernel<T, kW><<<static_cast<unsigned>(nblocks(tile)), threads, 0, stream>>>(p, nchb, ntiles, tile);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    CC1D_CUDA_LAUNCH_CHECK();
   }
 }
 

@@ -16,7 +16,7 @@
 // Eligible: channel-first, no seq_idx, width 2..4, every row of x and out 16-byte aligned and
 // seqlen a multiple of the vector width (so each vector is wholly inside or wholly past the row).
 // Everything else returns false and runs the general kernel.
-#include <c10/cuda/CUDAException.h>
+#include "launch_check.cuh"
 
 #include "fwd_cf_fast.cuh"
 #include "vec16.cuh"
@@ -149,7 +149,7 @@ bool launch_v(const ConvParams& p, cudaStream_t stream) {
   const int64_t blocks = (nwarps + kThreads / 32 - 1) / (kThreads / 32);
   if (blocks > 0x7fffffffLL) return false;
   fwd_cf_fast_kernel<T, kW, kVecs><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p, wpr, nwarps);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  CC1D_CUDA_LAUNCH_CHECK();
   return true;
 }
 

@@ -18,7 +18,7 @@
 // while it computes (the ring is unrolled three times: nothing is copied between buffers).
 // Eligible: channel-last, no seq_idx, width 2..4; for 16-bit types even dim, even token and batch
 // pitches and 4-byte aligned x / out. Everything else returns false and runs the general kernel.
-#include <c10/cuda/CUDAException.h>
+#include "launch_check.cuh"
 
 #include <algorithm>
 
@@ -254,7 +254,7 @@ bool launch(const ConvParams& p, cudaStream_t stream) {
   g.os = static_cast<int>(os);
   const int64_t blocks = (total + kThreads - 1) / kThreads;
   fwd_cl_fast_kernel<T, kW><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p, g);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  CC1D_CUDA_LAUNCH_CHECK();
   return true;
 }
 

@@ -1,18 +1,15 @@
 // CUDA implementations of the causal_conv1d ops (schemas: csrc/ops.cpp, docs/ARCHITECTURE.md).
 // Validates with csrc/checks.h, allocates outputs in x's layout, fills the plain parameter
 // structs of common.cuh and launches on the current stream. Kernels live in fwd.cu, bwd.cu and
-// update.cu (no ATen there, so they compile fast).
-#include <ATen/ATen.h>
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <torch/library.h>
-
+// update.cu (no torch there, so they compile fast and are the same in both op-layer builds).
+// Torch is seen through csrc/torch_api.h and cuda/torch_api_cuda.h (stable ABI or ATen).
 #include <cstdint>
 #include <optional>
 #include <tuple>
 
 #include "checks.h"
 #include "cuda/common.cuh"
+#include "cuda/torch_api_cuda.h"
 
 namespace causal_conv1d {
 namespace cuda {
@@ -22,21 +19,22 @@ namespace k = causal_conv1d_cuda;
 
 constexpr int64_t kCudaMaxWidth = 8;
 
-int dtype_code(at::ScalarType t) {
+int dtype_code(ScalarType t) {
   switch (t) {
-    case at::kFloat: return k::kFloat32;
-    case at::kHalf: return k::kFloat16;
-    case at::kBFloat16: return k::kBFloat16;
-    default: TORCH_CHECK_TYPE(false, "causal_conv1d CUDA kernels take float32, float16 or bfloat16, got ", t);
+    case ScalarType::Float: return k::kFloat32;
+    case ScalarType::Half: return k::kFloat16;
+    case ScalarType::BFloat16: return k::kBFloat16;
+    default: CC1D_CHECK_TYPE(false, "causal_conv1d CUDA kernels take float32, float16 or bfloat16, got ", t);
   }
+  return -1;  // not reached
 }
 
-void check_cuda(const at::Tensor& x) {
-  TORCH_CHECK(x.is_cuda(), "x must be a CUDA tensor for the CUDA kernels, got ", x.device());
+void check_cuda(const Tensor& x) {
+  CC1D_CHECK(x.is_cuda(), "x must be a CUDA tensor for the CUDA kernels, got ", device_str(x));
 }
 
 // 16-byte vector accesses along the unit-stride axis are legal for every row of t.
-bool vec_rows_ok(const at::Tensor& t, bool channel_last) {
+bool vec_rows_ok(const Tensor& t, bool channel_last) {
   const int64_t v = 16 / static_cast<int64_t>(t.element_size());
   if (!k::aligned_to(t.data_ptr(), 16)) return false;
   if (t.size(0) > 1 && t.stride(0) % v != 0) return false;
@@ -46,17 +44,17 @@ bool vec_rows_ok(const at::Tensor& t, bool channel_last) {
 }
 
 // dout must have its unit stride on x's unit-stride axis; copy it into x's layout otherwise.
-at::Tensor in_layout(const at::Tensor& t, bool channel_last) {
+Tensor in_layout(const Tensor& t, bool channel_last) {
   const bool ok = channel_last ? t.stride(1) == 1 : t.stride(2) == 1;
   if (ok) return t;
-  at::Tensor r = empty_bdl(t.size(0), t.size(1), t.size(2), channel_last, t.options());
-  r.copy_(t);
+  Tensor r = empty_bdl(t.size(0), t.size(1), t.size(2), channel_last, t.scalar_type(), t);
+  copy_into(r, t);
   return r;
 }
 
 // t's data pointer and its (batch, dim, seqlen) strides, in elements, into a parameter struct's fields.
 template <typename Ptr>
-void bind_bdl(const at::Tensor& t, Ptr& ptr, int64_t& bs, int64_t& cs, int64_t& ls) {
+void bind_bdl(const Tensor& t, Ptr& ptr, int64_t& bs, int64_t& cs, int64_t& ls) {
   ptr = t.data_ptr();
   bs = t.stride(0);
   cs = t.stride(1);
@@ -66,8 +64,8 @@ void bind_bdl(const at::Tensor& t, Ptr& ptr, int64_t& bs, int64_t& cs, int64_t& 
 // The fields ConvParams and UpdateParams share: x, weight and bias (pointers, strides, dtypes), the
 // width and the activation.
 template <typename Params>
-void fill_x_weight_bias(Params& p, const at::Tensor& x, const at::Tensor& weight,
-                        const std::optional<at::Tensor>& bias, bool silu) {
+void fill_x_weight_bias(Params& p, const Tensor& x, const Tensor& weight,
+                        const OptTensor& bias, bool silu) {
   p.width = static_cast<int>(weight.size(1));
   p.x_dtype = dtype_code(x.scalar_type());
   p.w_dtype = dtype_code(weight.scalar_type());
@@ -83,49 +81,50 @@ void fill_x_weight_bias(Params& p, const at::Tensor& x, const at::Tensor& weight
   }
 }
 
-void fill_common(k::ConvParams& p, const at::Tensor& x, const at::Tensor& weight,
-                 const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& seq_idx,
-                 const std::optional<at::Tensor>& initial_states, bool silu) {
+void fill_common(k::ConvParams& p, const Tensor& x, const Tensor& weight,
+                 const OptTensor& bias, const OptTensor& seq_idx,
+                 const OptTensor& initial_states, bool silu) {
   p.batch = static_cast<int>(x.size(0));
   p.dim = static_cast<int>(x.size(1));
   p.seqlen = x.size(2);
   fill_x_weight_bias(p, x, weight, bias, silu);
   if (seq_idx.has_value()) {
-    p.seq_idx = seq_idx->data_ptr<int32_t>();
+    p.seq_idx = seq_idx->mutable_data_ptr<int32_t>();
     p.s_bs = seq_idx->stride(0);
     p.s_ls = seq_idx->stride(1);
   }
   if (initial_states.has_value()) {
     bind_bdl(*initial_states, p.init, p.i_bs, p.i_cs, p.i_ls);
   }
-  p.num_sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  p.num_sms = sm_count(device_index(x));
 }
 
-void check_sizes(const at::Tensor& x) {
-  TORCH_CHECK_VALUE(x.size(0) <= INT32_MAX && x.size(1) <= INT32_MAX,
-                    "x must have batch and dim below 2^31 for the CUDA kernels, got shape ", x.sizes());
+void check_sizes(const Tensor& x) {
+  CC1D_CHECK_VALUE(x.size(0) <= INT32_MAX && x.size(1) <= INT32_MAX,
+                   "x must have batch and dim below 2^31 for the CUDA kernels, got shape ", fmt_sizes(x.sizes()));
 }
 
-std::tuple<at::Tensor, at::Tensor> fwd_cuda(const at::Tensor& x, const at::Tensor& weight,
-                                            const std::optional<at::Tensor>& bias,
-                                            const std::optional<at::Tensor>& seq_idx,
-                                            const std::optional<at::Tensor>& initial_states, bool return_final_states,
+std::tuple<Tensor, Tensor> fwd_cuda(const Tensor& x, const Tensor& weight,
+                                            const OptTensor& bias,
+                                            const OptTensor& seq_idx,
+                                            const OptTensor& initial_states, bool return_final_states,
                                             bool silu) {
   check_fwd_args(x, weight, bias, seq_idx, initial_states, return_final_states, kCudaMaxWidth);
   check_cuda(x);
   check_sizes(x);
-  const c10::cuda::OptionalCUDAGuard guard(x.device());
+  const CudaDeviceGuard guard(x);
   const bool cl = is_channel_last(x);
   const int64_t B = x.size(0), D = x.size(1), L = x.size(2), W = weight.size(1);
-  at::Tensor out = empty_bdl(B, D, L, cl, x.options());
-  at::Tensor final_states = return_final_states ? empty_bdl(B, D, W - 1, cl, x.options()) : at::empty({0}, x.options());
+  const ScalarType xt = x.scalar_type();
+  Tensor out = empty_bdl(B, D, L, cl, xt, x);
+  Tensor final_states = return_final_states ? empty_bdl(B, D, W - 1, cl, xt, x) : alloc_empty({0}, xt, x);
   if (B == 0 || D == 0) return {out, final_states};
   if (L == 0) {
     if (return_final_states) {
       if (initial_states.has_value()) {
-        final_states.copy_(*initial_states);
+        copy_into(final_states, *initial_states);
       } else {
-        final_states.zero_();
+        zero_fill(final_states);
       }
     }
     return {out, final_states};
@@ -137,38 +136,39 @@ std::tuple<at::Tensor, at::Tensor> fwd_cuda(const at::Tensor& x, const at::Tenso
     bind_bdl(final_states, p.final_out, p.f_bs, p.f_cs, p.f_ls);
   }
   p.vec_ok = vec_rows_ok(x, cl) && vec_rows_ok(out, cl);
-  k::run_fwd(p, cl, at::cuda::getCurrentCUDAStream());
+  k::run_fwd(p, cl, current_cuda_stream(device_index(x)));
   return {out, final_states};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd_cuda(
-    const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias, const at::Tensor& dout_in,
-    const std::optional<at::Tensor>& seq_idx, const std::optional<at::Tensor>& initial_states,
-    const std::optional<at::Tensor>& dfinal_states, bool return_dinitial_states, bool silu) {
+std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cuda(
+    const Tensor& x, const Tensor& weight, const OptTensor& bias, const Tensor& dout_in,
+    const OptTensor& seq_idx, const OptTensor& initial_states,
+    const OptTensor& dfinal_states, bool return_dinitial_states, bool silu) {
   check_bwd_args(x, weight, bias, dout_in, seq_idx, initial_states, dfinal_states, return_dinitial_states,
                  kCudaMaxWidth);
   check_cuda(x);
   check_sizes(x);
-  const c10::cuda::OptionalCUDAGuard guard(x.device());
+  const CudaDeviceGuard guard(x);
   const bool cl = is_channel_last(x);
   const int64_t B = x.size(0), D = x.size(1), L = x.size(2), W = weight.size(1);
-  at::Tensor dx = empty_bdl(B, D, L, cl, x.options());
-  at::Tensor dweight = at::empty({D, W}, weight.options());
-  at::Tensor dbias = bias.has_value() ? at::empty({D}, bias->options()) : at::empty({0}, weight.options());
-  at::Tensor dinit = return_dinitial_states ? empty_bdl(B, D, W - 1, cl, x.options()) : at::empty({0}, x.options());
+  const ScalarType xt = x.scalar_type(), wt = weight.scalar_type();
+  Tensor dx = empty_bdl(B, D, L, cl, xt, x);
+  Tensor dweight = alloc_empty({D, W}, wt, x);
+  Tensor dbias = bias.has_value() ? alloc_empty({D}, bias->scalar_type(), x) : alloc_empty({0}, wt, x);
+  Tensor dinit = return_dinitial_states ? empty_bdl(B, D, W - 1, cl, xt, x) : alloc_empty({0}, xt, x);
   if (B == 0 || D == 0 || L == 0) {
-    dweight.zero_();
-    if (bias.has_value()) dbias.zero_();
+    zero_fill(dweight);
+    if (bias.has_value()) zero_fill(dbias);
     if (return_dinitial_states) {
       if (dfinal_states.has_value() && L == 0) {
-        dinit.copy_(*dfinal_states);
+        copy_into(dinit, *dfinal_states);
       } else {
-        dinit.zero_();
+        zero_fill(dinit);
       }
     }
     return {dx, dweight, dbias, dinit};
   }
-  const at::Tensor dout = in_layout(dout_in, cl);
+  const Tensor dout = in_layout(dout_in, cl);
   k::ConvParams p;
   fill_common(p, x, weight, bias, seq_idx, initial_states, silu);
   bind_bdl(dout, p.dout, p.do_bs, p.do_cs, p.do_ls);
@@ -186,24 +186,24 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> bwd_cuda(
   // reduced in a fixed order, no atomics (see bwd.cu).
   p.nparts = k::bwd_num_parts(p, cl);
   const int64_t kwp = k::bwd_padded_width(p.width);
-  at::Tensor partial = at::empty({p.nparts * (kwp + 1) * D}, x.options().dtype(at::kFloat));
-  p.partial = partial.data_ptr<float>();
-  k::run_bwd(p, cl, at::cuda::getCurrentCUDAStream());
+  Tensor partial = alloc_empty({p.nparts * (kwp + 1) * D}, ScalarType::Float, x);
+  p.partial = partial.mutable_data_ptr<float>();
+  k::run_bwd(p, cl, current_cuda_stream(device_index(x)));
   return {dx, dweight, dbias, dinit};
 }
 
-at::Tensor update_cuda_3d(const at::Tensor& x, at::Tensor& conv_state, const at::Tensor& weight,
-                          const std::optional<at::Tensor>& bias, bool silu,
-                          const std::optional<at::Tensor>& cache_seqlens,
-                          const std::optional<at::Tensor>& conv_state_indices) {
+Tensor update_cuda_3d(const Tensor& x, Tensor& conv_state, const Tensor& weight,
+                          const OptTensor& bias, bool silu,
+                          const OptTensor& cache_seqlens,
+                          const OptTensor& conv_state_indices) {
   check_update_args(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, kCudaMaxWidth);
   check_cuda(x);
   check_sizes(x);
-  TORCH_CHECK_VALUE(x.size(2) <= INT32_MAX && conv_state.size(0) <= INT32_MAX && conv_state.size(2) <= INT32_MAX,
-                    "update: seqlen, cache size and state_len must be below 2^31");
-  const c10::cuda::OptionalCUDAGuard guard(x.device());
+  CC1D_CHECK_VALUE(x.size(2) <= INT32_MAX && conv_state.size(0) <= INT32_MAX && conv_state.size(2) <= INT32_MAX,
+                   "update: seqlen, cache size and state_len must be below 2^31");
+  const CudaDeviceGuard guard(x);
   const int64_t B = x.size(0), D = x.size(1), L = x.size(2);
-  at::Tensor out = empty_bdl(B, D, L, is_channel_last(x), x.options());
+  Tensor out = empty_bdl(B, D, L, is_channel_last(x), x.scalar_type(), x);
   if (B == 0 || D == 0 || L == 0) return out;
   k::UpdateParams p;
   p.batch = static_cast<int>(B);
@@ -214,27 +214,27 @@ at::Tensor update_cuda_3d(const at::Tensor& x, at::Tensor& conv_state, const at:
   fill_x_weight_bias(p, x, weight, bias, silu);
   bind_bdl(conv_state, p.state, p.st_bs, p.st_cs, p.st_ls);
   bind_bdl(out, p.out, p.out_bs, p.out_cs, p.out_ls);
-  at::Tensor cs, idx;
+  Tensor cs, idx;
   if (cache_seqlens.has_value()) {
-    cs = cache_seqlens->contiguous();
-    p.cache_seqlens = cs.data_ptr<int32_t>();
+    cs = as_contiguous(*cache_seqlens);
+    p.cache_seqlens = cs.mutable_data_ptr<int32_t>();
   }
   if (conv_state_indices.has_value()) {
-    idx = conv_state_indices->contiguous();
-    p.state_indices = idx.data_ptr<int32_t>();
+    idx = as_contiguous(*conv_state_indices);
+    p.state_indices = idx.mutable_data_ptr<int32_t>();
   }
-  k::run_update(p, at::cuda::getCurrentCUDAStream());
+  k::run_update(p, current_cuda_stream(device_index(x)));
   return out;
 }
 
 // x (batch, dim, seqlen), or (batch, dim) for one token (then out is (batch, dim)): decoders call
 // with 2-D x, and taking it here saves the Python wrapper two view calls per token.
-at::Tensor update_cuda(const at::Tensor& x, at::Tensor& conv_state, const at::Tensor& weight,
-                       const std::optional<at::Tensor>& bias, bool silu, const std::optional<at::Tensor>& cache_seqlens,
-                       const std::optional<at::Tensor>& conv_state_indices) {
+Tensor update_cuda(const Tensor& x, Tensor& conv_state, const Tensor& weight,
+                       const OptTensor& bias, bool silu, const OptTensor& cache_seqlens,
+                       const OptTensor& conv_state_indices) {
   if (x.dim() == 2) {
-    return update_cuda_3d(x.unsqueeze(-1), conv_state, weight, bias, silu, cache_seqlens, conv_state_indices)
-        .squeeze(-1);
+    return squeezed(update_cuda_3d(unsqueezed(x, -1), conv_state, weight, bias, silu, cache_seqlens, conv_state_indices),
+                   -1);
   }
   return update_cuda_3d(x, conv_state, weight, bias, silu, cache_seqlens, conv_state_indices);
 }
@@ -243,8 +243,8 @@ at::Tensor update_cuda(const at::Tensor& x, at::Tensor& conv_state, const at::Te
 }  // namespace cuda
 }  // namespace causal_conv1d
 
-TORCH_LIBRARY_IMPL(causal_conv1d, CUDA, m) {
-  m.impl("fwd", &causal_conv1d::cuda::fwd_cuda);
-  m.impl("bwd", &causal_conv1d::cuda::bwd_cuda);
-  m.impl("update", &causal_conv1d::cuda::update_cuda);
+CC1D_LIBRARY_IMPL(causal_conv1d, CUDA, m) {
+  m.impl("fwd", CC1D_KERNEL(&causal_conv1d::cuda::fwd_cuda));
+  m.impl("bwd", CC1D_KERNEL(&causal_conv1d::cuda::bwd_cuda));
+  m.impl("update", CC1D_KERNEL(&causal_conv1d::cuda::update_cuda));
 }

@@ -7,7 +7,7 @@
 // the history is the width-1 entries before that position. State entries are copied, never
 // converted, so an update is bit-exact. A negative conv_state_indices entry (or one past the
 // cache) gives a zero output and leaves the cache untouched.
-#include <c10/cuda/CUDAException.h>
+#include "launch_check.cuh"
 
 #include "common.cuh"
 #include "update_fast.cuh"
@@ -188,7 +188,7 @@ void launch_update(const UpdateParams& p, cudaStream_t stream) {
   const int threads = per_thread >= kThreads ? kThreads : ((per_thread + 31) / 32) * 32;
   dim3 grid(p.batch, (p.dim + threads * kCh - 1) / (threads * kCh));
   update_kernel<T, kW><<<grid, threads, 0, stream>>>(p);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  CC1D_CUDA_LAUNCH_CHECK();
 }
 
 template <typename T>

@@ -17,7 +17,7 @@
 // accumulated in the general kernel's order (same float results: tests/gpu/test_update_fast.py).
 // Eligible: seqlen 1, no cache_seqlens, width 2..4, state_len W - 1 or W, dim a multiple of kC,
 // the vector alignments above. Everything else returns false and runs the general kernel.
-#include <c10/cuda/CUDAException.h>
+#include "launch_check.cuh"
 
 #include <cstdlib>
 #include <cstring>
@@ -181,7 +181,7 @@ bool launch_s(const UpdateParams& p, cudaStream_t stream) {
   } else {
     update_fast_kernel<T, kW, kS, false><<<grid, kThreads, 0, stream>>>(p, vecs);
   }
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  CC1D_CUDA_LAUNCH_CHECK();
   return true;
 }
 

@@ -38,15 +38,33 @@ extern "C" int causal_conv1d_peek(void* obj) { return PyFrame_GetLineNumber((PyF
 
 _CUDA_STUB = "extern \"C\" int cuInit(unsigned int flags) { return (int)flags; }\n"
 
+#: Imports of torch's API, left undefined in the library (resolved by torch's libraries at load):
+#: "c_shims" as a stable-ABI build makes them (C functions only), "torch_cxx" as an ATen build does.
+_IMPORTS = {
+    "": "",
+    "c_shims": (
+        'extern "C" bool aoti_torch_grad_mode_is_enabled();\n'
+        'extern "C" int torch_get_num_threads(unsigned int* out);\n'
+        'extern "C" int causal_conv1d_uses_shims() { unsigned int n = 0; torch_get_num_threads(&n);'
+        " return aoti_torch_grad_mode_is_enabled() + (int)n; }\n"
+    ),
+    "torch_cxx": (
+        "namespace c10 { struct TensorImpl; void causal_conv1d_probe(TensorImpl*); }\n"
+        "namespace at { int causal_conv1d_threads(); }\n"
+        'extern "C" int causal_conv1d_uses_aten() { c10::causal_conv1d_probe(nullptr); return at::causal_conv1d_threads(); }\n'
+    ),
+}
 
-_COMPILED: dict[tuple[bool, bool, bool], Path] = {}
+
+_COMPILED: dict[tuple[bool, bool, bool, str], Path] = {}
 
 
 def compile_extension(
-    workdir: Path, *, cxx11_abi: bool = True, link_libcuda: bool = False, non_abi3: bool = False
+    workdir: Path, *, cxx11_abi: bool = True, link_libcuda: bool = False, non_abi3: bool = False, imports: str = ""
 ) -> Path:
-    """Compile ``_C.abi3.so`` into ``workdir``; returns its path (one compile per flavour per session)."""
-    key = (cxx11_abi, link_libcuda, non_abi3)
+    """Compile ``_C.abi3.so`` into ``workdir``; returns its path (one compile per flavour per session).
+    ``imports``: a key of _IMPORTS (torch symbols the library imports)."""
+    key = (cxx11_abi, link_libcuda, non_abi3, imports)
     workdir.mkdir(parents=True, exist_ok=True)
     if key in _COMPILED and _COMPILED[key].exists():
         import shutil
@@ -60,7 +78,7 @@ def compile_extension(
         # PyFrame_GetLineNumber is outside the 3.9 limited API: compile without Py_LIMITED_API.
         defines = []
         body = "#include <Python.h>\n#include <frameobject.h>\n" + body + _NON_ABI3_SOURCE
-    src.write_text(body)
+    src.write_text(body + _IMPORTS[imports])
     out = workdir / "_C.abi3.so"
     cmd = [
         "g++", "-shared", "-fPIC", "-O0", f"-D_GLIBCXX_USE_CXX11_ABI={int(cxx11_abi)}", *defines,
@@ -98,13 +116,17 @@ def make_wheel(
     record_overrides: Optional[dict] = None,
     drop_record: bool = False,
     extra_files: Optional[dict[str, bytes]] = None,
+    imports: str = "",
 ) -> Path:
     """A wheel of this project for ``variant``; every keyword breaks one aspect on purpose."""
     v = contract.Variant.parse(variant)
     abi = v.abi if cxx11_abi is None else cxx11_abi
     version = f"{contract.PACKAGE_VERSION}+{contract.local_version(v)}"
     name = filename or contract.wheel_filename(version, v, platform)
-    so = compile_extension(dest_dir / f"build-{name[:-len('.whl')]}", cxx11_abi=abi, link_libcuda=link_libcuda, non_abi3=non_abi3)
+    so = compile_extension(
+        dest_dir / f"build-{name[:-len('.whl')]}", cxx11_abi=abi, link_libcuda=link_libcuda, non_abi3=non_abi3,
+        imports=imports,
+    )
     reqs = [contract.torch_requirement(v.torch_minor)] if requires is None else requires
     dist_info = f"{contract.DIST_NAME}-{version}.dist-info"
     metadata = "\n".join(

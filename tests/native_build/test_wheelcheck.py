@@ -232,3 +232,43 @@ def test_cli_check_bad_input(tmp_path: Path, run_cli) -> None:
     assert proc.returncode == 2 and "unknown check" in proc.stderr
     proc = run_cli("check", str(tmp_path / "missing.whl"))
     assert proc.returncode == 11 and "no such file" in proc.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# stable-abi: the symbol check of stable-ABI wheels
+
+
+def test_stable_abi_check_skips_per_minor_wheels(make_wheel) -> None:
+    (result,) = wheelcheck.check_wheel(make_wheel(imports="torch_cxx"), only=["stable-abi"])
+    assert result.status == "skip" and "not a stable-ABI build" in result.detail
+
+
+def test_stable_abi_check_passes_a_shim_only_binary(make_wheel) -> None:
+    wheel = make_wheel(imports="c_shims", record_overrides={"stable_abi_target": "2.10"})
+    (result,) = wheelcheck.check_wheel(wheel, only=["stable-abi"])
+    assert result.status == "pass", result.line()
+    assert "2 torch C shims, no torch C++ symbol" in result.detail
+
+
+def test_stable_abi_check_fails_a_legacy_linked_binary(make_wheel) -> None:
+    """A wheel whose record says stable but whose binary imports ATen/c10 C++ symbols (as an ATen
+    build does) fails, naming the demangled symbols."""
+    wheel = make_wheel(imports="torch_cxx", record_overrides={"stable_abi_target": "2.10"})
+    (result,) = wheelcheck.check_wheel(wheel, only=["stable-abi"])
+    assert result.status == "fail"
+    assert "imports 2 torch C++ symbol(s)" in result.detail
+    assert "c10::causal_conv1d_probe(c10::TensorImpl*)" in result.detail and "at::causal_conv1d_threads()" in result.detail
+
+
+def test_torch_cxx_imports_without_cxxfilt(make_wheel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without c++filt the mangled names are matched instead: the same verdicts."""
+    legacy = make_wheel(imports="torch_cxx")
+    stable = make_wheel(imports="c_shims", filename="causal_conv1d-1.6.1+cpu.torch2.12-cp39-abi3-linux_x86_64.whl")
+    monkeypatch.setattr(wheelcheck, "_demangle", lambda names: None)
+    for wheel, n_bad in ((legacy, 2), (stable, 0)):
+        out = tmp_path / wheel.stem
+        with zipfile.ZipFile(wheel) as zf:
+            zf.extractall(out)
+        offending, _ = wheelcheck.torch_cxx_imports(out / "causal_conv1d" / "_C.abi3.so")
+        assert len(offending) == n_bad, offending
+        assert all(name.startswith("_Z") for name in offending)

@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Optional
+import re
+from typing import Any, Optional
 
+import pytest
 import torch
 import torch.nn.functional as F
 
+from causal_conv1d import _guard
+
 Tensor = torch.Tensor
+
+_RECORD = _guard.read_build_record() or {}
+#: Which op layer the loaded _C is: "stable" (LibTorch stable ABI, csrc/torch_api.h) or "legacy" (ATen).
+OP_LAYER = "stable" if _RECORD.get("stable_abi_target") else "legacy"
+
+
+def raises_from_op(exc: type, match: str) -> Any:
+    """pytest.raises for a call through ``torch.ops.causal_conv1d`` directly (no Python API in
+    between): the legacy op layer raises ``exc``; the stable one a RuntimeError whose message tags the
+    type (``[ValueError] ...``, causal_conv1d/_errors.py). Either way the message matches."""
+    if OP_LAYER == "stable":
+        return pytest.raises(RuntimeError, match=re.escape(f"[{exc.__name__}] ") + ".*" + match)
+    return pytest.raises(exc, match=match)
 
 LAYOUTS = ["cf", "cl", "cf_view", "cl_view", "strided"]
 

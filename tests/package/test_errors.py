@@ -6,6 +6,7 @@ from typing import Any, Callable
 
 import pytest
 import torch
+from _cc1d_ref import raises_from_op
 
 from causal_conv1d import causal_conv1d_fn, causal_conv1d_update
 from causal_conv1d.causal_conv1d_interface import InvalidActivation
@@ -124,22 +125,22 @@ def test_bad_activation(activation: Any) -> None:
 def test_bwd_errors(device: str) -> None:
     x, w = torch.randn(B, D, L, device=device), torch.randn(D, W, device=device)
     bwd = torch.ops.causal_conv1d.bwd.default
-    with pytest.raises(ValueError, match=r"dout must have shape x.shape"):
+    with raises_from_op(ValueError, match=r"dout must have shape x.shape"):
         bwd(x, w, None, torch.randn(B, D, L + 1, device=device), None, None, None, False, False)
-    with pytest.raises(TypeError, match=r"dout must have x's dtype"):
+    with raises_from_op(TypeError, match=r"dout must have x's dtype"):
         bwd(x, w, None, torch.randn(B, D, L, device=device).half(), None, None, None, False, False)
-    with pytest.raises(ValueError, match=r"dfinal_states must have shape \(batch, dim, width - 1\)"):
+    with raises_from_op(ValueError, match=r"dfinal_states must have shape \(batch, dim, width - 1\)"):
         bwd(x, w, None, torch.randn_like(x), None, None, torch.zeros(B, D, W, device=device), False, False)
-    with pytest.raises(ValueError, match=r"return_dinitial_states=True needs initial_states"):
+    with raises_from_op(ValueError, match=r"return_dinitial_states=True needs initial_states"):
         bwd(x, w, None, torch.randn_like(x), None, None, None, True, False)
-    with pytest.raises(ValueError, match=r"dout must be channel-first .* or channel-last"):
+    with raises_from_op(ValueError, match=r"dout must be channel-first .* or channel-last"):
         bwd(x, w, None, torch.randn(B, D, 2 * L, device=device)[..., ::2], None, None, None, False, False)
 
 
 def test_layout_error_from_op(device: str) -> None:
     # The Python API makes odd strides contiguous; the op itself names the argument.
     x = torch.randn(B, 2 * D, 2 * L, device=device)[:, ::2, ::2]
-    with pytest.raises(ValueError, match=r"x must be channel-first \(stride\(2\) == 1\) or channel-last"):
+    with raises_from_op(ValueError, r"x must be channel-first \(stride\(2\) == 1\) or channel-last"):
         torch.ops.causal_conv1d.fwd.default(x, torch.randn(D, W, device=device), None, None, None, False, False)
 
 
@@ -271,8 +272,8 @@ def test_cpu_only_build_cuda_kernels_raise(op: str) -> None:
         "update": (x[..., :1], torch.zeros(B, D, W), w, None, False, None, None),
     }[op]
     cuda_only = torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA)
-    with pytest.raises(
+    with raises_from_op(
         RuntimeError,
-        match=rf"built without CUDA kernels \(CPU-only build\): causal_conv1d::{op} .*python -m causal_conv1d doctor",
+        rf"built without CUDA kernels \(CPU-only build\): causal_conv1d::{op} .*python -m causal_conv1d doctor",
     ):
         getattr(torch.ops.causal_conv1d, op).default.redispatch(cuda_only, *args)

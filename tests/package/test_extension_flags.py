@@ -10,17 +10,60 @@ import torch
 from build_support import extension
 from build_support.contract import contract
 
+_NEW_TORCH = tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 10)
 
-def test_install_requires_pins_the_running_torch_minor() -> None:
+
+def test_install_requires_pins_the_running_torch_minor(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(contract.ENV_STABLE_ABI, "FALSE")  # legacy op layer: one wheel per torch minor
     major, minor = (int(p) for p in torch.__version__.split(".")[:2])
     assert extension.install_requires() == [f"torch>={major}.{minor},<{major}.{minor + 1}"]
+
+
+@pytest.mark.skipif(not _NEW_TORCH, reason="a stable build needs torch >= 2.10")
+def test_install_requires_of_a_stable_build_has_no_upper_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(contract.ENV_STABLE_ABI, "TRUE")
+    assert extension.install_requires() == ["torch>=2.10"]
+
+
+@pytest.mark.parametrize(
+    "value, stable", [(None, _NEW_TORCH), ("", _NEW_TORCH), ("TRUE", True), ("on", True), ("FALSE", False), ("0", False)]
+)
+def test_stable_abi_switch(monkeypatch: pytest.MonkeyPatch, value: str, stable: bool) -> None:
+    """Unset: stable iff torch >= 2.10; CAUSAL_CONV1D_STABLE_ABI overrides. A stable build defines the
+    op layer's switch and pins TORCH_TARGET_VERSION to 2.10."""
+    if stable and not _NEW_TORCH:
+        pytest.skip("a stable build needs torch >= 2.10 to build against")
+    monkeypatch.setenv(contract.ENV_SKIP_CUDA_BUILD, "TRUE")
+    if value is None:
+        monkeypatch.delenv(contract.ENV_STABLE_ABI, raising=False)
+    else:
+        monkeypatch.setenv(contract.ENV_STABLE_ABI, value)
+    assert extension.stable_abi() is stable
+    (ext,) = extension.ext_modules()
+    flags = ext.extra_compile_args["cxx"]
+    assert ("-DCAUSAL_CONV1D_STABLE_ABI=1" in flags) is stable
+    assert ("-DTORCH_TARGET_VERSION=0x020a000000000000" in flags) is stable
+    assert not any(f.startswith("-DUSE_CUDA") for f in flags)  # only a CUDA stable build needs the CUDA shims
+    assert ("csrc/autograd.cpp" in ext.sources) is not stable  # the C++ autograd: legacy only
+
+
+def test_stable_abi_switch_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(contract.ENV_STABLE_ABI, raising=False)
+    assert extension.stable_abi((2, 9)) is False and extension.stable_abi((2, 10)) is True
+    monkeypatch.setenv(contract.ENV_STABLE_ABI, "TRUE")
+    with pytest.raises(contract.InvalidSetting, match=r"CAUSAL_CONV1D_STABLE_ABI=TRUE needs torch >= 2.10.*torch 2.9"):
+        extension.stable_abi((2, 9))
+    monkeypatch.setenv(contract.ENV_STABLE_ABI, "maybe")
+    with pytest.raises(contract.InvalidSetting, match=r"Invalid value for CAUSAL_CONV1D_STABLE_ABI .*'maybe'"):
+        extension.stable_abi((2, 13))
 
 
 def test_cpu_extension_for_skip_or_cpu_torch(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(contract.ENV_SKIP_CUDA_BUILD, "TRUE")
     (ext,) = extension.ext_modules()
     assert ext.name == "causal_conv1d._C" and ext.py_limited_api
-    assert sorted(ext.sources) == ["csrc/autograd.cpp", "csrc/cpu/causal_conv1d_cpu.cpp", "csrc/ops.cpp"]
+    cpp_autograd = [] if extension.stable_abi() else ["csrc/autograd.cpp"]  # stable: autograd in _ops.py
+    assert sorted(ext.sources) == [*cpp_autograd, "csrc/cpu/causal_conv1d_cpu.cpp", "csrc/ops.cpp"]
     flags = ext.extra_compile_args["cxx"]
     assert "-DCAUSAL_CONV1D_WITH_CUDA" not in flags and "-fopenmp" in flags
     assert not any(lib.startswith("cuda") for lib in ext.libraries)
