@@ -136,10 +136,14 @@ def _cmd_plan(args: argparse.Namespace) -> int:
             f"{s['jobs_saved_ratio']}x as many)",
             s["abi3"],
         ]
+        stable = [j for j in plan.jobs if j.stable_abi]
+        if stable:
+            lines.insert(2, f"              {len(stable)} stable-ABI jobs ({', '.join(sorted({j.variant.name for j in stable}))}) "
+                            f"serve every torch >= {stable[0].variant.torch}")
         if args.format == "text":
             lines.append("")
             for j in plan.jobs:
-                lines.append(f"{j.id:40} torch=={j.torch_version:8} py{j.python:5} {j.wheel_platform:24} "
+                lines.append(f"{j.id:40} torch=={j.torch_version:8}{' stable' if j.stable_abi else '':7} py{j.python:5} {j.wheel_platform:24} "
                              f"serves {','.join(j.covers_pythons)}")
         text = "\n".join(lines) + "\n"
     _write(args, text)

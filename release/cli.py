@@ -107,6 +107,11 @@ def _parser() -> argparse.ArgumentParser:
     tw.add_argument("wheel", type=Path, metavar="WHEEL")
     tw.add_argument("--torch-index-url", metavar="URL", help="PyTorch's index for the wheel's accelerator")
     tw.add_argument(
+        "--torch-spec",
+        metavar="SPEC",
+        help="the torch to install with the wheel, e.g. 'torch==2.10.*' (a stable-ABI wheel on the oldest torch it serves)",
+    )
+    tw.add_argument(
         "--tests",
         action="append",
         metavar="PATH",
@@ -166,7 +171,8 @@ def _cmd_test_wheel(args: argparse.Namespace) -> int:
     from release.wheeltest import WheelTest, WheelTestOptions, parse_tests
 
     opts = WheelTestOptions(
-        wheel=args.wheel, work_dir=args.work_dir, torch_index_url=args.torch_index_url, tests=parse_tests(args.tests)
+        wheel=args.wheel, work_dir=args.work_dir, torch_index_url=args.torch_index_url, tests=parse_tests(args.tests),
+        torch_spec=args.torch_spec,
     )
     return 0 if WheelTest(opts, SubprocessRunner()).run().ok else EXIT_STEP
 
