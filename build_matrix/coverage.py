@@ -101,8 +101,9 @@ def markdown(plan: Plan) -> str:
     counts = t["jobs"]
     lines.append("")
     lines.append(f"build jobs before the stable ABI (one per torch minor): {counts['per_minor']}")
-    lines.append(f"build jobs with stable-ABI wheels for torch >= 2.10: {counts['stable_abi']} "
-                 f"({counts['stable_jobs']} stable, {counts['stable_abi'] - counts['stable_jobs']} per-minor for older torch)")
+    if counts["stable_jobs"]:
+        lines.append(f"build jobs with stable-ABI wheels for torch >= 2.10: {counts['stable_abi']} "
+                     f"({counts['stable_jobs']} stable, {counts['stable_abi'] - counts['stable_jobs']} per-minor for older torch)")
     lines.append("")
     lines.append("✅: a wheel (`pip install causal-conv1d --extra-index-url <site>/whl/torchX.Y-ACCEL/`); "
                  "—: PyTorch publishes no such torch build. Free-threaded CPythons build from source. "
