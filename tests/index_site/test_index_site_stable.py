@@ -134,3 +134,39 @@ def test_pip_gets_the_stable_wheel_from_old_and_new_commands(stable_site: Path, 
         assert _pip_download(served.url + "whl/torch2.12-cu126/", tmp_path / "a") == [CU12]
         # torch 2.16: unknown to the data, served by the family page
         assert _pip_download(served.url + "whl/stable2.10-cu13/", tmp_path / "b") == [CU13]
+
+
+def _chooser(site: Path, hash_: str) -> dict:
+    """The landing page's script run under node with a minimal DOM (tests/index_site/landing_dom.js)."""
+    import shutil
+
+    node = shutil.which("node") or shutil.which("nodejs")
+    if node is None:
+        pytest.skip("needs node (Debian: apt-get install nodejs) to run the landing page's script")
+    proc = subprocess.run([node, str(Path(__file__).with_name("landing_dom.js")), str(site / "index.html"), hash_],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_chooser_commands_for_stable_wheels(stable_site: Path) -> None:
+    site_url = contract.DEFAULT_INDEX_URL
+    # the default: the newest torch the site knows, not the "or newer" entry
+    first = _chooser(stable_site, "")
+    assert first["torch"] == "2.15" and first["torch_options"][0] == "2.16 or newer"
+    # torch 2.12 + cu126: the per-minor page, which links the cu12 stable wheel
+    got = _chooser(stable_site, "#os=linux-x86_64&torch=2.12&accel=cu126")
+    assert got["pip-command"] == ("pip install causal-conv1d --only-binary causal-conv1d --extra-index-url "
+                                  f"{site_url}whl/torch2.12-cu126/")
+    assert "stable ABI" in got["status"] and got["torch-command"].endswith("whl/cu126")
+    # a torch newer than the site knows: the family page
+    got = _chooser(stable_site, "#os=linux-x86_64&torch=2.16&accel=cu13")
+    assert got["pip-command"].endswith(f"--extra-index-url {site_url}whl/stable2.10-cu13/"), got
+    assert got["torch-command"] == 'pip install "torch>=2.16" --index-url https://download.pytorch.org/whl/cu132'
+    assert got["uv-command"] == f"uv pip install causal-conv1d --index causal-conv1d-stable2.10-cu13={site_url}whl/stable2.10-cu13/"
+    # no cu13 wheel for Windows was published: the page says so and offers the source build
+    got = _chooser(stable_site, "#os=windows-amd64&torch=2.16&accel=cu13")
+    assert got["status"].startswith("No prebuilt wheel") and "--no-build-isolation" in got["pip-command"]
+    # torch 2.9: its own per-minor wheel
+    got = _chooser(stable_site, "#os=linux-x86_64&torch=2.9&accel=cpu")
+    assert got["pip-command"].endswith(f"{site_url}whl/torch2.9-cpu/") and "stable ABI" not in got["status"]
