@@ -356,7 +356,9 @@ class LocalRelease:
         if missing:
             raise StepFailed("publish", f"index_site build wrote no project page at {', '.join(missing)}")
         variants = sorted({contract.parse_wheel_name(w.name).variant.name for w in self.wheels.values()})
-        return f"site at {self.site_dir} with {len(variants)} variant page(s): {', '.join(variants)}"
+        pages = sorted(p.name for p in (self.site_dir / "whl").iterdir() if p.is_dir())
+        return (f"site at {self.site_dir}: {len(variants)} variant(s) ({', '.join(variants)}) on {len(pages)} "
+                f"page(s) ({', '.join(pages)})")
 
     @property
     def base_url(self) -> str:
