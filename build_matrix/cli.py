@@ -97,6 +97,9 @@ def _filters(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--python", action="append", metavar="LIST", help="CPythons, e.g. 3.10,3.13t")
     parser.add_argument("--index-url", metavar="URL",
                         help="PyTorch wheel index base (default: $BUILD_MATRIX_TORCH_INDEX, else the data's torch_index_base)")
+    parser.add_argument("--no-stable-abi", dest="stable_abi", action="store_false",
+                        help="one job per torch minor for torch >= 2.10 too (the matrix before the stable ABI; "
+                             "per-minor legacy builds to compare with)")
 
 
 def _plan(args: argparse.Namespace) -> Any:
@@ -105,7 +108,7 @@ def _plan(args: argparse.Namespace) -> Any:
 
     data = compat.load(getattr(args, "data", None))
     return make_plan(data, torch=args.torch, accels=args.accel, platforms=args.platform, pythons=args.python,
-                     torch_index_base=args.index_url)
+                     torch_index_base=args.index_url, stable_abi=getattr(args, "stable_abi", True))
 
 
 def _write(args: argparse.Namespace, text: str) -> None:
@@ -136,10 +139,14 @@ def _cmd_plan(args: argparse.Namespace) -> int:
             f"{s['jobs_saved_ratio']}x as many)",
             s["abi3"],
         ]
+        stable = [j for j in plan.jobs if j.stable_abi]
+        if stable:
+            lines.insert(2, f"              {len(stable)} stable-ABI jobs ({', '.join(sorted({j.variant.name for j in stable}))}) "
+                            f"serve every torch >= {stable[0].variant.torch}")
         if args.format == "text":
             lines.append("")
             for j in plan.jobs:
-                lines.append(f"{j.id:40} torch=={j.torch_version:8} py{j.python:5} {j.wheel_platform:24} "
+                lines.append(f"{j.id:40} torch=={j.torch_version:8}{' stable' if j.stable_abi else '':7} py{j.python:5} {j.wheel_platform:24} "
                              f"serves {','.join(j.covers_pythons)}")
         text = "\n".join(lines) + "\n"
     _write(args, text)

@@ -49,6 +49,7 @@ __all__ = [
     "to_raw",
     "dumps",
     "write_atomic",
+    "validate_archs",
     "python_key",
     "minor_key",
 ]
@@ -319,6 +320,12 @@ def _validate_archs(v: _V, key: str, value: str, cuda: tuple[int, int]) -> None:
             raise v.fail(key, value, f"sm_{arch[0]}{arch[1]} is older than any CUDA 11+ supports")
     if "+PTX" in value and not value.endswith("+PTX"):
         raise v.fail(key, value, "+PTX belongs on the last (highest) arch only")
+
+
+def validate_archs(value: str, cuda: str, *, key: str = "archs", path: object = "<arch list>") -> None:
+    """Apply the data file's arch-list rules to ``value`` compiled with CUDA ``cuda`` ("13.2");
+    raises DataError naming ``key`` (used for the merged lists of stable-ABI jobs)."""
+    _validate_archs(_V(path), key, value, _cuda_key(cuda))
 
 
 def parse(raw: Mapping[str, Any], path: object = "<data>") -> CompatData:

@@ -6,7 +6,10 @@ plan's job ids) in every shard, so a job's id never depends on the sharding.
 
 Matrix entries (``include`` list items) carry only what a workflow needs to pick a runner and
 find the job again: ``id``, ``variant``, ``torch``, ``accel``, ``cuda``, ``platform``, ``os``,
-``arch``, ``runs_on``, ``python``. The step then loads the job's full environment with
+``arch``, ``runs_on``, ``python``, ``oldest_torch`` / ``oldest_accel`` (the oldest torch the wheel
+serves and the PyTorch index to get it from: a stable wheel's CI test runs it there too), ``stable_abi`` (``"true"``/``"false"``: strings, as workflow
+expressions compare them) and ``family`` (cpu/cu12/cu13). For a stable-ABI job ``torch``/``accel``/
+``cuda`` are those of the torch it compiles against (``accel`` names the PyTorch index to test with). The step then loads the job's full environment with
 ``python -m build_matrix emit env --job ID --format github >> "$GITHUB_ENV"``.
 """
 
@@ -28,6 +31,9 @@ ENV_FORMATS = ("json", "shell", "github", "dotenv")
 
 def matrix_entry(job: Job) -> dict[str, Any]:
     """One ``include`` item of a GitHub Actions matrix."""
+    oldest = [v.split("-", 1) for v in job.serves]  # sorted by (torch minor, CUDA): first minor, its newest CUDA
+    oldest_torch = oldest[0][0][len("torch"):]
+    oldest_accel = [a for t, a in oldest if t == oldest[0][0]][-1]
     return {
         "id": job.id,
         "variant": job.variant.name,
@@ -39,6 +45,10 @@ def matrix_entry(job: Job) -> dict[str, Any]:
         "arch": job.arch,
         "runs_on": job.runs_on,
         "python": job.python,
+        "oldest_torch": oldest_torch,
+        "oldest_accel": oldest_accel,
+        "stable_abi": "true" if job.stable_abi else "false",
+        "family": job.family,
     }
 
 

@@ -110,8 +110,8 @@ class UnknownValue(BuildMatrixError, ValueError):
 class UnknownJob(UnknownValue):
     """``Plan.job(job_id)`` got an id that is not in the plan (message suggests close ids)."""
 
-    def __init__(self, value: str, valid: Sequence[str]) -> None:
-        super().__init__("job", value, valid)
+    def __init__(self, value: str, valid: Sequence[str], *, hint: str = "") -> None:
+        super().__init__("job", value, valid, hint=hint)
 
 
 class DataError(BuildMatrixError):

@@ -179,8 +179,8 @@ def _install(py: Path, job: Any, opts: BuildOptions) -> None:
         what=f"installing {spec}",
         fix=(
             f"Check that {spec} exists for this Python/platform; override with --torch-spec "
-            f"(e.g. 'torch=={job.torch_version}+{job.variant.accel}') and --torch-index-url "
-            f"(e.g. https://download.pytorch.org/whl/{job.variant.accel}; '' for pip's configured indexes)."
+            f"(e.g. 'torch=={job.torch_version}+{job.accel}') and --torch-index-url "
+            f"(e.g. https://download.pytorch.org/whl/{job.accel}; '' for pip's configured indexes)."
         ),
     )
     _say(f"installed in {time.monotonic() - start:.0f} s")
@@ -197,6 +197,8 @@ def _torch_facts(py: Path) -> dict[str, Any]:
 
 
 def _verify_torch(job: Any, facts: dict[str, Any], opts: BuildOptions) -> None:
+    if getattr(job, "stable_abi", False):
+        return _verify_stable_torch(job, facts)
     variant = job.variant
     try:
         v = Version(facts["version"])
@@ -215,6 +217,28 @@ def _verify_torch(job: Any, facts: dict[str, Any], opts: BuildOptions) -> None:
             "the installed torch does not match job " + job.id + ": " + "; ".join(problems)
             + f". Pass --torch-spec 'torch=={variant.torch}.*+{variant.accel}' --torch-index-url "
             f"https://download.pytorch.org/whl/{variant.accel} (or a local wheel path as --torch-spec)."
+        )
+
+
+def _verify_stable_torch(job: Any, facts: dict[str, Any]) -> None:
+    """A stable-ABI job compiles against any torch >= the target of the wheel's family: the
+    planned one (job.torch_version), or another one given with --torch-spec (the C++ ABI does not matter)."""
+    variant = job.variant
+    try:
+        v = Version(facts["version"])
+    except InvalidVersion:
+        raise BuildError(f"torch reports an invalid version {facts['version']!r}") from None
+    running = contract.Variant((v.major, v.minor), contract.accel_from_cuda(facts["cuda"]) if not facts.get("hip") else "cpu")
+    problem = None if not facts.get("hip") else f"torch {facts['version']} is a ROCm build"
+    problem = problem or variant.refusal(facts["version"], facts["cuda"])
+    if problem is None and running.torch_minor != tuple(job.build_variant.torch_minor):
+        _say(f"building {variant} against torch {facts['version']} instead of the planned {job.torch_version} "
+             "(any torch >= the stable target of the wheel's family builds the same ABI)")
+    if problem:
+        raise BuildError(
+            f"the installed torch does not match job {job.id}: {problem}. Pass --torch-spec "
+            f"'torch=={job.torch_version}' --torch-index-url https://download.pytorch.org/whl/{job.accel} "
+            "(or a local torch wheel of that family as --torch-spec)."
         )
 
 
@@ -332,12 +356,13 @@ def _build_env(job: Any, opts: BuildOptions, tmp: Path, archs: Optional[str], jo
     env = dict(os.environ)
     for var in (contract.ENV_SKIP_CUDA_BUILD, contract.ENV_FORCE_CXX11_ABI, "PIP_REQUIRE_VIRTUALENV"):
         env.pop(var, None)  # the job decides CUDA and ABI; a stray override would mislabel the wheel
-    if job.variant.cuda is None:
+    if job.cuda is None:
         env[contract.ENV_SKIP_CUDA_BUILD] = "TRUE"
         env.pop("TORCH_CUDA_ARCH_LIST", None)
     elif archs:
         env["TORCH_CUDA_ARCH_LIST"] = archs
     env[contract.ENV_LOCAL_VERSION] = contract.local_version(job.variant)
+    env[contract.ENV_STABLE_ABI] = "TRUE" if getattr(job, "stable_abi", False) else "FALSE"
     env[contract.ENV_FORCE_BUILD] = "TRUE"
     env["MAX_JOBS"] = str(jobs)
     env["NVCC_THREADS"] = str(threads)
@@ -401,7 +426,7 @@ def build_job(job: Any, opts: BuildOptions) -> BuildReport:
         _verify_torch(job, facts, opts)
         report.torch = facts["version"]
 
-        cuda = job.variant.cuda is not None
+        cuda = job.cuda is not None
         archs = opts.cuda_archs or (job.cuda_archs if cuda else None)
         if cuda and archs:
             wheelcheck.parse_arch_list(archs)  # validates: a clear error before a long build
@@ -593,9 +618,13 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise BuildError(str(exc)) from None
     from build_matrix import compat
-    from build_matrix.plan import make_plan
+    from build_matrix.plan import resolve_job
 
-    job = make_plan(compat.load(getattr(args, "data", None))).job(args.job)
+    job = resolve_job(compat.load(getattr(args, "data", None)), args.job)
+    if not job.stable_abi and job.build_variant.torch_minor >= contract.STABLE_TARGET:
+        _say(f"note: {job.id} is not in the release plan (torch >= {contract.STABLE_TARGET[0]}.{contract.STABLE_TARGET[1]} "
+             f"is served by the stable-ABI job stable{contract.STABLE_TARGET[0]}.{contract.STABLE_TARGET[1]}-{job.family}-{job.platform}); "
+             "building the per-minor (legacy op layer) wheel as asked")
     opts = BuildOptions(
         out=args.out.resolve(),
         torch_spec=args.torch_spec,

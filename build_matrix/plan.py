@@ -18,6 +18,15 @@ Filters: ``torch`` is a spec string or a list of them: ``"2.7"``, ``"2.6-2.9"`` 
 ``"2.10-"`` (open), ``">=2.6,<2.10"`` (PEP 440); ``accels`` / ``platforms`` / ``pythons`` are lists
 or comma-separated strings. Unknown values raise :class:`build_matrix.errors.UnknownValue`
 naming the close valid ones.
+
+Stable ABI (torch >= ``contract.STABLE_TARGET``, 2.10): the extension built on the LibTorch stable
+ABI loads on every later torch, so those minors get no per-minor job. One *stable job* per
+accelerator family (cpu, cu12, cu13) x platform builds ``stable2.10-<family>`` and covers every
+(torch >= 2.10, accel of that family) combination on its platform. Its toolkit is the newest CUDA of
+the family that a served torch ships; it builds against the newest served torch minor shipping that
+CUDA on that platform (``confidence = "low"`` minors only when nothing else has it); its arch list is
+the union of the served CUDA versions' lists, ``+PTX`` on the highest. ``make_plan(stable_abi=False)``
+gives the per-minor plan (what the matrix was before the stable ABI; ``coverage`` prints both counts).
 """
 
 from __future__ import annotations
@@ -41,6 +50,9 @@ __all__ = [
     "Combination",
     "Job",
     "Plan",
+    "StableBuild",
+    "stable_builds",
+    "resolve_job",
     "make_plan",
     "python_tag",
     "wheel_platform_tag",
@@ -108,6 +120,11 @@ class Job:
     - ``python``: the one CPython it builds with (lowest non-free-threaded >= 3.9 torch ships for)
     - ``cpp_std``: "17" | "20"; ``covers_pythons``: every CPython the abi3 wheel serves
     - ``environment``: the complete cibuildwheel configuration (CIBW_* variables)
+    - ``stable_abi``: True for a stable-ABI job: ``variant`` is then a ``contract.StableVariant``
+      (``stable2.10-cu13``), ``build_variant`` the torch it compiles against (``torch2.14-cu132``;
+      ``torch`` / ``accel`` / ``torch_version`` / ``cuda`` describe that torch) and ``serves`` the
+      variant names it covers (``torch2.10-cu130``, ..., every torch >= 2.10 of its family).
+      For a per-minor job ``build_variant == variant`` and ``serves == (variant.name,)``.
     """
 
     id: str
@@ -128,17 +145,33 @@ class Job:
     cpp_std: str
     covers_pythons: tuple[str, ...]
     environment: dict[str, str]
+    stable_abi: bool = False
+    build_variant: Any = None  # contract.Variant of the torch compiled against (defaults to variant)
+    serves: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.build_variant is None:
+            object.__setattr__(self, "build_variant", self.variant)
+        if not self.serves:
+            object.__setattr__(self, "serves", (self.variant.name,))
 
     def __hash__(self) -> int:  # environment is a dict: hash by the (unique) id
         return hash(self.id)
 
     @property
     def torch(self) -> str:
-        return self.variant.torch
+        """The torch minor compiled against (for a stable job: the build torch, not the target)."""
+        return self.build_variant.torch
 
     @property
     def accel(self) -> str:
-        return self.variant.accel
+        """The accelerator of the torch compiled against (``cu132`` for the stable cu13 job)."""
+        return self.build_variant.accel
+
+    @property
+    def family(self) -> str:
+        """``cpu`` / ``cu12`` / ``cu13``: the accelerator family of the wheel."""
+        return contract.accel_family(self.accel)
 
     @property
     def cibw_identifier(self) -> str:
@@ -167,6 +200,11 @@ class Job:
             "wheel_filename": self.wheel_filename,
             "cpp_std": self.cpp_std,
             "environment": dict(self.environment),
+            "stable_abi": self.stable_abi,
+            "family": self.family,
+            "requires_torch": contract.torch_requirement(self.variant.target if self.stable_abi else self.variant.torch_minor,
+                                                         stable=self.stable_abi),
+            "serves": list(self.serves),
         }
 
 
@@ -184,7 +222,24 @@ class Plan:
         for job in self.jobs:
             if job.id == job_id:
                 return job
-        raise UnknownJob(job_id, [j.id for j in self.jobs])
+        raise UnknownJob(job_id, [j.id for j in self.jobs], hint=self._stable_hint(job_id))
+
+    def _stable_hint(self, job_id: str) -> str:
+        """For a per-minor id of a torch >= 2.10 (``torch2.13-cpu-linux-x86_64``): its stable job."""
+        m = re.match(r"^(torch\d+\.\d+-(?:cpu|cu\d+))-(.+)$", job_id)
+        if not m:
+            return ""
+        try:
+            stable = contract.stable_variant_for(contract.Variant.parse(m.group(1)))
+        except contract.InvalidVariant:
+            return ""
+        if stable is None:
+            return ""
+        for job in self.jobs:
+            if job.variant == stable and job.id.endswith("-" + m.group(2)):
+                return (f"{m.group(1)} has no per-minor job: the stable-ABI job {job.id} builds the wheel that "
+                        f"serves every torch >= {stable.torch} of the {stable.family} family.")
+        return f"{m.group(1)} has no per-minor job: torch >= {stable.torch} is served by the stable-ABI jobs ({stable.name}-*)."
 
     def summary(self) -> dict[str, Any]:
         covered = sum(1 for c in self.combinations if c.status == "covered")
@@ -278,7 +333,7 @@ def _index_base(data: compat.CompatData, override: Optional[str]) -> str:
 
 def _environment(data: compat.CompatData, *, job_id: str, variant: Any, platform: compat.Platform,
                  python: str, torch_version: str, index_url: str, cuda: Optional[str], archs: str,
-                 manylinux: Optional[str], wheel_filename: str) -> dict[str, str]:
+                 manylinux: Optional[str], wheel_filename: str, stable: bool = False) -> dict[str, str]:
     """The complete cibuildwheel configuration of one job (every CIBW_* it depends on)."""
     b = data.build
     linux = platform.os == "linux"
@@ -302,6 +357,8 @@ def _environment(data: compat.CompatData, *, job_id: str, variant: Any, platform
     cenv = {"TORCH_CUDA_ARCH_LIST": archs} if cuda else {}
     cenv.update({
         contract.ENV_LOCAL_VERSION: contract.local_version(variant),
+        # Explicit both ways: the job, not the torch it happens to install, decides the op layer.
+        contract.ENV_STABLE_ABI: "TRUE" if stable else "FALSE",
         contract.ENV_FORCE_BUILD: "TRUE",
         "MAX_JOBS": str(b.max_jobs_cuda if cuda else b.max_jobs_cpu),
         "NVCC_THREADS": str(b.nvcc_threads),
@@ -328,6 +385,60 @@ def _environment(data: compat.CompatData, *, job_id: str, variant: Any, platform
         'print(causal_conv1d.__version__, causal_conv1d_fn(x, w, activation=None).shape)"'
     )
     return env
+
+
+@dataclasses.dataclass(frozen=True)
+class StableBuild:
+    """How one stable-ABI wheel (family x platform) is built and what it serves."""
+
+    variant: Any  # contract.StableVariant
+    platform: str
+    build_minor: str  # the torch minor compiled against, "2.14"
+    build_accel: str  # its accelerator, "cu132" | "cpu"
+    cuda: Optional[str]  # the toolkit, "13.2" (None for cpu)
+    archs: str  # TORCH_CUDA_ARCH_LIST ("" for cpu)
+    serves: tuple[str, ...]  # variant names served, "torch2.10-cu130", ...
+
+
+def _merge_archs(lists: Sequence[str], cuda: str, platform: str) -> str:
+    """The union of arch lists, ascending, ``+PTX`` on the highest only; validated for ``cuda``."""
+    found: dict[str, tuple[int, int]] = {}
+    for value in lists:
+        for item in value.split(";"):
+            name = item.replace("+PTX", "")
+            found[name] = compat.minor_key(name.rstrip("af"))
+    ordered = sorted(found, key=lambda n: (found[n], n))
+    merged = ";".join(ordered) + "+PTX"
+    compat.validate_archs(merged, cuda, key=f"stable {platform} archs for CUDA {cuda}", path="<merged arch lists>")
+    return merged
+
+
+def stable_builds(data: compat.CompatData) -> dict[tuple[str, str], StableBuild]:
+    """``(family, platform) -> StableBuild`` for every family x platform some torch >= the stable
+    target ships on. Independent of plan filters: a job's build never depends on what was selected."""
+    target = contract.STABLE_TARGET
+    served: dict[tuple[str, str], list[tuple[compat.TorchRelease, str]]] = {}
+    for rel in data.torch.values():
+        if rel.key < target:
+            continue
+        for accel, plats in rel.builds.items():
+            for plat in plats:
+                served.setdefault((contract.accel_family(accel), plat), []).append((rel, accel))
+    out: dict[tuple[str, str], StableBuild] = {}
+    for (family, plat), pairs in served.items():
+        cudas = sorted({contract.cuda_from_accel(a) for _, a in pairs if a != "cpu"}, key=compat.minor_key)
+        cuda = cudas[-1] if cudas else None
+        build_accel = contract.accel_from_cuda(cuda)
+        # The newest torch minor that ships the chosen toolkit on this platform; a low-confidence
+        # (inferred) minor only when no better-known one has it: the job must be able to install it.
+        candidates = sorted((rel for rel, a in pairs if a == build_accel), key=lambda r: (r.confidence != "low", r.key))
+        rel = candidates[-1]
+        arch = data.platforms[plat].arch
+        archs = _merge_archs([data.cuda[c].archs_for(arch) for c in cudas], cuda, plat) if cuda else ""
+        ordered = sorted(pairs, key=lambda p: (p[0].key, compat.minor_key(contract.cuda_from_accel(p[1]) or "0.0")))
+        names = tuple(contract.Variant(r.key, a).name for r, a in ordered)
+        out[(family, plat)] = StableBuild(contract.StableVariant(family), plat, rel.minor, build_accel, cuda, archs, names)
+    return out
 
 
 def _classify(data: compat.CompatData, rel: compat.TorchRelease, accel: str, python: str, abi: str,
@@ -357,10 +468,60 @@ def _classify(data: compat.CompatData, rel: compat.TorchRelease, accel: str, pyt
     return None
 
 
+def _job(data: compat.CompatData, *, variant: Any, build_variant: Any, rel: compat.TorchRelease, plat_name: str,
+         base: str, archs: str, serves_pythons: tuple[str, ...], stable: bool, serves: tuple[str, ...]) -> Job:
+    plat = data.platforms[plat_name]
+    accel = build_variant.accel
+    cuda = contract.cuda_from_accel(accel)
+    job_id = f"{variant.name}-{plat_name}"
+    cxx11 = build_variant.abi
+    manylinux = data.abi_policy(cxx11).manylinux if plat.os == "linux" else None
+    index_url = f"{base}/{accel}"
+    wplat = wheel_platform_tag(plat_name, manylinux)
+    wheel_filename = contract.wheel_filename(contract.PACKAGE_VERSION, variant, wplat)
+    return Job(
+        id=job_id, variant=variant, platform=plat_name, os=plat.os, arch=plat.arch,
+        runs_on=plat.runs_on, torch_version=rel.latest, torch_index_url=index_url,
+        cuda=cuda, cuda_archs=archs, cxx11_abi=cxx11, manylinux=manylinux,
+        wheel_platform=wplat, wheel_filename=wheel_filename,
+        python=serves_pythons[0], cpp_std=rel.cpp_std, covers_pythons=serves_pythons,
+        environment=_environment(
+            data, job_id=job_id, variant=variant, platform=plat, python=serves_pythons[0],
+            torch_version=rel.latest, index_url=index_url, cuda=cuda, archs=archs,
+            manylinux=manylinux, wheel_filename=wheel_filename, stable=stable),
+        stable_abi=stable, build_variant=build_variant, serves=serves,
+    )
+
+
+def _abi3_pythons(rel: compat.TorchRelease, accel: str, plat_name: str, min_python: SpecifierSet) -> tuple[str, ...]:
+    return tuple(p for p in rel.pythons_for(accel, plat_name) if not p.endswith("t") and Version(p) in min_python)
+
+
+def _stable_jobs(data: compat.CompatData, base: str, min_python: SpecifierSet) -> dict[tuple[str, str], Job]:
+    jobs: dict[tuple[str, str], Job] = {}
+    for (family, plat_name), sb in stable_builds(data).items():
+        rel = data.torch[sb.build_minor]
+        build_pythons = _abi3_pythons(rel, sb.build_accel, plat_name, min_python)
+        if not build_pythons:
+            continue
+        covered: set[str] = set()
+        for name in sb.serves:
+            v = contract.Variant.parse(name)
+            covered.update(_abi3_pythons(data.torch[f"{v.torch}"], v.accel, plat_name, min_python))
+        # Build with the lowest CPython the build torch ships; serve every CPython a served torch ships.
+        pythons = (build_pythons[0],) + tuple(sorted(covered - {build_pythons[0]}, key=compat.python_key))
+        jobs[(family, plat_name)] = _job(
+            data, variant=sb.variant, build_variant=contract.Variant(rel.key, sb.build_accel), rel=rel,
+            plat_name=plat_name, base=base, archs=sb.archs, serves_pythons=pythons, stable=True, serves=sb.serves)
+    return jobs
+
+
 def make_plan(data: Optional[compat.CompatData] = None, *, torch: Filter = None, accels: Filter = None,
               platforms: Filter = None, pythons: Filter = None,
-              torch_index_base: Optional[str] = None) -> Plan:
-    """Enumerate combinations and jobs (see module docstring). ``data`` defaults to ``compat.load()``."""
+              torch_index_base: Optional[str] = None, stable_abi: bool = True) -> Plan:
+    """Enumerate combinations and jobs (see module docstring). ``data`` defaults to ``compat.load()``.
+
+    ``stable_abi=False``: every torch minor gets per-minor jobs (the matrix before the stable ABI)."""
     if data is None:
         data = compat.load()
     minors = _select_torch(torch, data.minors())
@@ -369,51 +530,42 @@ def make_plan(data: Optional[compat.CompatData] = None, *, torch: Filter = None,
     python_list = _select("python", pythons, data.pythons())
     base = _index_base(data, torch_index_base)
     min_python = SpecifierSet(contract.REQUIRES_PYTHON)
+    stable_jobs = _stable_jobs(data, base, min_python) if stable_abi else {}
 
-    jobs: dict[str, Job] = {}
+    legacy: dict[str, Job] = {}
+    stable_used: dict[str, Job] = {}
     combinations: list[Combination] = []
     for minor in minors:
         rel = data.torch[minor]
         for accel in accel_list:
-            cuda = contract.cuda_from_accel(accel)
             variant = contract.Variant(rel.key, accel)
+            stable = stable_abi and rel.key >= contract.STABLE_TARGET
             for plat_name in platform_list:
-                plat = data.platforms[plat_name]
                 job: Optional[Job] = None
-                if rel.has_build(accel, plat_name):
-                    serves = tuple(
-                        p for p in rel.pythons_for(accel, plat_name)
-                        if not p.endswith("t") and Version(p) in min_python
-                    )
+                if stable:
+                    family = contract.accel_family(accel)
+                    job = stable_jobs.get((family, plat_name)) if family in contract.ACCEL_FAMILIES else None
+                    if job is not None and variant.name not in job.serves:
+                        job = None
+                elif rel.has_build(accel, plat_name):
+                    serves = _abi3_pythons(rel, accel, plat_name, min_python)
                     if serves:
-                        job_id = f"{variant.name}-{plat_name}"
-                        cxx11 = variant.abi
-                        manylinux = data.abi_policy(cxx11).manylinux if plat.os == "linux" else None
-                        archs = data.cuda[cuda].archs_for(plat.arch) if cuda else ""
-                        index_url = f"{base}/{accel}"
-                        wplat = wheel_platform_tag(plat_name, manylinux)
-                        wheel_filename = contract.wheel_filename(contract.PACKAGE_VERSION, variant, wplat)
-                        job = Job(
-                            id=job_id, variant=variant, platform=plat_name, os=plat.os, arch=plat.arch,
-                            runs_on=plat.runs_on, torch_version=rel.latest, torch_index_url=index_url,
-                            cuda=cuda, cuda_archs=archs, cxx11_abi=cxx11, manylinux=manylinux,
-                            wheel_platform=wplat,
-                            wheel_filename=wheel_filename,
-                            python=serves[0], cpp_std=rel.cpp_std, covers_pythons=serves,
-                            environment=_environment(
-                                data, job_id=job_id, variant=variant, platform=plat, python=serves[0],
-                                torch_version=rel.latest, index_url=index_url, cuda=cuda, archs=archs,
-                                manylinux=manylinux, wheel_filename=wheel_filename),
-                        )
-                abis = ("cxx11", "pre-cxx11") if plat.os == "linux" else ("msvc",)
+                        cuda = contract.cuda_from_accel(accel)
+                        archs = data.cuda[cuda].archs_for(data.platforms[plat_name].arch) if cuda else ""
+                        job = _job(data, variant=variant, build_variant=variant, rel=rel, plat_name=plat_name,
+                                   base=base, archs=archs, serves_pythons=serves, stable=False,
+                                   serves=(variant.name,))
+                abis = ("cxx11", "pre-cxx11") if data.platforms[plat_name].os == "linux" else ("msvc",)
                 for python in python_list:
                     for abi in abis:
                         reason = _classify(data, rel, accel, python, abi, plat_name, min_python)
                         if reason is None and job is not None:
-                            jobs[job.id] = job
+                            (stable_used if job.stable_abi else legacy)[job.id] = job
+                            how = (f" (stable ABI: every torch >= {job.variant.torch} with "
+                                   f"{'CPU' if job.family == 'cpu' else 'CUDA ' + job.family[2:]})") if job.stable_abi else ""
                             combinations.append(Combination(
                                 minor, accel, python, abi, plat_name, "covered", job.id,
-                                f"served by {job.wheel_filename}"))
+                                f"served by {job.wheel_filename}{how}"))
                         else:
                             combinations.append(Combination(
                                 minor, accel, python, abi, plat_name, "unavailable", None,
@@ -424,4 +576,23 @@ def make_plan(data: Optional[compat.CompatData] = None, *, torch: Filter = None,
         "platforms": platform_list if platforms is not None else None,
         "pythons": python_list if pythons is not None else None,
     }
-    return Plan(data=data, filters=filters, combinations=combinations, jobs=list(jobs.values()))
+    # Per-minor jobs by (torch minor, accel, platform), then the stable jobs by (target, family, platform).
+    order = {"cpu": 0, "cu12": 1, "cu13": 2}
+    stable_sorted = sorted(stable_used.values(), key=lambda j: (j.variant.target, order.get(j.family, 9), j.family,
+                                                                 list(data.platforms).index(j.platform)))
+    return Plan(data=data, filters=filters, combinations=combinations, jobs=list(legacy.values()) + stable_sorted)
+
+
+def resolve_job(data: compat.CompatData, job_id: str, *, torch_index_base: Optional[str] = None) -> Job:
+    """The job ``build`` and ``check`` act on: a job of the plan, or (asked for by id) the per-minor job
+    of a torch >= 2.10 that the release plan serves with a stable-ABI wheel instead, e.g.
+    ``torch2.13-cpu-linux-x86_64`` for a legacy build to compare with. Unknown ids raise UnknownJob."""
+    plan = make_plan(data, torch_index_base=torch_index_base)
+    try:
+        return plan.job(job_id)
+    except UnknownJob:
+        per_minor = make_plan(data, torch_index_base=torch_index_base, stable_abi=False)
+        for job in per_minor.jobs:
+            if job.id == job_id:
+                return job
+        raise

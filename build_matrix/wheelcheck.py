@@ -99,7 +99,7 @@ class CheckResult:
 class Expectation:
     """What the caller planned (all optional; without them the wheel is checked against its name)."""
 
-    variant: Optional[object] = None  # contract.Variant
+    variant: Optional[object] = None  # contract.Variant or contract.StableVariant
     arch: Optional[str] = None  # "x86_64", "aarch64", "amd64"
     cuda_archs: Optional[tuple[str, ...]] = None  # planned archs, e.g. ("7.5", "9.0+PTX")
     require_cuobjdump: bool = False
@@ -231,12 +231,13 @@ def _check_metadata(w: _Wheel, exp: Expectation) -> CheckResult:
     if variant is None:
         problems.append("cannot tell the variant (the name does not parse), so the torch pin cannot be checked")
     else:
-        want = SpecifierSet(contract.torch_requirement(variant.torch_minor)[len("torch"):])
+        pin = _torch_pin(variant)  # a stable wheel: torch>=2.10, no upper bound
+        want = SpecifierSet(pin[len("torch"):])
         if not torch_reqs:
-            problems.append(f"no Requires-Dist on torch (expected {contract.torch_requirement(variant.torch_minor)})")
+            problems.append(f"no Requires-Dist on torch (expected {pin})")
         elif len(torch_reqs) > 1 or torch_reqs[0].specifier != want:
             got = ", ".join(str(r) for r in torch_reqs)
-            problems.append(f"torch pin {got!r} != {contract.torch_requirement(variant.torch_minor)!r}")
+            problems.append(f"torch pin {got!r} != {pin!r}")
     tools = sorted(r.name for r in runtime if r.name.lower().replace("_", "-") in BUILD_TOOLS)
     if tools:
         problems.append(f"build tools among runtime requirements: {', '.join(tools)}")
@@ -248,6 +249,53 @@ def _check_metadata(w: _Wheel, exp: Expectation) -> CheckResult:
     if problems:
         return CheckResult("metadata", "fail", "; ".join(problems))
     return CheckResult("metadata", "pass", f"Requires-Dist: {', '.join(str(r) for r in runtime)}")
+
+
+def _is_stable(variant: object) -> bool:
+    return isinstance(variant, contract.StableVariant)
+
+
+def _torch_pin(variant: object) -> str:
+    if _is_stable(variant):
+        return contract.torch_requirement(variant.target, stable=True)
+    return contract.torch_requirement(variant.torch_minor)
+
+
+def _variant_cuda_major(variant: object) -> Optional[int]:
+    """The CUDA major a wheel's label promises (None: a CPU wheel)."""
+    if _is_stable(variant):
+        return variant.cuda_major
+    return None if variant.cuda is None else int(variant.cuda.split(".")[0])
+
+
+def _stable_record_problems(record: dict, v: object) -> list[str]:
+    """A stable-ABI record: built against a torch its family serves, stable_abi_target = the label's."""
+    problems = []
+    if record.get("stable_abi_target") != v.torch:
+        problems.append(f"stable_abi_target {record.get('stable_abi_target')!r} != {v.torch!r} (the label's)")
+    tv = str(record.get("torch_version") or "")
+    refusal = v.refusal(tv, record.get("cuda_version"))
+    if refusal:
+        problems.append(f"torch_version {tv!r} / cuda_version {record.get('cuda_version')!r}: {refusal}")
+    if not isinstance(record.get("cxx11_abi"), bool):
+        problems.append(f"cxx11_abi {record.get('cxx11_abi')!r} is not a bool")
+    return problems
+
+
+def _legacy_record_problems(record: dict, v: object) -> list[str]:
+    problems = []
+    tv = str(record.get("torch_version") or "")
+    if not re.match(rf"^{re.escape(v.torch)}(\.|$)", tv):
+        problems.append(f"torch_version {tv!r} is not torch {v.torch}")
+    cuda = record.get("cuda_version")
+    cuda_mm = None if cuda is None else ".".join(str(cuda).split(".")[:2])
+    if cuda_mm != v.cuda:
+        problems.append(f"cuda_version {cuda!r} != {v.cuda!r}")
+    if record.get("cxx11_abi") is not v.abi:
+        problems.append(f"cxx11_abi {record.get('cxx11_abi')!r} != {v.abi!r} (the label's ABI)")
+    if record.get("stable_abi_target") is not None:
+        problems.append(f"stable_abi_target {record.get('stable_abi_target')!r} in a per-torch-minor wheel (expected null)")
+    return problems
 
 
 def _check_build_record(w: _Wheel, exp: Expectation) -> CheckResult:
@@ -269,26 +317,21 @@ def _check_build_record(w: _Wheel, exp: Expectation) -> CheckResult:
             problems.append(f"version {record.get('version')!r} != {str(wn.version)!r}")
         if record.get("variant") != v.name:
             problems.append(f"variant {record.get('variant')!r} != {v.name!r}")
-        tv = str(record.get("torch_version") or "")
-        if not re.match(rf"^{re.escape(v.torch)}(\.|$)", tv):
-            problems.append(f"torch_version {tv!r} is not torch {v.torch}")
-        cuda = record.get("cuda_version")
-        cuda_mm = None if cuda is None else ".".join(str(cuda).split(".")[:2])
-        if cuda_mm != v.cuda:
-            problems.append(f"cuda_version {cuda!r} != {v.cuda!r}")
-        if record.get("cxx11_abi") is not v.abi:
-            problems.append(f"cxx11_abi {record.get('cxx11_abi')!r} != {v.abi!r} (the label's ABI)")
-        if record.get("with_cuda") is not (v.cuda is not None):
-            problems.append(f"with_cuda {record.get('with_cuda')!r} but the variant is {v.accel}")
+        problems += _stable_record_problems(record, v) if _is_stable(v) else _legacy_record_problems(record, v)
+        major = _variant_cuda_major(v)
+        if record.get("cuda_major") != major:
+            problems.append(f"cuda_major {record.get('cuda_major')!r} != {major!r} (the label's)")
+        if record.get("with_cuda") is not (major is not None):
+            problems.append(f"with_cuda {record.get('with_cuda')!r} but the variant is {v}")
         plat = str(record.get("platform") or "")
         if plat not in wn.platforms and {_platform_arch(plat)} != {_platform_arch(p) for p in wn.platforms}:
             problems.append(f"platform {plat!r} does not match the file's {','.join(wn.platforms)}")
         archs = record.get("cuda_archs")
         if not isinstance(archs, list):
             problems.append(f"cuda_archs {archs!r} is not a list")
-        elif v.cuda is None and archs:
+        elif major is None and archs:
             problems.append(f"cuda_archs {archs} in a CPU wheel")
-        elif v.cuda is not None and not archs:
+        elif major is not None and not archs:
             problems.append("cuda_archs is empty in a CUDA wheel")
     if problems:
         return CheckResult("build-record", "fail", "; ".join(problems))
@@ -399,6 +442,8 @@ def _check_cxx11_abi(w: _Wheel, exp: Expectation) -> CheckResult:
         return CheckResult("cxx11-abi", "skip", "no ELF binary (the C++ ABI label applies to Linux)")
     if variant is None:
         return CheckResult("cxx11-abi", "fail", "cannot tell the label's ABI: the name does not parse")
+    if _is_stable(variant):
+        return _check_stable_cxx11_abi(w, elves)
     found = []
     for elf in elves:
         rel = elf.relative_to(w.root).as_posix()
@@ -417,6 +462,20 @@ def _check_cxx11_abi(w: _Wheel, exp: Expectation) -> CheckResult:
             )
         found.append(rel)
     return CheckResult("cxx11-abi", "pass", f"{'cxx11' if variant.abi else 'pre-cxx11'} in {', '.join(found)}")
+
+
+def _check_stable_cxx11_abi(w: _Wheel, elves: list[Path]) -> CheckResult:
+    """A stable-ABI wheel serves torch builds of either C++ ABI: no std::string crosses into torch
+    (the stable-abi check verifies that no torch C++ symbol is imported), so only a mixed binary fails."""
+    seen = []
+    for elf in elves:
+        rel = elf.relative_to(w.root).as_posix()
+        try:
+            abi = binary_cxx11_abi(_needed_and_symbols(elf)[1])
+        except ValueError as exc:
+            return CheckResult("cxx11-abi", "fail", f"{rel}: {exc}")
+        seen.append(f"{rel}: {'-' if abi is None else ('cxx11' if abi else 'pre-cxx11')}")
+    return CheckResult("cxx11-abi", "pass", "stable-ABI wheel: any torch C++ ABI (" + ", ".join(seen) + ")")
 
 
 def _check_abi3(w: _Wheel, exp: Expectation) -> CheckResult:
@@ -479,7 +538,7 @@ def _check_cuda_archs(w: _Wheel, exp: Expectation, cuobjdump: Optional[str]) -> 
         planned = tuple(str(a) for a in record["cuda_archs"])
     # cuobjdump reads the binaries of the platform it runs on: ELF here, PE (.pyd) on Windows.
     elves = _elf_files(w) + ([p for p in w.binaries if p.suffix == ".pyd"] if sys.platform == "win32" else [])
-    if variant is not None and variant.cuda is None:
+    if variant is not None and _variant_cuda_major(variant) is None:
         if cuobjdump and elves:
             for elf in elves:
                 sass, ptx = embedded_cuda_archs(cuobjdump, elf)
@@ -666,15 +725,15 @@ def _expectation_from_args(args: argparse.Namespace) -> Expectation:
     archs = parse_arch_list(args.cuda_archs) if getattr(args, "cuda_archs", None) else None
     if getattr(args, "job", None):
         from build_matrix import compat
-        from build_matrix.plan import make_plan
+        from build_matrix.plan import resolve_job
 
-        job = make_plan(compat.load(getattr(args, "data", None))).job(args.job)
+        job = resolve_job(compat.load(getattr(args, "data", None)), args.job)
         variant = job.variant
         arch = job.arch
         if archs is None and job.cuda_archs:
             archs = parse_arch_list(job.cuda_archs)
     if getattr(args, "variant", None):
-        variant = contract.Variant.parse(args.variant)
+        variant = contract.parse_build_variant(args.variant)
     return Expectation(variant=variant, arch=arch, cuda_archs=archs, require_cuobjdump=bool(args.require_cuobjdump))
 
 

@@ -5,9 +5,13 @@
    the user's interpreter is asked, run with pip's isolation variables removed.
 2. Its variant (DESIGN.md) and this interpreter's compatible tags (``packaging.tags.sys_tags()``).
 3. ``<CAUSAL_CONV1D_INDEX_URL>/whl/<variant>/causal-conv1d/`` (http(s) or file://; PEP 691 JSON
-   when the server offers it, else PEP 503 HTML).
+   when the server offers it, else PEP 503 HTML). For torch >= 2.10 (:func:`lookups`): first the
+   stable-ABI family page ``whl/stable2.10-<cpu|cu12|cu13>/`` (it serves any torch >= 2.10 of the
+   family, also torch releases newer than the build matrix, and any C++ ABI), then the torch minor's
+   own page, where the stable wheel or a per-minor wheel of exactly this variant both count.
 4. The wheel of exactly this version (public version == contract.PACKAGE_VERSION, local label of
-   this variant), not yanked, Requires-Python satisfied, with the best compatible tag.
+   an accepted variant), not yanked, Requires-Python satisfied, with the best compatible tag; a
+   stable-ABI wheel before a per-minor one at the same tag.
 5. Download (timeouts, an overall deadline, retries, the environment's proxy settings via urllib),
    verify size and sha256 (a wheel without a published sha256 is not used), check it is a readable
    wheel whose build record names the variant, then move it into place atomically.
@@ -47,6 +51,7 @@ from build_support.toolchain import TorchInfo, torch_info
 __all__ = [
     "ENV_PREBUILT_ONLY", "Candidate", "Outcome", "IndexError_", "find_target_torch", "target_variant",
     "index_base", "fetch_candidates", "select", "download", "fetch_prebuilt", "settings_skip_reason",
+    "lookups", "find_candidate",
 ]
 
 #: TRUE: never compile; stop with a message when no verified prebuilt wheel is available.
@@ -324,11 +329,13 @@ def fetch_candidates(page_url: str) -> list[Candidate]:
 
 
 def select(candidates: list[Candidate], variant: Any, supported: Optional[list[Any]] = None) -> tuple[Optional[Candidate], str]:
-    """(the best candidate or None, why none)."""
+    """(the best candidate or None, why none). ``variant``: the accepted wheel variant, or a tuple of
+    them (a Variant and its StableVariant); at the same tag rank a stable-ABI wheel wins."""
+    accepted = tuple(variant) if isinstance(variant, (tuple, list)) else (variant,)
     supported = list(_tags.sys_tags()) if supported is None else supported
     rank = {t: i for i, t in enumerate(supported)}
     py = ".".join(str(x) for x in sys.version_info[:3])
-    best: Optional[tuple[int, Candidate]] = None
+    best: Optional[tuple[tuple[int, bool], Candidate]] = None
     seen_versions: set[str] = set()
     seen_platforms: set[str] = set()
     for c in candidates:
@@ -338,7 +345,7 @@ def select(candidates: list[Candidate], variant: Any, supported: Optional[list[A
             w = contract.parse_wheel_name(c.filename)
         except contract.InvalidWheelName:
             continue
-        if w.variant != variant:
+        if w.variant not in accepted:
             continue
         seen_versions.add(str(w.version))
         if w.public_version != contract.PACKAGE_VERSION or c.yanked:
@@ -351,8 +358,9 @@ def select(candidates: list[Candidate], variant: Any, supported: Optional[list[A
             except InvalidSpecifier:
                 continue
         ranks = [rank[t] for t in w.tags if t in rank]
-        if ranks and (best is None or min(ranks) < best[0]):
-            best = (min(ranks), c)
+        key = (min(ranks), not isinstance(w.variant, contract.StableVariant)) if ranks else None
+        if key is not None and (best is None or key < best[0]):
+            best = (key, c)
     if best is not None:
         return best[1], ""
     if seen_platforms:
@@ -361,6 +369,35 @@ def select(candidates: list[Candidate], variant: Any, supported: Optional[list[A
     if seen_versions:
         return None, f"no {contract.PACKAGE_VERSION} wheel (index has versions {', '.join(sorted(seen_versions))})"
     return None, "no wheel"
+
+
+def lookups(variant: Any, base: str) -> list[tuple[str, tuple[Any, ...]]]:
+    """The project pages to ask, in order, and the wheel variants each may give (see the module docstring)."""
+    stable = None
+    try:
+        stable = contract.stable_variant_for(variant)
+    except contract.InvalidVariant:  # an accelerator with no stable family (e.g. cu118): per-minor only
+        pass
+    if stable is None:
+        return [(contract.project_page_url(base, variant), (variant,))] if variant.is_official else []
+    pages = [(contract.project_page_url(base, stable), (stable,))]
+    if variant.is_official:  # an unofficial ABI has no page of its own; the stable wheel serves it
+        pages.append((contract.project_page_url(base, variant), (stable, variant)))
+    return pages
+
+
+def find_candidate(variant: Any, base: str) -> tuple[Optional[Candidate], str, list[str]]:
+    """(the wheel to use or None, the page it is on, why not: one line per page asked)."""
+    why: list[str] = []
+    for page, accepted in lookups(variant, base):
+        try:
+            cand, reason = select(fetch_candidates(page), accepted)
+        except IndexError_ as exc:
+            reason, cand = str(exc), None
+        if cand is not None:
+            return cand, page, why
+        why.append(f"{page}: {reason}")
+    return None, "", why
 
 
 def _check_wheel(path: Path, variant: Any) -> None:
@@ -528,23 +565,23 @@ def fetch_prebuilt(dest_dir: Path) -> Outcome:
         msg = f"no prebuilt wheel: {exc}; building locally"
         _say(msg)
         return Outcome(None, msg, None, info, why)
-    if not variant.is_official:
+    if not lookups(variant, base):
         msg = (f"variant {variant.name} (a C++ ABI PyTorch does not ship for this torch) has no prebuilt wheels; "
                "building locally")
         _say(msg)
         return Outcome(None, msg, variant.name, info, why)
-    page = contract.project_page_url(base, variant)
+    cand, page, misses = find_candidate(variant, base)
     try:
-        cand, reason = select(fetch_candidates(page), variant)
         if cand is None:
-            raise IndexError_(reason)
-        downloaded = download(cand, dest_dir / ".download", variant)
+            raise IndexError_("; ".join(misses))
+        downloaded = download(cand, dest_dir / ".download", contract.parse_wheel_name(cand.filename).variant)
         try:
             wheel = restamp(downloaded, dest_dir, cand.url, cand.sha256 or "")
         finally:
             shutil.rmtree(downloaded.parent, ignore_errors=True)
     except IndexError_ as exc:
-        msg = f"no wheel for variant {variant.name} at {page} ({exc}); building locally"
+        where = f" at {page}" if page else ""
+        msg = f"no wheel for variant {variant.name}{where} ({exc}); building locally"
         _say(msg)
         return Outcome(None, msg, variant.name, info, why)
     msg = f"using prebuilt wheel {cand.filename} from {cand.url} (sha256 verified; installed as {contract.PACKAGE_VERSION})"
@@ -562,11 +599,9 @@ def will_build_locally() -> bool:
     info, _why = find_target_torch()
     try:
         variant = target_variant(info)
-        if not variant.is_official:
-            return True
-        cand, _reason = select(fetch_candidates(contract.project_page_url(index_base(), variant)), variant)
     except IndexError_:
         return True
+    cand, _page, _misses = find_candidate(variant, index_base())
     return cand is None
 
 
@@ -579,13 +614,13 @@ def probe(variant: Any, base: Optional[str] = None, timeout: float = 5.0) -> tup
     saved = TIMEOUT_S, RETRIES
     TIMEOUT_S, RETRIES = timeout, 1
     try:
-        page = contract.project_page_url(base or index_base(), variant)
-        try:
-            cand, reason = select(fetch_candidates(page), variant)
-        except IndexError_ as exc:
-            text = str(exc)
-            return (False if text.startswith("HTTP 404") else None), f"{page}: {text}"
-        return (cand is not None), (f"{page}: {cand.filename}" if cand else f"{page}: {reason}")
+        cand, page, misses = find_candidate(variant, base or index_base())
+        if cand is not None:
+            return True, f"{page}: {cand.filename}"
+        if not misses:
+            return False, f"variant {variant.name} has no prebuilt wheels"
+        unreachable = all(": HTTP " not in m and ": no " not in m for m in misses)
+        return (None if unreachable else False), "; ".join(misses)
     finally:
         TIMEOUT_S, RETRIES = saved
 

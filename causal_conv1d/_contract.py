@@ -53,6 +53,7 @@ __all__ = [
     "stable_target_macro",
     "stable_variant_for",
     "build_variant_from_local_version",
+    "parse_build_variant",
     "WheelName",
     "accel_from_cuda",
     "cuda_from_accel",
@@ -389,6 +390,18 @@ def build_variant_from_local_version(label: str) -> BuildVariant:
     except InvalidVariant:
         raise InvalidVariant(
             f"Invalid local version label (expected 'cuXYZ.torchX.Y' or 'cuNN.stableX.Y'): {label!r}"
+        ) from None
+
+
+def parse_build_variant(name: str) -> BuildVariant:
+    """A variant name of either kind: ``torch2.7-cu128`` -> Variant, ``stable2.10-cu13`` -> StableVariant."""
+    if name.startswith("stable"):
+        return StableVariant.parse(name)
+    try:
+        return Variant.parse(name)
+    except InvalidVariant:
+        raise InvalidVariant(
+            f"Invalid variant name (expected 'torchX.Y-cuXYZ', 'torchX.Y-cpu' or 'stableX.Y-cuNN'/'stableX.Y-cpu'): {name!r}"
         ) from None
 
 

@@ -17,6 +17,12 @@ the import goes ahead (if ``_C`` is then incompatible, the loader's error is wha
 A record that exists but cannot be read (invalid JSON, missing keys) IS an error: the install is
 damaged and the message says how to reinstall.
 
+Two kinds of record: a per-torch-minor build (``stable_abi_target`` null) must match the running
+torch's minor, CUDA major.minor and C++ ABI; a stable-ABI build (``stable_abi_target`` "2.10")
+accepts any torch >= its target whose accelerator family matches (CPU, CUDA 12, CUDA 13: its
+``cuda_major``), whatever its C++ ABI, and refuses a CUDA wheel on a CPU torch or cu12 on cu13 with
+``_contract.StableVariant.refusal``'s sentence.
+
 Kept cheap: ``json``, ``os``, ``re`` and the ``torch`` import that loading ``_C`` needs anyway.
 The contract module is imported only to write an error message or when there is no record (it
 needs no ``packaging``, which is not a runtime requirement of the wheel; a broken contract module
@@ -31,7 +37,16 @@ import re
 from pathlib import Path
 from typing import Any, Optional
 
-__all__ = ["BuildMismatch", "check_build_record", "read_build_record", "record_path", "mismatches", "fix_instructions"]
+__all__ = [
+    "BuildMismatch",
+    "check_build_record",
+    "read_build_record",
+    "record_path",
+    "mismatches",
+    "fix_instructions",
+    "record_kind",
+    "wheel_variant",
+]
 
 _MINOR_RE = re.compile(r"^\s*(\d+)\.(\d+)")
 
@@ -106,14 +121,57 @@ def _cuda_label(cuda: Optional[str]) -> str:
     return "CPU (no CUDA)" if cuda is None else f"CUDA {cuda}"
 
 
+def _stable_target(record: dict[str, Any]) -> Optional[tuple[int, int]]:
+    """The stable-ABI target of a record (``(2, 10)``), None for a per-torch-minor build."""
+    return _minor(record.get("stable_abi_target"))
+
+
+def _cuda_major(cuda: Optional[str]) -> Optional[int]:
+    m = _minor(cuda)
+    return None if m is None else m[0]
+
+
+def record_kind(record: dict[str, Any]) -> str:
+    """``stable ABI (torch >= 2.10, CUDA 13)`` or ``per torch minor (torch 2.9, CUDA 12.8)``."""
+    target = _stable_target(record)
+    if target is not None:
+        major = record.get("cuda_major", _cuda_major(record.get("cuda_version")))
+        return f"stable ABI (torch >= {target[0]}.{target[1]}, {'CPU' if major is None else f'CUDA {major}'})"
+    built = _minor(record.get("torch_version"))
+    torch = f"{built[0]}.{built[1]}" if built else record.get("torch_version")
+    return f"per torch minor (torch {torch}, {_cuda_label(record.get('cuda_version'))})"
+
+
+def _stable_mismatches(record: dict[str, Any], torch_version: str, torch_cuda: Optional[str]) -> list[str]:
+    """A stable-ABI record against the running torch: [] or the one sentence saying why not."""
+    target = _stable_target(record)
+    running = _minor(torch_version)
+    major = record.get("cuda_major", _cuda_major(record.get("cuda_version")))
+    if running is not None and target is not None and running >= target and major == _cuda_major(torch_cuda):
+        return []  # any torch >= the target of the same family; the C++ ABI does not cross the stable ABI
+    _contract = _contract_or_none()
+    if _contract is not None:
+        try:
+            family = "cpu" if major is None else f"cu{int(major)}"
+            sentence = _contract.StableVariant(family, target).refusal(torch_version, torch_cuda)
+        except (_contract.InvalidVariant, TypeError, ValueError):
+            sentence = None
+        if sentence:
+            return [sentence]
+    built = "CPU" if major is None else f"CUDA {major}"
+    return [f"this stable-ABI build serves torch >= {record.get('stable_abi_target')} of {built} builds, "
+            f"but torch {torch_version} ({_cuda_label(torch_cuda)}) is running"]
+
+
 def mismatches(record: dict[str, Any], torch_version: str, torch_cuda: Optional[str], torch_abi: Optional[bool]) -> list[str]:
     """Human-readable differences between a build record and a torch build; ``[]`` when compatible.
 
-    Compared: torch major.minor, the CUDA major.minor of torch's build (None = CPU torch) and the
-    C++ ABI (``torch._C._GLIBCXX_USE_CXX11_ABI``). Patch releases of torch and the CUDA patch
-    level are binary compatible and not compared.
+    Per-torch-minor record: compared are torch major.minor, the CUDA major.minor of torch's build
+    (None = CPU torch) and the C++ ABI (``torch._C._GLIBCXX_USE_CXX11_ABI``). Patch releases of torch
+    and the CUDA patch level are binary compatible and not compared. A stable-ABI record: see
+    ``_stable_mismatches`` (torch >= the target, same accelerator family; the ABI is not compared).
     """
-    if record.get("stable_abi_target"):
+    if _stable_target(record) is not None:
         return _stable_mismatches(record, torch_version, torch_cuda)
     problems: list[str] = []
     built_minor, running_minor = _minor(record.get("torch_version")), _minor(torch_version)
@@ -137,22 +195,6 @@ def mismatches(record: dict[str, Any], torch_version: str, torch_cuda: Optional[
     return problems
 
 
-def _stable_mismatches(record: dict[str, Any], torch_version: str, torch_cuda: Optional[str]) -> list[str]:
-    """A stable-ABI build (LibTorch stable ABI, csrc/torch_api.h) loads on every torch >= its target of
-    its accelerator family, whatever that torch's C++ ABI (_contract.StableVariant.refusal)."""
-    _contract = _contract_or_none()
-    if _contract is None:  # a damaged install: the minimum torch is the one check left
-        target, running = _minor(record.get("stable_abi_target")), _minor(torch_version)
-        ok = target is not None and running is not None and running >= target
-        return [] if ok else [f"it needs torch >= {record.get('stable_abi_target')}, but torch {torch_version} is running"]
-    try:
-        variant = _contract.StableVariant.parse(str(record.get("variant")))
-    except _contract.InvalidVariant as exc:
-        return [str(exc)]
-    refusal = variant.refusal(torch_version, torch_cuda)
-    return [] if refusal is None else [refusal]
-
-
 def fix_instructions(record: dict[str, Any], torch_version: str, torch_cuda: Optional[str], torch_abi: Optional[bool]) -> str:
     """What to run to get a binary that matches the running torch (pip commands, index URL)."""
     _contract = _contract_or_none()
@@ -167,7 +209,16 @@ def fix_instructions(record: dict[str, Any], torch_version: str, torch_cuda: Opt
         return f"The running torch is not a build causal-conv1d supports ({exc})."
     public = str(record.get("version") or _contract.PACKAGE_VERSION).split("+", 1)[0]
     lines = [f"The running torch is variant {variant.name}."]
-    if variant.is_official:
+    wanted = wheel_variant(_contract, variant)
+    if wanted is not variant:  # torch >= 2.10: the stable-ABI wheel of its family, whatever its C++ ABI
+        url = _contract.variant_index_url(base, wanted)
+        full = f"{public}+{_contract.local_version(wanted)}"
+        lines.append(f"It is served by the stable-ABI wheel {wanted.name} (one wheel for every torch >= {wanted.torch} "
+                     f"of its family) at {url}")
+        if variant.is_official:
+            lines.append(f"(the page of this torch minor, {_contract.variant_index_url(base, variant)}, links the same wheel)")
+        lines.append(f'Install the matching build:  pip install "causal-conv1d=={full}" --extra-index-url {url}')
+    elif variant.is_official:
         url = _contract.variant_index_url(base, variant)
         full = f"{public}+{_contract.local_version(variant)}"
         lines.append(f"Its wheels are at {url}")
@@ -182,10 +233,22 @@ def fix_instructions(record: dict[str, Any], torch_version: str, torch_cuda: Opt
         f'pip install --no-cache-dir --force-reinstall --no-deps --no-binary causal-conv1d "causal-conv1d=={public}"'
     )
     built = record.get("variant")
-    if built:
+    if built and _stable_target(record) is not None:
+        lines.append(f"Or install a torch this build serves: {record_kind(record).split('(', 1)[1].rstrip(')')}.")
+    elif built:
         lines.append(f"Or install the torch this build was made for (variant {built}).")
     lines.append("Diagnose the machine:  python -m causal_conv1d doctor")
     return "\n".join(lines)
+
+
+def wheel_variant(contract: Any, variant: Any) -> Any:
+    """The build that serves a torch variant: its stable-ABI family (``stable2.10-cu13``) for torch >= 2.10,
+    else the variant itself (one torch minor)."""
+    try:
+        stable = contract.stable_variant_for(variant)
+    except contract.InvalidVariant:  # e.g. cu118 on a torch >= 2.10: no such family, no stable wheel
+        return variant
+    return variant if stable is None else stable
 
 
 def _running_torch() -> tuple[str, Optional[str], Optional[bool]]:

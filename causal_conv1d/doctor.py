@@ -2,7 +2,8 @@
 
 Reports torch (version, CUDA/CPU/ROCm build, C++ ABI), GPUs and their compute capabilities, nvcc,
 the host compiler, this package's build record and whether it matches the running torch, the
-variant this machine needs, whether the index has a wheel for it (one request, short timeout,
+variant this machine needs (for torch >= 2.10: the stable-ABI wheel of its CUDA major or CPU, served
+from ``whl/stable2.10-<family>/`` whatever the torch minor), whether the index has a wheel for it (one request, short timeout,
 never fatal offline) and the exact pip and uv commands.
 
 Runs on broken installs: it needs neither the compiled extension nor ``packaging`` (without
@@ -113,7 +114,8 @@ def record_section(torch_info: dict[str, Any]) -> dict[str, Any]:
     mism: list[str] = []
     if torch_info.get("importable"):
         mism = _guard.mismatches(record, torch_info["version"], torch_info["cuda"], torch_info["cxx11_abi"])
-    return {"path": str(path), "status": "mismatch" if mism else "ok", "record": record, "mismatches": mism}
+    return {"path": str(path), "status": "mismatch" if mism else "ok", "record": record, "mismatches": mism,
+            "kind": _guard.record_kind(record)}
 
 
 def install_section() -> dict[str, Any]:
@@ -165,8 +167,11 @@ def _compatible_platforms() -> Optional[set[str]]:
     return {t.platform for t in tags.sys_tags()}
 
 
-def index_check(c: Any, variant: Any, base: str, timeout: float = INDEX_TIMEOUT_S) -> dict[str, Any]:
-    """One GET of the variant's project page: is this version's wheel there for this platform?"""
+def index_check(c: Any, variant: Any, base: str, timeout: float = INDEX_TIMEOUT_S,
+                accept: Optional[tuple[Any, ...]] = None) -> dict[str, Any]:
+    """One GET of the variant's project page: is this version's wheel there for this platform?
+    ``accept``: the wheel variants that count (default: ``variant`` itself)."""
+    accept = (variant,) if accept is None else accept
     url = c.project_page_url(base, variant)
     result: dict[str, Any] = {"url": url, "has_wheel": None, "wheel": None, "detail": None}
     parsed = urllib.parse.urlparse(url)
@@ -200,13 +205,27 @@ def index_check(c: Any, variant: Any, base: str, timeout: float = INDEX_TIMEOUT_
             w = c.parse_wheel_name(name)
         except c.InvalidWheelName:
             continue
-        if w.variant == variant and w.public_version == c.PACKAGE_VERSION and (
+        if w.variant in accept and w.public_version == c.PACKAGE_VERSION and (
             platforms is None or set(w.platforms) & platforms
         ):
             result.update(has_wheel=True, wheel=name)
             return result
     result.update(has_wheel=False, detail=f"no {c.PACKAGE_VERSION} wheel for this platform on the page")
     return result
+
+
+def find_wheel(c: Any, wanted: Any, variant: Any, base: str) -> tuple[dict[str, Any], Any]:
+    """(index result, page variant). For torch >= 2.10 the family page (``whl/stable2.10-cu13/``) first;
+    when it has no wheel, the torch minor's own page, where the stable wheel or a per-minor wheel of
+    that exact variant both count (a site from before stable wheels). Two requests at most."""
+    result = index_check(c, wanted, base)
+    if wanted is variant or result["has_wheel"] or not variant.is_official:
+        return result, wanted
+    fallback = index_check(c, variant, base, accept=(wanted, variant))
+    if fallback["has_wheel"]:
+        return fallback, variant
+    result["also_checked"] = fallback["url"]
+    return result, wanted
 
 
 def commands(c: Any, variant: Any, base: str) -> dict[str, str]:
@@ -224,6 +243,13 @@ def commands(c: Any, variant: Any, base: str) -> dict[str, str]:
     }
 
 
+def _wheel_kind(c: Any, wanted: Any) -> str:
+    if isinstance(wanted, c.StableVariant):
+        accel = "CPU" if wanted.cuda_major is None else f"CUDA {wanted.cuda_major}"
+        return f"stable ABI: one wheel for every torch >= {wanted.torch} with {accel}"
+    return f"per torch minor: torch {wanted.torch} only"
+
+
 def collect(check_index: bool = True) -> dict[str, Any]:
     c = _contract()
     t = torch_section()
@@ -238,6 +264,8 @@ def collect(check_index: bool = True) -> dict[str, Any]:
         "installed": install_section(),
         "import": import_section(),
         "variant": None,
+        "wheel_variant": None,
+        "wheel_kind": None,
         "index": None,
         "commands": None,
         "problems": [],
@@ -272,10 +300,14 @@ def collect(check_index: bool = True) -> dict[str, Any]:
             problems.append(str(exc))
             return report
         report["variant"] = variant.name
-        if variant.is_official:
-            report["commands"] = commands(c, variant, base)
+        wanted = _guard.wheel_variant(c, variant)  # torch >= 2.10: stable2.10-<family>, any C++ ABI
+        report["wheel_variant"] = wanted.name
+        report["wheel_kind"] = _wheel_kind(c, wanted)
+        if wanted.is_official:
+            page = wanted
             if check_index:
-                report["index"] = index_check(c, variant, base)
+                report["index"], page = find_wheel(c, wanted, variant, base)
+            report["commands"] = commands(c, page, base)
         else:
             report["commands"] = {"from_source": commands(c, variant, base)["from_source"]}
             problems.append(f"variant {variant.name}: this torch's C++ ABI differs from PyTorch's official build; "
@@ -301,6 +333,8 @@ def format_text(r: dict[str, Any]) -> str:
     lines.append(f"compiler    {cc['version'] or '-'} ({cc['path']})" if cc["path"] else "compiler    not found")
     rec = r["build_record"]
     lines.append(f"build       {rec['status']} [{rec['path']}]")
+    if rec.get("kind"):
+        lines.append(f"            kind: {rec['kind']}")
     if rec["record"]:
         b = rec["record"]
         lines.append(f"            {b.get('version')} variant {b.get('variant')}, torch {b.get('torch_version')}, "
@@ -312,6 +346,8 @@ def format_text(r: dict[str, Any]) -> str:
         lines.append(f"installed   causal-conv1d {inst['installed_version']}{src}")
     lines.append(f"import      {'ok' if r['import']['ok'] else 'FAILS: ' + str(r['import']['error'])}")
     lines.append(f"variant     {r['variant'] or 'unknown'}")
+    if r.get("wheel_variant"):
+        lines.append(f"wheel       {r['wheel_variant']} ({r['wheel_kind']})")
     idx = r.get("index")
     if idx:
         state = {True: f"yes: {idx['wheel']}", False: f"no ({idx['detail']})", None: f"unknown ({idx['detail']})"}

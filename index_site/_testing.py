@@ -31,13 +31,14 @@ def write_wheel(
     metadata: Optional[str] = None,
     filename: Optional[str] = None,
 ) -> Path:
-    """Write an installable wheel of causal-conv1d for ``variant``; returns its path.
+    """Write an installable wheel of causal-conv1d for ``variant`` (``torch2.13-cpu`` or ``stable2.10-cu12``);
+    returns its path.
 
     The package it installs, ``causal_conv1d``, holds ``VARIANT`` and ``VERSION`` so a test can
     tell which wheel was installed. ``payload`` changes the bytes (and hash) without changing the name;
     ``metadata`` replaces METADATA; ``filename`` overrides the file name.
     """
-    v = contract.Variant.parse(variant)
+    v = contract.parse_build_variant(variant)  # torch2.13-cpu, or a stable one: stable2.10-cu13
     name = filename or contract.wheel_filename(version, v, platform)
     full_version = f"{version}+{contract.local_version(v)}"
     dist_info = f"{contract.DIST_NAME}-{full_version}.dist-info"

@@ -16,6 +16,9 @@ __all__ = [
     "read_coverage",
     "dump_coverage",
     "coverage_cells",
+    "page_entries",
+    "variant_sort_key",
+    "stable_families",
 ]
 
 import dataclasses
@@ -67,6 +70,56 @@ class Cell:
     wheel: bool
     version: Optional[str]  # newest published, not yanked version
     reason: Optional[str]  # why there is no wheel
+    stable: bool = False  # the newest live wheel is a stable-ABI one (serves every torch >= its target)
+
+
+def _parse(name: str) -> Any:
+    """A page's variant: ``torch2.13-cu130`` (Variant) or ``stable2.10-cu13`` (StableVariant)."""
+    return contract.parse_build_variant(name)
+
+
+def variant_sort_key(name: str) -> Any:
+    """Newest torch first; within a torch, CUDA builds newest first, CPU last; stable family pages
+    (every torch >= their target) before them all, cu13, cu12, cpu."""
+    v = _parse(name)
+    if isinstance(v, contract.StableVariant):
+        return (0, tuple(-x for x in v.target), -(v.cuda_major or 0), name)
+    accel_rank = -1 if v.accel == "cpu" else int(v.accel[2:])
+    return (1, tuple(-x for x in v.torch_minor), -accel_rank, name)
+
+
+def page_entries(entries: list[Entry], rows: list[CoverageRow]) -> dict[str, list[Entry]]:
+    """Which files each ``whl/<variant>/`` page links: one file, many pages.
+
+    Every wheel is on the page of its own variant (a stable wheel: its family page,
+    ``whl/stable2.10-cu13/``, the index for any torch >= 2.10 of that family, also torch releases newer
+    than the build matrix knows). A stable wheel is also on the page of every variant it serves that
+    the coverage lists (``whl/torch2.12-cu128/`` links the cu12 stable wheel) or that has per-minor
+    wheels of its own, so install commands written for one torch minor keep working.
+    """
+    pages: dict[str, list[Entry]] = {}
+    stable: list[tuple[Any, Entry]] = []
+    for e in entries:
+        pages.setdefault(e.variant, []).append(e)
+        v = _parse(e.variant)
+        if isinstance(v, contract.StableVariant):
+            stable.append((v, e))
+    if not stable:
+        return pages
+    served = {name for name in pages if not isinstance(_parse(name), contract.StableVariant)}
+    served |= {r.variant for r in rows}
+    for name in sorted(served):
+        variant = contract.Variant.parse(name)
+        linked = [e for sv, e in stable if sv.serves(variant)]
+        if linked:
+            pages.setdefault(name, []).extend(linked)
+    return pages
+
+
+def stable_families(entries: list[Entry]) -> list[str]:
+    """The stable family pages of the manifest (``stable2.10-cu13`` ...), newest CUDA first."""
+    names = {e.variant for e in entries if isinstance(_parse(e.variant), contract.StableVariant)}
+    return sorted(names, key=variant_sort_key)
 
 
 _STATUSES = ("covered", "unavailable")
@@ -129,7 +182,7 @@ def dump_coverage(rows: list[CoverageRow]) -> bytes:
             cell["reason"] = r.reason
         by_variant.setdefault(r.variant, {})[r.platform] = cell
     out = []
-    for name in sorted(by_variant, key=lambda n: contract.Variant.parse(n)):
+    for name in sorted(by_variant, key=variant_sort_key):
         v = contract.Variant.parse(name)
         out.append({"torch": v.torch, "accel": v.accel, "variant": name, "cells": by_variant[name]})
     doc = {"platforms": platforms, "rows": out}
@@ -137,17 +190,19 @@ def dump_coverage(rows: list[CoverageRow]) -> bytes:
 
 
 def coverage_cells(entries: list[Entry], rows: list[CoverageRow]) -> dict[tuple[str, str], Cell]:
-    """(platform, variant) -> Cell, for every official variant in the manifest or the coverage."""
+    """(platform, variant) -> Cell, for every official variant in the manifest or the coverage, and for
+    every stable family page (``stable2.10-cu13``): a variant's cell counts the files of its page."""
     published: dict[tuple[str, str], list[Entry]] = {}
     variants: set[str] = set()
     platforms: set[str] = set()
-    for e in entries:
-        if not contract.Variant.parse(e.variant).is_official:
+    for name, files in page_entries(entries, rows).items():
+        if not _parse(name).is_official:
             continue  # unofficial-ABI builds are listed under whl/ but not offered by the chooser
-        variants.add(e.variant)
-        for tag in e.platforms:
-            platforms.add(platform_of(tag))
-            published.setdefault((platform_of(tag), e.variant), []).append(e)
+        variants.add(name)
+        for e in files:
+            for tag in e.platforms:
+                platforms.add(platform_of(tag))
+                published.setdefault((platform_of(tag), name), []).append(e)
     planned: dict[tuple[str, str], CoverageRow] = {}
     for row in rows:
         if contract.Variant.parse(row.variant).is_official:
@@ -164,7 +219,8 @@ def coverage_cells(entries: list[Entry], rows: list[CoverageRow]) -> dict[tuple[
             row = planned.get((platform, variant))
             if live:
                 newest = max(live, key=lambda e: Version(e.version))
-                cells[(platform, variant)] = Cell(True, Version(newest.version).public, None)
+                stable = isinstance(_parse(newest.variant), contract.StableVariant)
+                cells[(platform, variant)] = Cell(True, Version(newest.version).public, None, stable)
             elif files:
                 reasons = sorted({e.yanked for e in files if e.yanked})
                 why = f": {'; '.join(reasons)}" if reasons else ""

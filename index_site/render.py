@@ -6,7 +6,7 @@ __all__ = ["HTML_API_VERSION", "JSON_API_VERSION", "render_pages"]
 
 import functools
 import json
-from typing import Any
+from typing import Any, Optional
 
 import jinja2
 from packaging.version import Version
@@ -19,7 +19,9 @@ from index_site.coverage import (
     CoverageRow,
     coverage_cells,
     dump_coverage,
+    page_entries,
     platform_sort_key,
+    variant_sort_key,
 )
 from index_site.manifest import Entry, Manifest
 
@@ -109,41 +111,63 @@ def _root_pages(variant: str) -> dict[str, bytes]:
     return {base + "index.html": html.encode("utf-8"), base + "index.json": _json(doc)}
 
 
-def _variant_sort_key(name: str) -> Any:
-    v = contract.Variant.parse(name)
-    # newest torch first; within a torch, CUDA builds newest first, CPU last
-    accel_rank = -1 if v.accel == "cpu" else int(v.accel[2:])
-    return (tuple(-x for x in v.torch_minor), -accel_rank, name)
+_variant_sort_key = variant_sort_key
 
 
 def _accel_label(accel: str) -> str:
     return "CPU" if accel == "cpu" else f"CUDA {contract.cuda_from_accel(accel)}"
 
 
+def _family_label(family: str) -> str:
+    return "CPU" if family == "cpu" else f"CUDA {family[2:]}.x"
+
+
+def _newer_torch(variants: list[str], stable: list[Any]) -> Optional[str]:
+    """The first torch minor after every one the site knows: the chooser's "X.Y or newer" entry,
+    served by the stable family pages (``whl/stable2.10-cu13/``)."""
+    known = [contract.Variant.parse(n).torch_minor for n in variants if not n.startswith("stable")]
+    newest = max([tuple(sv.target) for sv in stable] + known)
+    return f"{newest[0]}.{newest[1] + 1}"
+
+
 def _landing(entries: list[Entry], rows: list[CoverageRow], site_url: str) -> bytes:
     cells = coverage_cells(entries, rows)
     platforms = sorted({p for p, _ in cells}, key=platform_sort_key)
     variants = sorted({v for _, v in cells}, key=_variant_sort_key)
-    torch_accels: dict[str, list[str]] = {}
+    stable = [contract.StableVariant.parse(n) for n in variants if n.startswith("stable")]
+    torch_accels: dict[str, list[dict[str, str]]] = {}
+    newer = _newer_torch(variants, stable) if stable else None
+    if newer is not None:  # any torch newer than the site knows: the stable family pages
+        torch_accels[newer] = [{"id": sv.family, "label": _family_label(sv.family) + " (stable ABI)",
+                                "variant": sv.name, "pytorch": _pytorch_accel(sv, variants)} for sv in stable]
     for name in variants:
+        if name.startswith("stable"):
+            continue
         v = contract.Variant.parse(name)
-        torch_accels.setdefault(v.torch, []).append(v.accel)
+        torch_accels.setdefault(v.torch, []).append(
+            {"id": v.accel, "label": _accel_label(v.accel), "variant": name, "pytorch": v.accel})
     table = []
     for name in variants:
-        v = contract.Variant.parse(name)
         row: list[Cell] = [cells[(p, name)] for p in platforms]
-        table.append({"variant": name, "torch": v.torch, "accel": _accel_label(v.accel), "cells": row})
+        v = contract.parse_build_variant(name)
+        if isinstance(v, contract.StableVariant):
+            table.append({"variant": name, "torch": f"≥ {v.torch} (any)",
+                          "accel": _family_label(v.family) + " (stable ABI)", "cells": row})
+        else:
+            table.append({"variant": name, "torch": v.torch, "accel": _accel_label(v.accel), "cells": row})
     data = {
         "site_url": site_url,
         "project": contract.PROJECT_NAME,
         "pytorch_index": _PYTORCH_INDEX,
         "platforms": [{"id": p, "label": PLATFORMS.get(p, p)} for p in platforms],
         "torch": [
-            {"version": t, "accels": [{"id": a, "label": _accel_label(a)} for a in accels]}
+            {"version": t, "label": f"{t} or newer" if t == newer else t, "accels": accels}
             for t, accels in torch_accels.items()
         ],
+        # the chooser starts at the newest torch the site knows, not at the "or newer" entry
+        "default_torch": next((t for t in torch_accels if t != newer), newer),
         "cells": {
-            f"{p} {v}": {"wheel": c.wheel, "version": c.version, "reason": c.reason}
+            f"{p} {v}": {"wheel": c.wheel, "version": c.version, "reason": c.reason, "stable": c.stable}
             for (p, v), c in sorted(cells.items())
         },
     }
@@ -161,12 +185,21 @@ def _landing(entries: list[Entry], rows: list[CoverageRow], site_url: str) -> by
     return html.encode("utf-8")
 
 
+def _pytorch_accel(sv: Any, variants: list[str]) -> str:
+    """PyTorch's index for a family's newest known build (``cu132`` for cu13): the chooser's torch command."""
+    accels = [contract.Variant.parse(n).accel for n in variants if not n.startswith("stable")]
+    of_family = sorted((a for a in accels if contract.accel_family(a) == sv.family),
+                       key=lambda a: -1 if a == "cpu" else int(a[2:]))
+    return of_family[-1] if of_family else ("cpu" if sv.family == "cpu" else f"{sv.family}0")
+
+
 def render_pages(manifest: Manifest, rows: list[CoverageRow]) -> dict[str, bytes]:
-    """Every page of the site, keyed by its path relative to the site root (manifest.json included)."""
+    """Every page of the site, keyed by its path relative to the site root (manifest.json included).
+
+    One file, many pages (``coverage.page_entries``): a stable-ABI wheel is on its family page and on the
+    page of every torch >= 2.10 variant of its family; the manifest keeps one entry per file."""
     site_url = manifest.site_url
-    by_variant: dict[str, list[Entry]] = {}
-    for e in manifest.entries:
-        by_variant.setdefault(e.variant, []).append(e)
+    by_variant = page_entries(list(manifest.entries), rows)
     pages: dict[str, bytes] = {"manifest.json": manifest.dumps().encode("utf-8")}
     if rows:
         pages[COVERAGE_NAME] = dump_coverage(rows)

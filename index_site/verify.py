@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO, Any, Optional
 
 from build_support.contract import contract
+from index_site.coverage import COVERAGE_NAME, CoverageRow, page_entries, read_coverage
 from index_site.errors import IndexSiteError, Problem
 from index_site.manifest import MANIFEST_NAME, Entry, parse_manifest
 
@@ -158,8 +159,27 @@ def _check_json(
             problems.append(Problem(where, f"{name!r}: index.json says {got}, index.html says {expected}"))
 
 
+def _site_coverage(fetcher: _Fetcher, base: str, problems: list[Problem]) -> list[CoverageRow]:
+    """The coverage kept in the site (it decides which torch >= 2.10 pages link the stable wheels)."""
+    try:
+        raw = fetcher.read(base + COVERAGE_NAME)
+    except (OSError, urllib.error.URLError):
+        return []  # a site built without coverage: stable wheels are on their family pages only
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / COVERAGE_NAME
+        path.write_bytes(raw)
+        try:
+            return read_coverage(path)
+        except IndexSiteError as exc:
+            problems.append(Problem(base + COVERAGE_NAME, str(exc)))
+            return []
+
+
 def verify_site(target: str) -> tuple[int, list[Problem]]:
-    """Check a site; returns (number of files checked, problems)."""
+    """Check a site; returns (number of files checked, problems).
+
+    Every page links exactly the files ``coverage.page_entries`` gives it: its own variant's, and on a
+    torch >= 2.10 page the stable-ABI wheels of its family (also listed on ``whl/stable2.10-<family>/``)."""
     fetcher = _Fetcher()
     base = _base_url(target)
     problems: list[Problem] = []
@@ -171,7 +191,8 @@ def verify_site(target: str) -> tuple[int, list[Problem]]:
         raise IndexSiteError(f"cannot read {base + MANIFEST_NAME}: {_describe(exc)}") from None
     problems += manifest_problems
     by_name = manifest.by_name()
-    variants = sorted({e.variant for e in manifest.entries})
+    expected = page_entries(list(manifest.entries), _site_coverage(fetcher, base, problems))
+    variants = sorted(expected)
     try:
         listing = _Links()
         listing.feed(fetcher.read(base + "whl/", accept=_HTML_ACCEPT).decode("utf-8"))
@@ -182,6 +203,7 @@ def verify_site(target: str) -> tuple[int, list[Problem]]:
     except (OSError, urllib.error.URLError, UnicodeDecodeError) as exc:
         problems.append(Problem(base + "whl/", f"variant list does not resolve ({_describe(exc)})"))
     checked = 0
+    downloaded: set[tuple[str, str, Optional[str]]] = set()
     seen: set[str] = set()
     for variant in variants:
         root_url = base + contract.quote_path(f"whl/{variant}") + "/"
@@ -207,8 +229,8 @@ def verify_site(target: str) -> tuple[int, list[Problem]]:
             entry = by_name.get(name)
             if entry is None:
                 problems.append(Problem(page_url, f"links {name!r}, which is not in the manifest"))
-            elif entry.variant != variant:
-                problems.append(Problem(page_url, f"links {name!r} of variant {entry.variant!r}"))
+            elif entry not in expected[variant]:
+                problems.append(Problem(page_url, f"links {name!r} of variant {entry.variant!r}, which does not serve {variant}"))
             else:
                 seen.add(name)
                 if (attrs.get("data-requires-python") or None) != entry.requires_python:
@@ -216,8 +238,15 @@ def verify_site(target: str) -> tuple[int, list[Problem]]:
                 yanked = attrs.get("data-yanked") if "data-yanked" in attrs else None
                 if (yanked is None) != (entry.yanked is None) or (yanked or "") != (entry.yanked or ""):
                     problems.append(Problem(page_url, f"{name!r}: data-yanked differs from the manifest"))
-            _check_wheel(fetcher, url, entry, attrs, page_url, problems)
-            checked += 1
+            # one file, many pages: download it once; a page whose link differs is checked in full
+            key = (url.split("#", 1)[0], href.partition("#")[2], attrs.get("data-core-metadata"))
+            if key not in downloaded:
+                _check_wheel(fetcher, url, entry, attrs, page_url, problems)
+                downloaded.add(key)
+                checked += 1
+        for e in expected[variant]:
+            if e.filename not in links:
+                problems.append(Problem(page_url, f"does not link {e.filename!r} (variant {e.variant!r} serves {variant})"))
         _check_json(fetcher, page_url, links, page_url, problems)
     for name in sorted(set(by_name) - seen):
         problems.append(Problem(base + MANIFEST_NAME, f"{name!r} is in the manifest but on no project page"))

@@ -54,11 +54,12 @@ def _parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
         help="rehearse the release on this machine: plan, build, check, publish, serve, install, run",
         description=(
-            "Rehearse the whole release on this machine. With no options: build the CPU variant "
-            f"({DEFAULT_CPU_VARIANT}) and, when nvcc 13 is present, the CUDA 13 variant "
-            f"({DEFAULT_CUDA_VARIANT}, for sm {DEFAULT_CUDA_ARCHS} only); publish them into a local site; serve "
-            "it on 127.0.0.1; pip-install the CPU wheel from it into a fresh venv; run the op against "
-            "the reference."
+            "Rehearse the whole release on this machine. With no options: build the stable-ABI CPU wheel "
+            f"({DEFAULT_CPU_VARIANT}, every torch >= 2.10; compiled against this machine's CPU torch, "
+            "--cpu-torch-spec) and, when nvcc 13 is present, the stable-ABI CUDA 13 wheel "
+            f"({DEFAULT_CUDA_VARIANT}, for sm {DEFAULT_CUDA_ARCHS} only); publish them into a local site with "
+            "the build matrix's coverage; serve it on 127.0.0.1; pip-install the CPU wheel from the page of "
+            "this machine's torch minor (whl/torch2.13-cpu/) into a fresh venv; run the op against the reference."
         ),
     )
     loc.add_argument(
@@ -71,7 +72,20 @@ def _parser() -> argparse.ArgumentParser:
         "--variants",
         type=_csv,
         metavar="LIST",
-        help="comma-separated variants to build instead of the defaults, e.g. torch2.13-cpu",
+        help="comma-separated variants to build instead of the defaults, e.g. stable2.10-cpu or torch2.9-cpu",
+    )
+    loc.add_argument(
+        "--cpu-torch-spec",
+        default="torch==2.13.*",
+        metavar="SPEC",
+        help="the torch a stable-ABI CPU wheel is compiled against and installed with (default 'torch==2.13.*': "
+        "the CPU torch of this machine; '' = the plan's build torch)",
+    )
+    loc.add_argument(
+        "--cuda-torch-spec",
+        metavar="SPEC",
+        help="the torch a stable-ABI CUDA wheel is compiled against, e.g. 'torch==2.14.1+cu130' "
+        "(default: the plan's build torch)",
     )
     loc.add_argument("--no-cuda", dest="cuda", action="store_false", help="never build a CUDA variant")
     loc.add_argument(
@@ -106,6 +120,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     tw.add_argument("wheel", type=Path, metavar="WHEEL")
     tw.add_argument("--torch-index-url", metavar="URL", help="PyTorch's index for the wheel's accelerator")
+    tw.add_argument(
+        "--torch-spec",
+        metavar="SPEC",
+        help="the torch to install with the wheel, e.g. 'torch==2.10.*' (a stable-ABI wheel on the oldest torch it serves)",
+    )
     tw.add_argument(
         "--tests",
         action="append",
@@ -156,6 +175,8 @@ def _cmd_local(args: argparse.Namespace) -> int:
         install_variant=args.install_variant,
         torch_index_url=args.torch_index_url,
         max_jobs=args.max_jobs,
+        cpu_torch_spec=args.cpu_torch_spec or None,
+        cuda_torch_spec=args.cuda_torch_spec or None,
     )
     result = LocalRelease(options, SubprocessRunner(echo=not args.quiet), machine.detect()).run()
     return 0 if result.ok else EXIT_STEP
@@ -166,7 +187,8 @@ def _cmd_test_wheel(args: argparse.Namespace) -> int:
     from release.wheeltest import WheelTest, WheelTestOptions, parse_tests
 
     opts = WheelTestOptions(
-        wheel=args.wheel, work_dir=args.work_dir, torch_index_url=args.torch_index_url, tests=parse_tests(args.tests)
+        wheel=args.wheel, work_dir=args.work_dir, torch_index_url=args.torch_index_url, tests=parse_tests(args.tests),
+        torch_spec=args.torch_spec,
     )
     return 0 if WheelTest(opts, SubprocessRunner()).run().ok else EXIT_STEP
 

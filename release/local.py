@@ -1,7 +1,13 @@
 """``python -m release local``: the release pipeline rehearsed on this machine.
 
 plan -> build (native) -> check -> publish (index_site) -> serve -> install (fresh venv, pip)
--> run the op against the reference; the server is always stopped at the end. Every command's
+-> run the op against the reference; the server is always stopped at the end.
+
+The default wheels are the stable-ABI ones (``stable2.10-cpu``, and ``stable2.10-cu13`` with nvcc 13):
+the CPU one is built against the CPU torch this machine has (``--cpu-torch-spec``, default
+``torch==2.13.*``; the plan's build torch is 2.14.1), published with build_matrix's coverage so that
+the per-minor pages link it, and installed from the page of that torch minor (``whl/torch2.13-cpu/``,
+the command users already have) with that torch pinned. Every command's
 output lands in ``<work-dir>/logs/NN-step.log``; ``<work-dir>/report.json`` records the steps,
 their timings and the result.
 """
@@ -55,6 +61,10 @@ class LocalOptions:
     torch_index_url: Optional[str] = None  # torch's index for builds and the install; None: auto, "": pip's own
     max_jobs: Optional[int] = None
     server_timeout: float = 30.0
+    #: The torch a stable-ABI CPU job compiles against (and the venv installs): the one on this machine.
+    cpu_torch_spec: Optional[str] = "torch==2.13.*"
+    #: The torch a stable-ABI CUDA job compiles against; None: the plan's (torch_version from its index).
+    cuda_torch_spec: Optional[str] = None
 
 
 def free_port() -> int:
@@ -70,6 +80,23 @@ def _reachable(url: str, timeout: float = 5.0) -> bool:
 
 def _no_proxy_opener() -> urllib.request.OpenerDirector:
     return urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def _cuda_job(job: Any) -> bool:
+    """Whether a plan job (its JSON) builds CUDA kernels."""
+    return bool(job.get("cuda"))
+
+
+def _stable(variant: Any) -> bool:
+    return isinstance(variant, contract.StableVariant)
+
+
+def _pinned_minor(spec: Optional[str]) -> Optional[str]:
+    """``torch==2.13.*`` -> ``2.13``; None when the spec pins no minor."""
+    import re
+
+    m = re.match(r"^\s*torch\s*==\s*(\d+)\.(\d+)", spec or "")
+    return f"{m.group(1)}.{m.group(2)}" if m else None
 
 
 def _local_env() -> dict[str, str]:
@@ -179,8 +206,25 @@ class LocalRelease:
             inst.remove_tree(self.work / name)
         (self.work / "logs").mkdir()
 
+    def _per_minor_requested(self) -> bool:
+        """Whether --variants names a per-minor variant of a torch the stable ABI serves (torch2.13-cpu):
+        the plan is then the per-minor one (``plan --no-stable-abi``), a legacy rehearsal."""
+        for name in self.o.variants or ():
+            try:
+                v = contract.parse_build_variant(name)
+            except contract.InvalidVariant:
+                continue  # select_jobs names the problem
+            if not _stable(v) and v.torch_minor >= contract.STABLE_TARGET:
+                return True
+        return False
+
     def step_plan(self) -> str:
-        out = self._run("plan", self._tool("build_matrix", "plan", "--format", "json"), capture=True).stdout
+        args = ["plan", "--format", "json"]
+        if self._per_minor_requested():
+            args.append("--no-stable-abi")
+            self._say("--variants names a per-minor variant of torch >= 2.10: planning without stable-ABI jobs "
+                      "(a legacy build, as before the stable ABI)")
+        out = self._run("plan", self._tool("build_matrix", *args), capture=True).stdout
         try:
             plan = json.loads(out)
         except json.JSONDecodeError as exc:
@@ -221,12 +265,16 @@ class LocalRelease:
         return f"{len(done)} wheel(s): {', '.join(done)}"
 
     def _build_one(self, job: Any) -> Path:
-        job_id, variant = str(job["id"]), str(job["variant"])
+        job_id = str(job["id"])
         out = self.work / "build" / job_id
         report = self.work / "build" / f"{job_id}.report.json"
         args: list[str | Path] = ["build", "--job", job_id, "--native", "--out", out, "--report", report]
-        if contract.Variant.parse(variant).accel != "cpu":
+        if _cuda_job(job):
             args += ["--cuda-archs", self.o.cuda_archs]
+        spec = self._build_torch_spec(job)
+        if spec:
+            args += ["--torch-spec", spec]
+            self._say(f"{job_id}: compiling against {spec} (a stable-ABI wheel builds against any torch >= 2.10 of its family)")
         if self.o.max_jobs:
             args += ["--max-jobs", str(self.o.max_jobs)]
         if self.o.torch_index_url is not None:
@@ -244,6 +292,12 @@ class LocalRelease:
             self.compile_seconds[job_id] = float(compile_s)
             self._say(f"{job_id}: compile time {format_seconds(float(compile_s))}")
         return self._one_wheel(out, job)
+
+    def _build_torch_spec(self, job: Any) -> Optional[str]:
+        """The torch a stable-ABI job compiles against on this machine (None: the plan's)."""
+        if not job.get("stable_abi"):
+            return None
+        return self.o.cuda_torch_spec if _cuda_job(job) else self.o.cpu_torch_spec
 
     def _one_wheel(self, directory: Path, job: Any) -> Path:
         variant, platform = str(job["variant"]), str(job["platform"])
@@ -275,24 +329,36 @@ class LocalRelease:
         for job in self.selection.jobs:
             job_id = str(job["id"])
             args: list[str | Path] = ["check", "--job", job_id]
-            cuda = contract.Variant.parse(str(job["variant"])).accel != "cpu"
-            if cuda and self.o.wheels_from is None:
+            if _cuda_job(job) and self.o.wheels_from is None:
                 args += ["--cuda-archs", self.o.cuda_archs]
             self._run("check", self._tool("build_matrix", *args, self.wheels[job_id]))
         return f"{len(self.wheels)} wheel(s) passed build_matrix check"
 
     def step_publish(self) -> str:
-        self._run("publish", self._tool("index_site", "build", self.wheels_dir, "--out", self.site_dir))
+        # build_matrix's coverage tells index_site which torch minors a stable wheel serves: their pages link it
+        coverage = self.work / "build" / "coverage.json"
+        coverage.parent.mkdir(parents=True, exist_ok=True)
+        self._run("publish", self._tool("build_matrix", "coverage", "--format", "json", "--output", coverage))
+        self._run("publish", self._tool("index_site", "build", self.wheels_dir, "--out", self.site_dir,
+                                        "--coverage", coverage))
         missing = []
         for wheel in self.wheels.values():
             variant = contract.parse_wheel_name(wheel.name).variant
-            page = self.site_dir / "whl" / variant.name / contract.PROJECT_NAME / "index.html"
-            if not page.is_file():
-                missing.append(str(page))
+            pages = [variant.name]
+            if _stable(variant) and variant.family == "cpu" and _pinned_minor(self.o.cpu_torch_spec):
+                pages.append(f"torch{_pinned_minor(self.o.cpu_torch_spec)}-cpu")  # the page we install from
+            for name in pages:
+                page = self.site_dir / "whl" / name / contract.PROJECT_NAME / "index.html"
+                if not page.is_file():
+                    missing.append(str(page))
+                elif contract.quote_path(wheel.name) not in page.read_text(encoding="utf-8"):
+                    missing.append(f"{page} (does not link {wheel.name})")
         if missing:
             raise StepFailed("publish", f"index_site build wrote no project page at {', '.join(missing)}")
         variants = sorted({contract.parse_wheel_name(w.name).variant.name for w in self.wheels.values()})
-        return f"site at {self.site_dir} with {len(variants)} variant page(s): {', '.join(variants)}"
+        pages = sorted(p.name for p in (self.site_dir / "whl").iterdir() if p.is_dir())
+        return (f"site at {self.site_dir}: {len(variants)} variant(s) ({', '.join(variants)}) on {len(pages)} "
+                f"page(s) ({', '.join(pages)})")
 
     @property
     def base_url(self) -> str:
@@ -303,9 +369,8 @@ class LocalRelease:
         self.port = self.o.port or self.port_picker()
         argv = self._tool("index_site", "serve", self.site_dir, "--port", str(self.port))
         self.server = self.runner.start(argv, log=self._log("serve"), cwd=REPO_ROOT)
-        probe = self._probe_wheel()
         deadline = time.monotonic() + self.o.server_timeout
-        url = contract.project_page_url(self.base_url, probe)
+        url = self._install_index() + contract.PROJECT_NAME + "/"
         while True:
             if self.server.poll() is not None:
                 raise StepFailed(
@@ -325,8 +390,14 @@ class LocalRelease:
         self._run("serve", self._tool("index_site", "verify", self.base_url), env=_local_env())
         return f"{self.base_url} answers and verifies (pid {getattr(self.server, 'pid', '?')})"
 
-    def _probe_wheel(self) -> Any:
-        return contract.parse_wheel_name(self.wheels[self._install_job_id()].name).variant
+    def _install_index(self) -> str:
+        """The index pip installs from: the wheel's variant page; for the stable CPU wheel the page of
+        the torch minor it is installed with (``whl/torch2.13-cpu/``): existing commands keep working."""
+        variant = contract.parse_wheel_name(self.wheels[self._install_job_id()].name).variant
+        minor = _pinned_minor(self.o.cpu_torch_spec)
+        if _stable(variant) and variant.family == "cpu" and minor:
+            return contract.variant_index_url(self.base_url, contract.Variant.parse(f"torch{minor}-cpu"))
+        return contract.variant_index_url(self.base_url, variant)
 
     def _install_job_id(self) -> str:
         assert self.selection is not None
@@ -349,7 +420,7 @@ class LocalRelease:
         self._run("install", [str(self.o.python), "-m", "venv", self.venv_dir])
         py = inst.venv_python(self.venv_dir)
         report_path = self.work / "install-report.json"
-        index = contract.variant_index_url(self.base_url, variant)
+        index = self._install_index()
         argv = [
             str(py),
             "-m",
@@ -362,10 +433,13 @@ class LocalRelease:
             "--extra-index-url",
             index,
         ]
-        torch_index = self._torch_index(variant)
+        job = next(j for j in self.selection.jobs if str(j["id"]) == job_id) if self.selection else {}
+        torch_index = self._torch_index(str(job.get("accel") or "cpu"))
         if torch_index:
             argv += ["--extra-index-url", torch_index]
         argv.append(contract.PROJECT_NAME)
+        if _stable(variant) and variant.family == "cpu" and self.o.cpu_torch_spec:
+            argv.append(self.o.cpu_torch_spec)  # the torch it was built against: the one on this machine
         self._say(
             f"pip install {contract.PROJECT_NAME} --only-binary {contract.PROJECT_NAME} --extra-index-url {index}"
         )
@@ -387,12 +461,12 @@ class LocalRelease:
         )
         return f"{filename} from {origin['url']} (torch {torch})"
 
-    def _torch_index(self, variant: Any) -> str:
-        """Where torch comes from: --torch-index-url; else PyTorch's index of the variant when it
-        answers (so a CPU variant gets the CPU torch); else pip's configured indexes."""
+    def _torch_index(self, accel: str) -> str:
+        """Where torch comes from: --torch-index-url; else PyTorch's index of the job's accelerator when it
+        answers (so a CPU wheel gets the CPU torch); else pip's configured indexes."""
         if self.o.torch_index_url is not None:
             return self.o.torch_index_url
-        url = f"{PYTORCH_INDEX}/{variant.accel}/"
+        url = f"{PYTORCH_INDEX}/{accel}/"
         if self.reachable(url):
             return url
         self._say(f"{url} is unreachable from here: torch comes from pip's configured indexes")

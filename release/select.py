@@ -20,10 +20,10 @@ __all__ = [
     "select_jobs",
 ]
 
-#: The CPU variant of the torch the project develops against (the CPU torch on this machine).
-DEFAULT_CPU_VARIANT = "torch2.13-cpu"
-#: The CUDA 13 variant, built when an nvcc of the same CUDA major is present.
-DEFAULT_CUDA_VARIANT = "torch2.14-cu130"
+#: The stable-ABI CPU wheel (every torch >= 2.10), built against the CPU torch on this machine (2.13).
+DEFAULT_CPU_VARIANT = "stable2.10-cpu"
+#: The stable-ABI CUDA 13 wheel, built when an nvcc of the same CUDA major is present.
+DEFAULT_CUDA_VARIANT = "stable2.10-cu13"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,8 +61,16 @@ def plan_summary(plan: Mapping[str, Any]) -> str:
     )
 
 
+def _cuda_major(variant: str) -> int | None:
+    """The CUDA major of a variant name (``torch2.14-cu130`` -> 13, ``stable2.10-cu13`` -> 13), None for CPU."""
+    v = contract.parse_build_variant(variant)
+    if isinstance(v, contract.StableVariant):
+        return v.cuda_major
+    return None if v.cuda is None else int(v.cuda.split(".")[0])
+
+
 def _is_cuda(variant: str) -> bool:
-    return contract.Variant.parse(variant).accel != "cpu"
+    return _cuda_major(variant) is not None
 
 
 def select_jobs(
@@ -83,14 +91,14 @@ def select_jobs(
     notes: list[str] = []
     if variants is None:
         wanted = [DEFAULT_CPU_VARIANT]
-        cuda_variant = contract.Variant.parse(DEFAULT_CUDA_VARIANT)
+        major = _cuda_major(DEFAULT_CUDA_VARIANT)
         if not cuda:
             notes.append(f"{DEFAULT_CUDA_VARIANT} left out: --no-cuda")
         elif machine.nvcc is None:
             notes.append(f"{DEFAULT_CUDA_VARIANT} left out: no nvcc found (CUDA_HOME, PATH, /usr/local/cuda)")
-        elif machine.cuda_major != int(cuda_variant.cuda.split(".")[0]):
+        elif machine.cuda_major != major:
             notes.append(
-                f"{DEFAULT_CUDA_VARIANT} left out: it needs CUDA {cuda_variant.cuda.split('.')[0]}.x, "
+                f"{DEFAULT_CUDA_VARIANT} left out: it needs CUDA {major}.x, "
                 f"this nvcc is {machine.cuda_version} ({machine.nvcc})"
             )
         else:
@@ -98,11 +106,11 @@ def select_jobs(
     else:
         wanted = list(dict.fromkeys(variants))
         if not wanted:
-            raise UsageError("Invalid --variants (empty): name at least one variant, e.g. torch2.13-cpu")
+            raise UsageError("Invalid --variants (empty): name at least one variant, e.g. stable2.10-cpu")
     selected = []
     for name in wanted:
         try:
-            contract.Variant.parse(name)
+            contract.parse_build_variant(name)
         except contract.InvalidVariant as exc:
             raise UsageError(str(exc)) from None
         job = by_variant.get(name)

@@ -37,6 +37,7 @@ class WheelTestOptions:
     wheel: Path
     work_dir: Optional[Path] = None  # default: a temporary directory, removed afterwards
     torch_index_url: Optional[str] = None  # PyTorch's index of the wheel's accel
+    torch_spec: Optional[str] = None  # install this torch with the wheel ("torch==2.10.*": a stable wheel on another torch)
     tests: tuple[Path, ...] = ()  # test files/folders (relative to the repo root) to run
     pytest_args: tuple[str, ...] = ("-m", "not gpu and not slow", "-q")
     python: Path = Path(sys.executable)
@@ -90,10 +91,13 @@ class WheelTest:
         argv = [py, "-m", "pip", "install", "--disable-pip-version-check", str(self.o.wheel.resolve())]
         if self.o.torch_index_url:
             argv += ["--extra-index-url", self.o.torch_index_url]
+        if self.o.torch_spec:
+            argv.append(self.o.torch_spec)
         if self.o.tests:
             argv += list(TEST_REQUIREMENTS)
         self.runner.run(argv, log=self._log("install"))
-        return f"torch requirement {contract.torch_requirement(self.name.variant.torch_minor)}"
+        pin = _torch_pin(self.name.variant)
+        return f"torch requirement {pin}" + (f", with {self.o.torch_spec}" if self.o.torch_spec else "")
 
     def _scratch(self) -> Path:
         scratch = self.work / "scratch"
@@ -153,6 +157,13 @@ class WheelTest:
         self.runner.run(argv, log=self._log("tests"), cwd=root)
         left_out = f" (left out, they test the source tree's build tools: {', '.join(tooling)})" if tooling else ""
         return f"pytest {' '.join(targets)} passed{left_out}"
+
+
+def _torch_pin(variant: object) -> str:
+    """``torch>=2.7,<2.8``; a stable-ABI wheel's ``torch>=2.10`` (no upper bound)."""
+    if isinstance(variant, contract.StableVariant):
+        return contract.torch_requirement(variant.target, stable=True)
+    return contract.torch_requirement(variant.torch_minor)
 
 
 def parse_tests(values: Optional[Sequence[str]]) -> tuple[Path, ...]:

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The local release (README, "Releasing"): rehearse the whole release pipeline on this machine.
 #   bash scripts/local-release.sh [options of `python -m release local`; --help lists them]
-# With no options: plan the matrix, build the CPU variant (and the CUDA 13 variant when nvcc 13 is
-# here, for one GPU architecture), check the wheels, publish them into a local index site, serve it
-# on 127.0.0.1, pip-install the CPU wheel from it into a fresh venv and run the op against the
-# reference. Everything goes under out/local-release/ (logs/, report.json); the exit status is 0
-# only when every step passed.
+# With no options: plan the matrix, build the stable-ABI CPU wheel stable2.10-cpu (one wheel for
+# every torch >= 2.10, compiled against this machine's torch 2.13) and the stable-ABI CUDA 13 wheel
+# when nvcc 13 is here (one GPU architecture), check the wheels, publish them into a local index site
+# (the torch >= 2.10 pages link them), serve it on 127.0.0.1, pip-install the CPU wheel from
+# whl/torch2.13-cpu/ into a fresh venv and run the op against the reference. Everything goes under
+# out/local-release/ (logs/, report.json); the exit status is 0 only when every step passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

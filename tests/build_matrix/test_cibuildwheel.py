@@ -37,7 +37,7 @@ def representative(jobs: list[Job]) -> list[Job]:
     """One job per distinct identifier shape: OS, arch, CPython, manylinux image, CPU or CUDA."""
     seen: dict[tuple, Job] = {}
     for job in jobs:
-        seen.setdefault((job.os, job.arch, job.python, job.manylinux, job.cuda is None), job)
+        seen.setdefault((job.os, job.arch, job.python, job.manylinux, job.cuda is None, job.stable_abi), job)
     return list(seen.values())
 
 
@@ -49,6 +49,7 @@ def jobs(data) -> list[Job]:
 def test_representative_jobs_select_exactly_the_planned_identifier(jobs: list[Job]) -> None:
     subset = representative(jobs)
     assert {j.os for j in subset} == {"linux", "windows"} and len(subset) >= 10
+    assert sum(j.stable_abi for j in subset) >= 6  # cpu and CUDA stable jobs of every platform
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(identifiers, subset))
     for job, got in zip(subset, results):

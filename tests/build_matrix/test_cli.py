@@ -102,8 +102,8 @@ def test_python_dash_m_entry_point(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "build_matrix", "plan", "--format", "jobs", "--torch", "2.13",
                            "--accel", "cpu"], cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["torch2.13-cpu-linux-x86_64", "torch2.13-cpu-linux-aarch64",
-                                   "torch2.13-cpu-windows-amd64"]
+    assert proc.stdout.split() == ["stable2.10-cpu-linux-x86_64", "stable2.10-cpu-linux-aarch64",
+                                   "stable2.10-cpu-windows-amd64"]
     proc = subprocess.run([sys.executable, "-m", "build_matrix", "plan", "--accel", "cuda"], cwd=REPO,
                           capture_output=True, text=True)
     assert proc.returncode == 3 and "Unknown accel: 'cuda'" in proc.stderr

@@ -20,8 +20,10 @@ def test_new_release_shows_up(cli, tmp_path: Path) -> None:
     res = cli("diff", str(old), "current", "--format", "json")
     assert res.code == 0
     d = json.loads(res.out)
-    assert d["jobs"]["added"] and all(j.startswith("torch2.15-") for j in d["jobs"]["added"])
-    assert d["jobs"]["removed"] == [] and d["jobs"]["changed"] == {}
+    # torch 2.15 adds no job: the stable-ABI jobs serve it; they change only in what they serve
+    assert d["jobs"]["added"] == [] and d["jobs"]["removed"] == []
+    assert d["jobs"]["changed"] and all(j.startswith("stable2.10-") for j in d["jobs"]["changed"])
+    assert all(set(fields) <= {"serves", "covers_pythons"} for fields in d["jobs"]["changed"].values()), d["jobs"]["changed"]
     # 2.15's combinations are new rows; the other minors gain unavailable CPython 3.15 rows.
     added_covered = [c for c in d["combinations"]["added"] if c["status"] == "covered"]
     assert added_covered and {c["torch"] for c in added_covered} == {"2.15"}
@@ -29,7 +31,7 @@ def test_new_release_shows_up(cli, tmp_path: Path) -> None:
     assert d["combinations"]["newly_covered"] == [] and d["combinations"]["no_longer_covered"] == []
     assert not d["identical"]
     text = cli("diff", str(old), "current")
-    assert "+ torch2.15-cu130-linux-x86_64" in text.out
+    assert "~ stable2.10-cu13-linux-x86_64" in text.out
     assert cli("diff", str(old), "current", "--exit-code").code == 7
 
 
@@ -39,7 +41,7 @@ def test_changed_job_lists_fields(cli, tmp_path: Path) -> None:
     newer = tmp_path / "new.toml"
     newer.write_text(compat.DEFAULT_DATA_PATH.read_text().replace('latest = "2.14.1"', 'latest = "2.14.2"'))
     res = cli("diff", str(plan_old), str(newer))
-    assert "~ torch2.14-cu130-linux-x86_64" in res.out
+    assert "~ stable2.10-cu13-linux-x86_64" in res.out  # built against torch 2.14
     assert "torch_version: '2.14.1' -> '2.14.2'" in res.out
     assert "CIBW_BEFORE_BUILD" in res.out
 

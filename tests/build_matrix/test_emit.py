@@ -28,7 +28,7 @@ def test_shards_hold_every_job_once_in_order(plan, size: int) -> None:
 
 
 def test_ids_are_stable_when_the_plan_grows(data) -> None:
-    older = make_plan(data, torch="2.4-2.13")
+    older = make_plan(data, torch="2.4-2.8")
     newer = make_plan(data)
     old_entries = {e["id"]: e for s in emit.shards(older) for e in s["include"]}
     new_entries = {e["id"]: e for s in emit.shards(newer) for e in s["include"]}
@@ -37,10 +37,19 @@ def test_ids_are_stable_when_the_plan_grows(data) -> None:
 
 
 def test_matrix_entry(plan) -> None:
-    entry = emit.matrix_entry(plan.job("torch2.14-cu130-linux-aarch64"))
-    assert entry == {"id": "torch2.14-cu130-linux-aarch64", "variant": "torch2.14-cu130", "torch": "2.14",
+    entry = emit.matrix_entry(plan.job("torch2.9-cu130-linux-aarch64"))
+    assert entry == {"id": "torch2.9-cu130-linux-aarch64", "variant": "torch2.9-cu130", "torch": "2.9",
                      "accel": "cu130", "cuda": "13.0", "platform": "linux-aarch64", "os": "linux",
-                     "arch": "aarch64", "runs_on": "ubuntu-24.04-arm", "python": "3.10"}
+                     "arch": "aarch64", "runs_on": "ubuntu-24.04-arm", "python": "3.10",
+                     "oldest_torch": "2.9", "oldest_accel": "cu130", "stable_abi": "false", "family": "cu13"}
+    # a stable job: torch/accel/cuda of the torch it compiles against (accel: the index to test with)
+    entry = emit.matrix_entry(plan.job("stable2.10-cu13-linux-aarch64"))
+    assert entry == {"id": "stable2.10-cu13-linux-aarch64", "variant": "stable2.10-cu13", "torch": "2.14",
+                     "accel": "cu132", "cuda": "13.2", "platform": "linux-aarch64", "os": "linux",
+                     "arch": "aarch64", "runs_on": "ubuntu-24.04-arm", "python": "3.10",
+                     "oldest_torch": "2.10", "oldest_accel": "cu130", "stable_abi": "true", "family": "cu13"}
+    cu12 = emit.matrix_entry(plan.job("stable2.10-cu12-windows-amd64"))
+    assert (cu12["oldest_torch"], cu12["oldest_accel"]) == ("2.10", "cu128")  # torch 2.10 ships cu126 and cu128
 
 
 @pytest.mark.parametrize("size", [0, 257])
@@ -52,17 +61,19 @@ def test_bad_shard_size(plan, cli, size: int) -> None:
 
 
 def test_github_output(plan, cli) -> None:
-    res = cli("emit", "matrix", "--format", "github-output", "--shard-size", "100")
+    res = cli("emit", "matrix", "--format", "github-output", "--shard-size", "50")
     assert res.code == 0
     lines = dict(line.split("=", 1) for line in res.out.splitlines())
-    assert int(lines["shards"]) == math.ceil(len(plan.jobs) / 100)
+    assert int(lines["shards"]) == math.ceil(len(plan.jobs) / 50)
     assert json.loads(lines["names"]) == [f"shard-{i}" for i in range(int(lines["shards"]))]
     first = json.loads(lines["shard-0"])
-    assert len(first["include"]) == 100 and first["include"][0]["id"] == plan.jobs[0].id
+    assert len(first["include"]) == 50 and first["include"][0]["id"] == plan.jobs[0].id
+    last = json.loads(lines[f"shard-{int(lines['shards']) - 1}"])
+    assert last["include"][-1]["id"] == "stable2.10-cu13-windows-amd64" and last["include"][-1]["stable_abi"] == "true"
 
 
 def test_env_shell_format_round_trips_through_bash(plan, tmp_path) -> None:
-    job = plan.job("torch2.13-cpu-windows-amd64")  # quotes, ';', '&&', '{dest_dir}\\name' inside
+    job = plan.job("stable2.10-cu12-windows-amd64")  # quotes, ';', '&&', '{dest_dir}\\name' inside
     script = tmp_path / "env.sh"
     script.write_text(emit.format_env(job.environment, "shell"))
     for key, value in job.environment.items():

@@ -115,3 +115,57 @@ def test_env_flag_rejects_other_values() -> None:
     # A typo must not silently mean FALSE: the message names the variable and the value.
     with pytest.raises(c.InvalidSetting, match=r"CAUSAL_CONV1D_FORCE_BUILD .*'yes please'"):
         c.env_flag("CAUSAL_CONV1D_FORCE_BUILD", {"CAUSAL_CONV1D_FORCE_BUILD": "yes please"})
+
+
+# --- stable-ABI builds (torch >= 2.10) -----------------------------------------------------------
+
+
+def test_stable_variant_names_labels_and_pin() -> None:
+    sv = c.StableVariant.parse("stable2.10-cu13")
+    assert sv == c.StableVariant("cu13") and sv.target == c.STABLE_TARGET == (2, 10)
+    assert (sv.name, sv.torch, sv.cuda_major, str(sv)) == ("stable2.10-cu13", "2.10", 13, "stable2.10-cu13")
+    assert c.local_version(sv) == "cu13.stable2.10"
+    assert c.StableVariant("cpu").cuda_major is None
+    assert c.torch_requirement(sv.target, stable=True) == "torch>=2.10"  # no upper bound
+    assert c.torch_requirement((2, 9)) == "torch>=2.9,<2.10"
+    assert c.stable_target_macro() == "0x020a000000000000"
+    name = c.wheel_filename("1.6.1", sv, "manylinux_2_28_x86_64")
+    assert name == "causal_conv1d-1.6.1+cu13.stable2.10-cp39-abi3-manylinux_2_28_x86_64.whl"
+    parsed = c.parse_wheel_name(name)
+    assert parsed.variant == sv and parsed.platforms == ("manylinux_2_28_x86_64",)
+    assert c.variant_index_url("https://h/s", sv) == "https://h/s/whl/stable2.10-cu13/"
+    assert c.project_page_url("https://h/s/", c.StableVariant("cpu")) == "https://h/s/whl/stable2.10-cpu/causal-conv1d/"
+
+
+@pytest.mark.parametrize("bad", ["stable2.10-cu11", "stable2.9-cpu", "stable2.10-cu130", "stable-cpu", "stable2.10"])
+def test_stable_variant_rejects(bad: str) -> None:
+    with pytest.raises(c.InvalidVariant):
+        c.StableVariant.parse(bad)
+
+
+def test_parse_build_variant_and_local_labels() -> None:
+    assert c.parse_build_variant("torch2.7-cu128") == c.Variant.parse("torch2.7-cu128")
+    assert c.parse_build_variant("stable2.10-cu12") == c.StableVariant("cu12")
+    for bad in ("torch2.7-gpu", "stable2.10-gpu", ""):
+        with pytest.raises(c.InvalidVariant):
+            c.parse_build_variant(bad)
+    assert c.build_variant_from_local_version("cu12.stable2.10") == c.StableVariant("cu12")
+    assert c.build_variant_from_local_version("cu128.torch2.7") == c.Variant.parse("torch2.7-cu128")
+    with pytest.raises(c.InvalidVariant, match="cuNN.stableX.Y"):
+        c.build_variant_from_local_version("cu12.stable")
+
+
+def test_which_torch_builds_a_stable_wheel_serves() -> None:
+    cu12, cu13, cpu = c.StableVariant("cu12"), c.StableVariant("cu13"), c.StableVariant("cpu")
+    for name in ("torch2.10-cu126", "torch2.11-cu128", "torch2.15-cu129", "torch2.12-cu126-cxx11abi0"):
+        assert cu12.serves(c.Variant.parse(name)) and not cu13.serves(c.Variant.parse(name)), name
+    assert cu13.serves(c.Variant.parse("torch2.16-cu132")) and not cu13.serves(c.Variant.parse("torch2.9-cu130"))
+    assert cpu.serves(c.Variant.parse("torch2.13-cpu")) and not cpu.serves(c.Variant.parse("torch2.13-cu130"))
+    assert c.stable_variant_for(c.Variant.parse("torch2.15-cu130")) == cu13
+    assert c.stable_variant_for(c.Variant.parse("torch2.9-cu130")) is None
+    assert c.accel_family("cu129") == "cu12" and c.accel_family("cpu") == "cpu"
+    assert cu13.refusal("2.14.1+cu130", "13.0") is None
+    assert cu12.refusal("2.13.0+cu130", "13.0") == (
+        "this build is for CUDA 12 torch, but the installed torch 2.13.0+cu130 is a CUDA 13 build (13.0)")
+    assert cu13.refusal("2.13.0+cpu", None) == "this build is for CUDA 13 torch, but the installed torch 2.13.0+cpu is a CPU build"
+    assert cpu.refusal("2.9.1", None) == "this stable-ABI build needs torch >= 2.10, but torch 2.9.1 is installed"

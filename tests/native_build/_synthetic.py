@@ -117,17 +117,25 @@ def make_wheel(
     drop_record: bool = False,
     extra_files: Optional[dict[str, bytes]] = None,
     imports: str = "",
+    build_torch: Optional[str] = None,
 ) -> Path:
-    """A wheel of this project for ``variant``; every keyword breaks one aspect on purpose."""
-    v = contract.Variant.parse(variant)
-    abi = v.abi if cxx11_abi is None else cxx11_abi
+    """A wheel of this project for ``variant`` (``torch2.13-cpu`` or a stable one, ``stable2.10-cu13``,
+    whose record says it was built against ``build_torch``); every keyword breaks one aspect on purpose."""
+    v = contract.parse_build_variant(variant)
+    stable = isinstance(v, contract.StableVariant)
+    if stable:  # the torch a stable wheel was compiled against: the newest of its family we plan
+        build = contract.Variant.parse(build_torch or {"cpu": "torch2.13-cpu", "cu12": "torch2.11-cu128"}.get(v.family, "torch2.14-cu130"))
+    else:
+        build = v
+    abi = build.abi if cxx11_abi is None else cxx11_abi
     version = f"{contract.PACKAGE_VERSION}+{contract.local_version(v)}"
     name = filename or contract.wheel_filename(version, v, platform)
     so = compile_extension(
         dest_dir / f"build-{name[:-len('.whl')]}", cxx11_abi=abi, link_libcuda=link_libcuda, non_abi3=non_abi3,
         imports=imports,
     )
-    reqs = [contract.torch_requirement(v.torch_minor)] if requires is None else requires
+    pin = contract.torch_requirement(v.target, stable=True) if stable else contract.torch_requirement(v.torch_minor)
+    reqs = [pin] if requires is None else requires
     dist_info = f"{contract.DIST_NAME}-{version}.dist-info"
     metadata = "\n".join(
         ["Metadata-Version: 2.1", f"Name: {contract.PROJECT_NAME}", f"Version: {version}",
@@ -136,15 +144,15 @@ def make_wheel(
     record = {
         "version": version,
         "variant": v.name,
-        "torch_version": f"{v.torch}.0+{v.accel}",
-        "cuda_version": v.cuda,
-        "cxx11_abi": v.abi,
-        "cuda_archs": [] if v.cuda is None else ["9.0"],
-        "with_cuda": v.cuda is not None,
+        "torch_version": f"{build.torch}.0+{build.accel}",
+        "cuda_version": build.cuda,
+        "cxx11_abi": build.abi,
+        "cuda_archs": [] if build.cuda is None else ["9.0"],
+        "with_cuda": build.cuda is not None,
         "platform": "linux_x86_64",
         "source_commit": None,
-        "stable_abi_target": None,
-        "cuda_major": None if v.cuda is None else int(v.cuda.split(".")[0]),
+        "stable_abi_target": v.torch if stable else None,
+        "cuda_major": None if build.cuda is None else int(build.cuda.split(".")[0]),
     }
     record.update(record_overrides or {})
     wheel_meta = f"Wheel-Version: 1.0\nGenerator: synthetic\nRoot-Is-Purelib: false\nTag: cp39-abi3-{platform}\n\n"

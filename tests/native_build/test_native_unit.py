@@ -16,7 +16,8 @@ from build_support.contract import contract
 
 @pytest.fixture(scope="module")
 def plan():
-    return make_plan()
+    """The per-minor plan: its torch 2.13/2.14 jobs are the legacy builds (``build --job`` still takes them)."""
+    return make_plan(stable_abi=False)
 
 
 def _opts(tmp_path: Path) -> native.BuildOptions:
@@ -45,6 +46,31 @@ def test_build_env_for_cuda_job(plan, tmp_path: Path, monkeypatch) -> None:
     assert env[contract.ENV_LOCAL_VERSION] == "cu130.torch2.14"
     assert contract.ENV_SKIP_CUDA_BUILD not in env
     assert env["TORCH_CUDA_ARCH_LIST"] == "9.0"
+    assert env[contract.ENV_STABLE_ABI] == "FALSE"
+
+
+def test_build_env_for_stable_jobs(tmp_path: Path) -> None:
+    stable = make_plan()
+    env = native._build_env(stable.job("stable2.10-cu13-linux-x86_64"), _opts(tmp_path), tmp_path, "9.0", 1, 2)
+    assert env[contract.ENV_STABLE_ABI] == "TRUE" and env[contract.ENV_LOCAL_VERSION] == "cu13.stable2.10"
+    assert contract.ENV_SKIP_CUDA_BUILD not in env and env["TORCH_CUDA_ARCH_LIST"] == "9.0"
+    env = native._build_env(stable.job("stable2.10-cpu-linux-x86_64"), _opts(tmp_path), tmp_path, None, 2, 1)
+    assert env[contract.ENV_STABLE_ABI] == "TRUE" and env[contract.ENV_LOCAL_VERSION] == "cpu.stable2.10"
+    assert env[contract.ENV_SKIP_CUDA_BUILD] == "TRUE"
+
+
+def test_verify_torch_of_a_stable_job(tmp_path: Path) -> None:
+    job = make_plan().job("stable2.10-cpu-linux-x86_64")
+    # the planned torch, and any other CPU torch >= 2.10 (the rehearsal builds against 2.13): accepted
+    for version in ("2.14.1+cpu", "2.13.0+cpu", "2.10.0"):
+        native._verify_torch(job, {"version": version, "cuda": None, "cxx11_abi": True}, _opts(tmp_path))
+    native._verify_torch(job, {"version": "2.13.0+cpu", "cuda": None, "cxx11_abi": False}, _opts(tmp_path))
+    with pytest.raises(native.BuildError, match="needs torch >= 2.10"):
+        native._verify_torch(job, {"version": "2.9.1+cpu", "cuda": None, "cxx11_abi": True}, _opts(tmp_path))
+    cu13 = make_plan().job("stable2.10-cu13-linux-x86_64")
+    native._verify_torch(cu13, {"version": "2.14.1+cu130", "cuda": "13.0", "cxx11_abi": True}, _opts(tmp_path))
+    with pytest.raises(native.BuildError, match="for CUDA 13 torch, but the installed torch 2.14.1\\+cu126 is a CUDA 12"):
+        native._verify_torch(cu13, {"version": "2.14.1+cu126", "cuda": "12.6", "cxx11_abi": True}, _opts(tmp_path))
 
 
 def test_ccache_shims_compilers(tmp_path: Path, monkeypatch) -> None:

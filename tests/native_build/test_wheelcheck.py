@@ -216,18 +216,75 @@ def test_cli_check_good_and_bad(make_wheel, run_cli) -> None:
 
 
 def test_cli_check_directory_and_job(make_wheel, run_cli) -> None:
-    good = make_wheel()
-    proc = run_cli("check", "--job", "torch2.13-cpu-linux-x86_64", str(good.parent))
+    good = make_wheel(variant="torch2.9-cpu")
+    proc = run_cli("check", "--job", "torch2.9-cpu-linux-x86_64", str(good.parent))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    proc = run_cli("check", "--job", "torch2.14-cpu-linux-x86_64", str(good))
+    proc = run_cli("check", "--job", "torch2.8-cpu-linux-x86_64", str(good))
     assert proc.returncode == 11
-    assert "planned torch2.14-cpu" in proc.stdout
+    assert "planned torch2.8-cpu" in proc.stdout
+
+
+def test_cli_check_stable_job(make_wheel, run_cli) -> None:
+    stable = make_wheel(variant="stable2.10-cpu")
+    proc = run_cli("check", "--job", "stable2.10-cpu-linux-x86_64", str(stable))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = run_cli("check", "--variant", "stable2.10-cpu", str(stable))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # a per-minor wheel where the plan has the stable one
+    proc = run_cli("check", "--job", "stable2.10-cpu-linux-x86_64", str(make_wheel(variant="torch2.9-cpu")))
+    assert proc.returncode == 11 and "planned stable2.10-cpu" in proc.stdout
+
+
+# --- stable-ABI wheels (+cpu.stable2.10, torch>=2.10 with no upper bound)
+
+
+def test_stable_wheel_passes_every_check(make_wheel) -> None:
+    for variant, build in (("stable2.10-cpu", "torch2.13-cpu"), ("stable2.10-cpu", "torch2.10-cpu"),
+                           ("stable2.10-cu13", "torch2.14-cu130"), ("stable2.10-cu12", "torch2.11-cu128")):
+        wheel = make_wheel(variant=variant, build_torch=build)
+        assert "stable2.10" in wheel.name
+        results = wheelcheck.check_wheel(wheel, wheelcheck.Expectation(variant=contract.StableVariant.parse(variant)))
+        failed = _failed(results) - {"cuda-archs"}  # the synthetic CUDA wheels carry no device code
+        assert failed == set(), [r.line() for r in results]
+        detail = {r.check: r.detail for r in results}
+        assert "torch>=2.10" in detail["metadata"] and "<" not in detail["metadata"]
+        assert "stable-ABI wheel" in detail["cxx11-abi"]
+
+
+def test_stable_wheel_any_cxx11_abi(make_wheel) -> None:
+    # the stable ABI crosses only C shims: a pre-cxx11 binary is no mislabel
+    results = wheelcheck.check_wheel(make_wheel(variant="stable2.10-cpu", cxx11_abi=False))
+    assert _failed(results) == set(), [r.line() for r in results]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"requires": ["torch>=2.10,<2.11"]}, "torch pin 'torch<2.11,>=2.10' != 'torch>=2.10'"),
+        ({"requires": ["torch>=2.13"]}, "!= 'torch>=2.10'"),
+        ({"record_overrides": {"stable_abi_target": None}}, "stable_abi_target None != '2.10'"),
+        ({"record_overrides": {"torch_version": "2.9.1+cpu"}}, "needs torch >= 2.10"),
+        ({"record_overrides": {"cuda_version": "12.8", "torch_version": "2.13.0+cu128"}}, "CPU torch"),
+        ({"record_overrides": {"cuda_major": 13}}, "cuda_major 13 != None"),
+        ({"record_overrides": {"variant": "torch2.13-cpu"}}, "variant 'torch2.13-cpu' != 'stable2.10-cpu'"),
+    ],
+)
+def test_broken_stable_wheel_fails(make_wheel, kwargs: dict, message: str) -> None:
+    results = wheelcheck.check_wheel(make_wheel(variant="stable2.10-cpu", **kwargs))
+    details = " ".join(r.detail for r in results if r.status == "fail")
+    assert message in details, [r.line() for r in results]
+
+
+def test_stable_record_in_a_per_minor_wheel_fails(make_wheel) -> None:
+    results = wheelcheck.check_wheel(make_wheel(variant="torch2.9-cpu", record_overrides={"stable_abi_target": "2.10"}))
+    assert _failed(results) == {"build-record"}
+    assert "stable_abi_target '2.10' in a per-torch-minor wheel" in " ".join(r.detail for r in results)
 
 
 def test_cli_check_bad_input(tmp_path: Path, run_cli) -> None:
-    proc = run_cli("check", "--job", "torch2.13-cpu-linux-x86_46", str(tmp_path / "x.whl"))
+    proc = run_cli("check", "--job", "torch2.9-cpu-linux-x86_46", str(tmp_path / "x.whl"))
     assert proc.returncode == 3
-    assert "torch2.13-cpu-linux-x86_64" in proc.stderr  # the close valid job id is suggested
+    assert "torch2.9-cpu-linux-x86_64" in proc.stderr  # the close valid job id is suggested
     proc = run_cli("check", "--only", "nedeed", str(tmp_path / "x.whl"))
     assert proc.returncode == 2 and "unknown check" in proc.stderr
     proc = run_cli("check", str(tmp_path / "missing.whl"))

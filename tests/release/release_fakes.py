@@ -18,26 +18,32 @@ from release.commands import CommandResult  # noqa: E402
 from release.errors import CommandFailed  # noqa: E402
 from release.machine import Machine  # noqa: E402
 
+#: The torch a stable-ABI job of the real plan compiles against, per family.
+STABLE_BUILD = {"cpu": "torch2.14-cpu", "cu12": "torch2.11-cu128", "cu13": "torch2.14-cu132"}
+
 
 def make_job(variant: str, platform: str = "linux-x86_64", **extra: Any) -> dict[str, Any]:
-    v = contract.Variant.parse(variant)
+    v = contract.parse_build_variant(variant)
+    stable = isinstance(v, contract.StableVariant)
+    build = contract.Variant.parse(STABLE_BUILD[v.family]) if stable else v
     return {
         "id": f"{variant}-{platform}",
         "variant": variant,
-        "torch": v.torch,
-        "accel": v.accel,
+        "torch": build.torch,
+        "accel": build.accel,
         "platform": platform,
         "runs_on": "ubuntu-24.04",
         "python": "3.10",
-        "cuda": v.cuda,
-        "torch_index_url": f"https://download.pytorch.org/whl/{v.accel}",
+        "cuda": build.cuda,
+        "torch_index_url": f"https://download.pytorch.org/whl/{build.accel}",
         "environment": {"CIBW_BUILD": "cp310-manylinux_x86_64"},
+        "stable_abi": stable,
         **extra,
     }
 
 
 def make_plan(
-    variants: Sequence[str] = ("torch2.13-cpu", "torch2.14-cu130", "torch2.14-cpu"),
+    variants: Sequence[str] = ("stable2.10-cpu", "stable2.10-cu13", "torch2.13-cpu", "torch2.14-cu130", "torch2.14-cpu"),
     platforms: Sequence[str] = ("linux-x86_64", "windows-amd64"),
 ) -> dict[str, Any]:
     jobs = [make_job(v, p) for v in variants for p in platforms]
@@ -145,7 +151,7 @@ def arg_after(argv: Sequence[str], flag: str) -> str:
 
 def write_fake_wheel(directory: Path, variant: str, platform_tag: str = "linux_x86_64") -> Path:
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / contract.wheel_filename(contract.PACKAGE_VERSION, contract.Variant.parse(variant), platform_tag)
+    path = directory / contract.wheel_filename(contract.PACKAGE_VERSION, contract.parse_build_variant(variant), platform_tag)
     path.write_bytes(b"PK fake wheel " + variant.encode())
     return path
 
@@ -153,7 +159,7 @@ def write_fake_wheel(directory: Path, variant: str, platform_tag: str = "linux_x
 def smoke_json(
     variant: str, *, ok: bool = True, module: str = "/venv/lib/site-packages/causal_conv1d/__init__.py"
 ) -> str:
-    v = contract.Variant.parse(variant)
+    v = contract.parse_build_variant(variant)
     return json.dumps(
         {
             "module": module,

@@ -32,6 +32,7 @@ class World:
                 "build_matrix plan": self.plan_cmd,
                 "build_matrix build": self.build,
                 "build_matrix check": self.simple("build_matrix check"),
+                "build_matrix coverage": self.coverage,
                 "index_site build": self.publish,
                 "index_site verify": self.simple("index_site verify"),
                 "venv": self.simple("venv"),
@@ -58,26 +59,34 @@ class World:
         Path(arg_after(argv, "--report")).write_text(json.dumps({"compile_s": 75.0}))
         return None
 
+    def coverage(self, argv, kw):
+        """Like build_matrix coverage --format json: rows of the torch >= 2.10 variants (no cells needed)."""
+        rows = [{"variant": v, "cells": {}} for v in ("torch2.13-cpu", "torch2.14-cpu", "torch2.14-cu130")]
+        Path(arg_after(argv, "--output")).write_text(json.dumps({"rows": rows}))
+        return self.fail.get("build_matrix coverage")
+
     def publish(self, argv, kw):
+        """Like index_site build: each wheel on its own page; a stable one also on the pages it serves."""
         if "index_site build" in self.fail:
             return self.fail["index_site build"]
         wheels, site = Path(argv[argv.index("build") + 1]), Path(arg_after(argv, "--out"))
+        served = [r["variant"] for r in json.loads(Path(arg_after(argv, "--coverage")).read_text())["rows"]]
         for wheel in wheels.glob("*.whl"):
             variant = contract.parse_wheel_name(wheel.name).variant
-            page = site / "whl" / variant.name / contract.PROJECT_NAME / "index.html"
-            page.parent.mkdir(parents=True, exist_ok=True)
-            page.write_text(f'<a href="../../../files/{contract.quote_path(wheel.name)}">{wheel.name}</a>')
-            self.pages[contract.project_page_url(self.base, variant)] = page.read_text()
+            names = [variant.name]
+            if isinstance(variant, contract.StableVariant):
+                names += [n for n in served if variant.serves(contract.Variant.parse(n))]
+            for name in names:
+                page = site / "whl" / name / contract.PROJECT_NAME / "index.html"
+                page.parent.mkdir(parents=True, exist_ok=True)
+                page.write_text(f'<a href="../../../files/{contract.quote_path(wheel.name)}">{wheel.name}</a>')
+                self.pages[f"{self.base}whl/{name}/{contract.PROJECT_NAME}/"] = page.read_text()
         return None
 
     def pip(self, argv, kw):
         if "pip" in self.fail:
             return self.fail["pip"]
-        index = arg_after(argv, "--extra-index-url")
-        variant = index.rstrip("/").rsplit("/", 1)[-1]
-        wheel = next(
-            (self.tmp / "work" / "wheels").glob(f"*+{contract.local_version(contract.Variant.parse(variant))}-*.whl")
-        )
+        wheel = self.tmp / "work" / "wheels" / self.installed_wheel()
         url = self.installed_from or f"{self.base}files/{contract.quote_path(wheel.name)}"
         report = {
             "install": [
@@ -97,9 +106,14 @@ class World:
     def smoke(self, argv, kw):
         return smoke_json(self.installed_variant(), ok=self.smoke_ok)
 
-    def installed_variant(self) -> str:
+    def installed_wheel(self) -> str:
+        """The wheel the page pip was given links (what pip would install)."""
         pip = next(c for c in self.runner.calls if FakeRunner.key(c) == "pip")
-        return arg_after(pip, "--extra-index-url").rstrip("/").rsplit("/", 1)[-1]
+        page = self.pages[arg_after(pip, "--extra-index-url") + contract.PROJECT_NAME + "/"]
+        return page.split(">", 1)[1].split("<", 1)[0]
+
+    def installed_variant(self) -> str:
+        return contract.parse_wheel_name(self.installed_wheel()).variant.name
 
     def release(self, *, nvcc: bool = True, **opts: Any) -> tuple[LocalRelease, io.StringIO]:
         stream = io.StringIO()
@@ -137,6 +151,7 @@ def test_defaults_build_both_variants_and_install_the_cpu_wheel(world: World) ->
         "build_matrix build",
         "build_matrix check",
         "build_matrix check",
+        "build_matrix coverage",
         "index_site build",
         "index_site serve",
         "index_site verify",
@@ -146,8 +161,10 @@ def test_defaults_build_both_variants_and_install_the_cpu_wheel(world: World) ->
         "causal_conv1d",
     ]
     builds = [c for c in world.runner.calls if FakeRunner.key(c) == "build_matrix build"]
-    assert [arg_after(c, "--job") for c in builds] == ["torch2.13-cpu-linux-x86_64", "torch2.14-cu130-linux-x86_64"]
+    assert [arg_after(c, "--job") for c in builds] == ["stable2.10-cpu-linux-x86_64", "stable2.10-cu13-linux-x86_64"]
     assert "--native" in builds[0] and "--cuda-archs" not in builds[0]
+    # the stable CPU wheel compiles against this machine's torch 2.13 (the plan's is 2.14.1); CUDA: the plan's
+    assert arg_after(builds[0], "--torch-spec") == "torch==2.13.*" and "--torch-spec" not in builds[1]
     assert arg_after(builds[1], "--cuda-archs") == "9.0"  # the small default arch list
     checks = [c for c in world.runner.calls if FakeRunner.key(c) == "build_matrix check"]
     assert [arg_after(c, "--job") for c in checks] == [arg_after(c, "--job") for c in builds]
@@ -155,9 +172,12 @@ def test_defaults_build_both_variants_and_install_the_cpu_wheel(world: World) ->
     assert sorted(Path(c[-1]).name for c in checks) == sorted(p.name for p in (world.tmp / "work/wheels").glob("*.whl"))
     serve = world.runner.started[0]
     assert serve.argv[-2:] == ["--port", str(PORT)] and serve.stopped
+    publish = next(c for c in world.runner.calls if FakeRunner.key(c) == "index_site build")
+    assert arg_after(publish, "--coverage").endswith("coverage.json")  # the pages of torch >= 2.10 link it
     pip = next(c for c in world.runner.calls if FakeRunner.key(c) == "pip")
+    # installed from the page of this machine's torch minor (the command users have), that torch pinned
     assert arg_after(pip, "--extra-index-url") == f"{BASE}whl/torch2.13-cpu/"
-    assert arg_after(pip, "--only-binary") == "causal-conv1d" and pip[-1] == "causal-conv1d"
+    assert arg_after(pip, "--only-binary") == "causal-conv1d" and pip[-2:] == ["causal-conv1d", "torch==2.13.*"]
     assert pip.count("--extra-index-url") == 1  # PyTorch's index unreachable: pip's own indexes for torch
     pip_env = world.runner.kwargs[world.runner.calls.index(pip)]["env"]
     assert "127.0.0.1" in pip_env["NO_PROXY"]  # the local index never goes through a proxy
@@ -167,9 +187,10 @@ def test_defaults_build_both_variants_and_install_the_cpu_wheel(world: World) ->
     assert "local release finished: 7 steps in" in text
     assert "stopped the index server" in text
     report = json.loads((world.tmp / "work/report.json").read_text())
-    assert report["ok"] and report["installed"]["variant"] == "torch2.13-cpu"
+    assert report["ok"] and report["installed"]["variant"] == "stable2.10-cpu"
+    assert report["installed"]["filename"].startswith("causal_conv1d-1.6.1+cpu.stable2.10-")
     assert report["installed"]["url"].startswith(BASE)
-    assert report["compile_seconds"] == {"torch2.13-cpu-linux-x86_64": 75.0, "torch2.14-cu130-linux-x86_64": 75.0}
+    assert report["compile_seconds"] == {"stable2.10-cpu-linux-x86_64": 75.0, "stable2.10-cu13-linux-x86_64": 75.0}
     assert json.loads((world.tmp / "work/plan.json").read_text())["jobs"]
 
 
@@ -177,7 +198,28 @@ def test_without_nvcc_only_the_cpu_variant(world: World) -> None:
     rel, stream = world.release(nvcc=False)
     assert rel.run().ok
     assert world.runner.keys().count("build_matrix build") == 1
-    assert "torch2.14-cu130 left out: no nvcc found" in stream.getvalue()
+    assert "stable2.10-cu13 left out: no nvcc found" in stream.getvalue()
+
+
+def test_a_per_minor_variant_of_torch_2_10_plus_plans_without_stable_jobs(world: World) -> None:
+    rel, stream = world.release(variants=("torch2.13-cpu",))
+    assert rel.run().ok, stream.getvalue()
+    plan = next(c for c in world.runner.calls if FakeRunner.key(c) == "build_matrix plan")
+    assert "--no-stable-abi" in plan and "planning without stable-ABI jobs" in stream.getvalue()
+    build = next(c for c in world.runner.calls if FakeRunner.key(c) == "build_matrix build")
+    assert "--torch-spec" not in build  # a per-minor job installs its own torch
+    pip = next(c for c in world.runner.calls if FakeRunner.key(c) == "pip")
+    assert pip[-1] == "causal-conv1d"
+
+
+def test_the_stable_wheel_must_be_on_the_torch_minor_page(world: World) -> None:
+    real = world.coverage
+    world.coverage = lambda argv, kw: (real(argv, kw), Path(arg_after(argv, "--output")).write_text('{"rows": []}'))[1] and None
+    world.runner.handlers["build_matrix coverage"] = world.coverage
+    rel, _ = world.release(nvcc=False)
+    result = rel.run()
+    assert result.failed is not None and result.failed.key == "publish"
+    assert "whl/torch2.13-cpu/causal-conv1d/index.html" in result.failed.detail
 
 
 def test_options_reach_the_commands(world: World) -> None:

@@ -12,31 +12,36 @@ from release.select import plan_summary, select_jobs
 
 def test_defaults_with_nvcc_13_build_cpu_then_cuda(plan) -> None:
     sel = select_jobs(plan, machine())
-    assert sel.ids == ["torch2.13-cpu-linux-x86_64", "torch2.14-cu130-linux-x86_64"]
+    assert sel.ids == ["stable2.10-cpu-linux-x86_64", "stable2.10-cu13-linux-x86_64"]  # the stable-ABI wheels
     assert sel.notes == ()
 
 
 def test_defaults_without_nvcc_build_cpu_only_and_say_why(plan) -> None:
     sel = select_jobs(plan, machine(nvcc=None))
-    assert sel.ids == ["torch2.13-cpu-linux-x86_64"]
+    assert sel.ids == ["stable2.10-cpu-linux-x86_64"]
     assert "no nvcc found" in sel.notes[0]
 
 
 def test_defaults_with_another_cuda_major_skip_the_cuda_variant(plan) -> None:
     sel = select_jobs(plan, machine(cuda="12.8"))
-    assert sel.ids == ["torch2.13-cpu-linux-x86_64"]
+    assert sel.ids == ["stable2.10-cpu-linux-x86_64"]
     assert "this nvcc is 12.8" in sel.notes[0]
 
 
 def test_no_cuda_switch(plan) -> None:
     sel = select_jobs(plan, machine(), cuda=False)
-    assert sel.ids == ["torch2.13-cpu-linux-x86_64"]
+    assert sel.ids == ["stable2.10-cpu-linux-x86_64"]
     assert "--no-cuda" in sel.notes[0]
 
 
 def test_platform_decides_the_job(plan) -> None:
     sel = select_jobs(plan, machine(platform="windows-amd64"), cuda=False)
-    assert sel.ids == ["torch2.13-cpu-windows-amd64"]
+    assert sel.ids == ["stable2.10-cpu-windows-amd64"]
+
+
+def test_a_cuda_12_nvcc_cannot_build_the_cu13_stable_wheel(plan) -> None:
+    sel = select_jobs(plan, machine(cuda="12.8"))
+    assert "stable2.10-cu13 left out: it needs CUDA 13.x, this nvcc is 12.8" in sel.notes[0]
 
 
 def test_explicit_variants_keep_cpu_first(plan) -> None:

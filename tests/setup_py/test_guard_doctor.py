@@ -87,7 +87,9 @@ def test_guard_fires_on_mismatched_record_before_the_extension_loads(unpacked: P
     assert "_GLIBCXX_USE_CXX11_ABI=0" in err
     url = contract.variant_index_url("http://mirror.example/", contract.Variant.parse(CPU_VARIANT))
     assert url in py(unpacked, ["-c", "import causal_conv1d"], **{contract.ENV_INDEX_URL: "http://mirror.example/"}).stderr
-    assert f'pip install "causal-conv1d==1.6.1+cpu.torch2.13" --extra-index-url {contract.DEFAULT_INDEX_URL}whl/{CPU_VARIANT}/' in err
+    # torch 2.13 >= 2.10: the stable-ABI wheel of its family, also linked from the torch minor's page
+    assert f'pip install "causal-conv1d==1.6.1+cpu.stable2.10" --extra-index-url {contract.DEFAULT_INDEX_URL}whl/stable2.10-cpu/' in err
+    assert f"{contract.DEFAULT_INDEX_URL}whl/{CPU_VARIANT}/, links the same wheel" in err
     assert "undefined symbol:" not in err and "invalid ELF header" not in err  # no loader error
 
 
@@ -136,7 +138,9 @@ def test_doctor_healthy_with_index(unpacked: Path, index) -> None:
     assert r["commands"]["pip"] == f"pip install causal-conv1d --only-binary causal-conv1d --extra-index-url {url}"
     assert r["commands"]["uv"] == f"uv pip install causal-conv1d --extra-index-url {url}"
     assert "explicit = true" in r["commands"]["uv_pyproject"]
-    assert len(index.requests) == 1  # one request
+    # torch 2.13: the stable family page first (this index has the per-minor wheel only), then the minor's page
+    assert r["wheel_variant"] == "stable2.10-cpu" and r["index"]["url"] == f"{url}{contract.PROJECT_NAME}/"
+    assert len(index.requests) == 2 and "/whl/stable2.10-cpu/" in index.requests[0]
     text = py(unpacked, ["-m", "causal_conv1d", "doctor"], **{contract.ENV_INDEX_URL: index.url}).stdout
     for needle in ("torch       2.13", "variant     torch2.13-cpu", "index       yes:", url, "no problems found"):
         assert needle in text, text

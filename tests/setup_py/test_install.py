@@ -114,7 +114,9 @@ def test_index_404_falls_back_to_a_local_build(venv_clean, index, sdist_dir, bui
     env = install_env(tmp_path, index.url, MAX_JOBS="1")
     proc = venv_clean.pip(*pip_install_sdist_args(sdist_dir, build_deps), env=env, timeout=3600)
     out = proc.stdout + proc.stderr
-    assert f"no wheel for variant {CPU_VARIANT} at {index.url}whl/{CPU_VARIANT}/{contract.PROJECT_NAME}/ (HTTP 404); building locally" in out
+    # torch 2.13: the stable family page, then the torch minor's page; both 404
+    assert (f"no wheel for variant {CPU_VARIANT} ({index.url}whl/stable2.10-cpu/{contract.PROJECT_NAME}/: HTTP 404; "
+            f"{index.url}whl/{CPU_VARIANT}/{contract.PROJECT_NAME}/: HTTP 404); building locally") in out
     assert "compiling against torch 2.13" in out  # the target torch made visible to the isolated build
     assert "local build" in out and "CPU-only build" in out
     res = venv_clean.py(SMOKE)

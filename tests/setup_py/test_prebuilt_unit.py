@@ -197,3 +197,78 @@ def test_probe_for_doctor(index, refused_url: str) -> None:
     assert prebuilt.probe(contract.Variant.parse("torch2.7-cu128"), index.url)[0] is False
     known, detail = prebuilt.probe(V, refused_url, timeout=1)
     assert known is None and "refused" in detail.lower()
+
+
+# --- stable-ABI wheels (torch >= 2.10) -----------------------------------------------------------
+
+STABLE_CPU = contract.StableVariant("cpu")
+
+
+def test_lookups_ask_the_family_page_first_for_torch_2_10_plus() -> None:
+    base = "http://h/"
+    assert prebuilt.lookups(V, base) == [
+        ("http://h/whl/stable2.10-cpu/causal-conv1d/", (STABLE_CPU,)),
+        ("http://h/whl/torch2.13-cpu/causal-conv1d/", (STABLE_CPU, V)),
+    ]
+    old = contract.Variant.parse("torch2.9-cu128")
+    assert prebuilt.lookups(old, base) == [("http://h/whl/torch2.9-cu128/causal-conv1d/", (old,))]
+    # torch 2.15 with the other C++ ABI: no per-minor page exists, the stable wheel serves it
+    odd = contract.Variant.parse("torch2.15-cu130-cxx11abi0")
+    assert prebuilt.lookups(odd, base) == [("http://h/whl/stable2.10-cu13/causal-conv1d/", (contract.StableVariant("cu13"),))]
+    assert prebuilt.lookups(contract.Variant.parse("torch2.5-cpu-cxx11abi1"), base) == []
+
+
+def test_select_prefers_the_stable_wheel_and_keeps_families_apart() -> None:
+    legacy = cand(name())
+    stable = cand(name("1.6.1+cpu.stable2.10"))
+    cu12 = cand(name("1.6.1+cu12.stable2.10"))
+    best, _ = prebuilt.select([legacy, stable, cu12], (STABLE_CPU, V), LINUX)
+    assert best == stable
+    best, _ = prebuilt.select([legacy, cu12], (STABLE_CPU, V), LINUX)
+    assert best == legacy  # a per-minor wheel of exactly this variant still counts
+    best, why = prebuilt.select([cu12], (STABLE_CPU, V), LINUX)
+    assert best is None and why == "no wheel"  # a CUDA 12 wheel never serves a CPU torch
+    # a better platform tag wins over the stable preference
+    better = cand(name(plat="manylinux_2_28_x86_64"))
+    best, _ = prebuilt.select([better, stable], (STABLE_CPU, V), LINUX)
+    assert best == better
+
+
+def _stable_index(tmp_path: Path, family: str = "cpu") -> Path:
+    from index_site._testing import write_wheel
+    from index_site.site import BuildOptions, build_site
+
+    wheels = tmp_path / "stable-wheels"
+    write_wheel(wheels, variant=f"stable2.10-{family}", platform="linux_x86_64", requires_dist=("torch>=2.10",))
+    site = tmp_path / "stable-site"
+    build_site(BuildOptions(wheels_dir=wheels, out=site, now="2026-01-01T00:00:00Z"))
+    return site
+
+
+def test_fetch_uses_the_stable_wheel_verified(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    site = _stable_index(tmp_path)
+    out = _fetch(tmp_path, site.as_uri() + "/", monkeypatch)  # the torch here: 2.13 CPU
+    assert out.wheel is not None, out.message
+    assert out.variant == "torch2.13-cpu"
+    assert "using prebuilt wheel causal_conv1d-1.6.1+cpu.stable2.10-cp39-abi3-linux_x86_64.whl" in capsys.readouterr().err
+    # a file that is not what the index says (sha256, size) is refused on both pages: local build
+    [wheel] = (site / "files").glob("*.whl")
+    wheel.write_bytes(wheel.read_bytes() + b"\0")
+    out = _fetch(tmp_path / "again", site.as_uri() + "/", monkeypatch)
+    assert out.wheel is None and "sha256 mismatch" in out.message
+    assert _nothing_left(tmp_path / "again")
+
+
+@pytest.mark.parametrize("version", ["2.15.0+cpu", "2.16.0"])
+def test_fetch_for_a_torch_newer_than_the_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: str) -> None:
+    site = _stable_index(tmp_path)
+    monkeypatch.setattr(prebuilt, "find_target_torch", lambda: (TorchInfo(True, version, None, None, True), "test"))
+    out = _fetch(tmp_path, site.as_uri() + "/", monkeypatch)
+    assert out.wheel is not None, out.message
+    assert "+cpu.stable2.10" in out.message and out.variant == f"torch{version[:4]}-cpu"
+    assert prebuilt.probe(contract.Variant.from_torch(version, None, True), site.as_uri() + "/")[0] is True
+    # a CUDA 13 torch finds no CPU wheel: not a wrong wheel, a local build
+    monkeypatch.setattr(prebuilt, "find_target_torch", lambda: (TorchInfo(True, "2.15.0+cu130", "13.0", None, True), "t"))
+    out = _fetch(tmp_path / "cu13", site.as_uri() + "/", monkeypatch)
+    assert out.wheel is None and "whl/stable2.10-cu13/" in out.message
