@@ -11,6 +11,7 @@ from typing import Any
 import jinja2
 from packaging.version import Version
 
+from build_support.commands import commands as install_cmds
 from build_support.contract import contract
 from index_site.coverage import (
     COVERAGE_NAME,
@@ -29,7 +30,7 @@ HTML_API_VERSION = "1.0"
 JSON_API_VERSION = "1.1"
 #: Project pages are at whl/<variant>/<project>/: three levels below the site root.
 _PROJECT_PAGE_TO_ROOT = "../../../"
-_PYTORCH_INDEX = "https://download.pytorch.org/whl/"
+_PYTORCH_INDEX = install_cmds.PYTORCH_INDEX_URL
 
 
 @functools.lru_cache(maxsize=1)
@@ -120,6 +121,42 @@ def _accel_label(accel: str) -> str:
     return "CPU" if accel == "cpu" else f"CUDA {contract.cuda_from_accel(accel)}"
 
 
+def _default_selection(cells: dict[tuple[str, str], Cell], platforms: list[str], variants: list[str]) -> dict[str, str]:
+    """What the page opens on: the newest variant (newest torch, then newest CUDA, CPU last) that has a
+    wheel, on the first platform (Linux x86_64 first) that has it; with no wheel at all, the newest variant."""
+    for name in variants:
+        for p in platforms:
+            if cells[(p, name)].wheel:
+                v = contract.Variant.parse(name)
+                return {"os": p, "torch": v.torch, "accel": v.accel}
+    if not variants:
+        return {"os": platforms[0] if platforms else "", "torch": "", "accel": ""}
+    v = contract.Variant.parse(variants[0])
+    return {"os": platforms[0], "torch": v.torch, "accel": v.accel}
+
+
+def _reason_keys(cells: dict[tuple[str, str], Cell], platforms: list[str], variants: list[str]) -> dict[str, str]:
+    """A short key (a, b, ...) per distinct reason, in table order: the compact grid shows the key, the
+    legend and each cell's tooltip the reason."""
+    keys: dict[str, str] = {}
+    for name in variants:
+        for p in platforms:
+            reason = cells[(p, name)].reason
+            if not cells[(p, name)].wheel and reason and reason not in keys:
+                n = len(keys)
+                keys[reason] = chr(ord("a") + n) if n < 26 else f"z{n - 25}"
+    return keys
+
+
+def _variant_commands(site_url: str, variant_name: str) -> dict[str, Any]:
+    v = contract.Variant.parse(variant_name)
+    spec = f"=={v.torch}.*"
+    return {
+        "wheel": install_cmds.install_commands(contract, site_url, v, spec),
+        "source": install_cmds.source_commands(contract, v.accel, spec),
+    }
+
+
 def _landing(entries: list[Entry], rows: list[CoverageRow], site_url: str) -> bytes:
     cells = coverage_cells(entries, rows)
     platforms = sorted({p for p, _ in cells}, key=platform_sort_key)
@@ -128,15 +165,15 @@ def _landing(entries: list[Entry], rows: list[CoverageRow], site_url: str) -> by
     for name in variants:
         v = contract.Variant.parse(name)
         torch_accels.setdefault(v.torch, []).append(v.accel)
+    reasons = _reason_keys(cells, platforms, variants)
     table = []
     for name in variants:
         v = contract.Variant.parse(name)
-        row: list[Cell] = [cells[(p, name)] for p in platforms]
+        row = [{"cell": cells[(p, name)], "key": reasons.get(cells[(p, name)].reason or "")} for p in platforms]
         table.append({"variant": name, "torch": v.torch, "accel": _accel_label(v.accel), "cells": row})
     data = {
         "site_url": site_url,
         "project": contract.PROJECT_NAME,
-        "pytorch_index": _PYTORCH_INDEX,
         "platforms": [{"id": p, "label": PLATFORMS.get(p, p)} for p in platforms],
         "torch": [
             {"version": t, "accels": [{"id": a, "label": _accel_label(a)} for a in accels]}
@@ -146,7 +183,10 @@ def _landing(entries: list[Entry], rows: list[CoverageRow], site_url: str) -> by
             f"{p} {v}": {"wheel": c.wheel, "version": c.version, "reason": c.reason}
             for (p, v), c in sorted(cells.items())
         },
+        "commands": {name: _variant_commands(site_url, name) for name in variants},
+        "default": _default_selection(cells, platforms, variants),
     }
+    example = contract.Variant.parse(variants[0]) if variants else contract.Variant((2, 13), "cpu")
     html = (
         _env()
         .get_template("landing.html")
@@ -155,7 +195,10 @@ def _landing(entries: list[Entry], rows: list[CoverageRow], site_url: str) -> by
             site_url=site_url,
             platforms=[{"id": p, "label": PLATFORMS.get(p, p)} for p in platforms],
             table=table,
+            legend=[{"key": k, "reason": r} for r, k in reasons.items()],
             data=data,
+            noscript_command=install_cmds.install_commands(contract, site_url, example, f"=={example.torch}.*")["pip"],
+            noscript_variant=example.name,
         )
     )
     return html.encode("utf-8")
