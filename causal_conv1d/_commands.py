@@ -8,9 +8,9 @@ variant's index of our site. Without the torch index, a venv without torch gets 
 
 - pip: ``--index-url`` = PyTorch's index of the accelerator (it mirrors torch's dependencies),
   ``--extra-index-url`` = the variant's index, ``--only-binary causal-conv1d`` (never the sdist).
-- uv: ``--index-url`` the same, ``--index NAME=URL`` for the variant's index; uv's default
-  ``first-index`` strategy takes causal-conv1d from the variant's index and torch (which that index
-  does not have) from PyTorch's only.
+- uv: ``--index NAME=URL`` for the variant's index, then for PyTorch's (both ahead of the default
+  index, which stays for anything else); uv's default ``first-index`` strategy takes causal-conv1d
+  from the variant's index and torch (which that index does not have) from PyTorch's only.
 - a uv project: both indexes ``explicit = true`` and pinned in ``[tool.uv.sources]``.
 
 ``torch_spec`` is what to pin torch to: ``==2.13.*`` on the landing page, the running torch's exact
@@ -57,7 +57,7 @@ def install_commands(c: Any, base: str, variant: Any, torch_spec: str, *,
     return {
         "pip": (f"pip install {torch} {ours} --only-binary {c.PROJECT_NAME} "
                 f"--index-url {torch_url} --extra-index-url {url}"),
-        "uv": f"uv pip install {torch} {ours} --index-url {torch_url} --index {name}={url}",
+        "uv": f"uv pip install {torch} {ours} --index {name}={url} --index {torch_name}={torch_url}",
         "uv_pyproject": (
             f'[project]\ndependencies = ["torch{torch_spec}", "{c.PROJECT_NAME}"]\n\n'
             f'[[tool.uv.index]]\nname = "{torch_name}"\nurl = "{torch_url}"\nexplicit = true\n\n'

@@ -150,10 +150,7 @@ def fix_instructions(record: dict[str, Any], torch_version: str, torch_cuda: Opt
     public = str(record.get("version") or _contract.PACKAGE_VERSION).split("+", 1)[0]
     lines = [f"The running torch is variant {variant.name}."]
     if variant.is_official:
-        url = _contract.variant_index_url(base, variant)
-        full = f"{public}+{_contract.local_version(variant)}"
-        lines.append(f"Its wheels are at {url}")
-        lines.append(f'Install the matching build:  pip install "causal-conv1d=={full}" --extra-index-url {url}')
+        lines += _matching_build_lines(_contract, base, variant, public, torch_version)
     else:
         lines.append(
             "No prebuilt wheel is published for it (its C++ ABI differs from PyTorch's official build of that variant)."
@@ -168,6 +165,21 @@ def fix_instructions(record: dict[str, Any], torch_version: str, torch_cuda: Opt
         lines.append(f"Or install the torch this build was made for (variant {built}).")
     lines.append("Diagnose the machine:  python -m causal_conv1d doctor")
     return "\n".join(lines)
+
+
+def _matching_build_lines(_contract: Any, base: str, variant: Any, public: str, torch_version: str) -> list[str]:
+    """Where the matching wheel is and the pip / uv commands that install it next to the running torch
+    (torch pinned to its public version, so the command keeps it; PyTorch's index of the same build
+    for a venv where it is missing)."""
+    from causal_conv1d import _commands  # noqa: PLC0415
+
+    url = _contract.variant_index_url(base, variant)
+    full = f"{public}+{_contract.local_version(variant)}"
+    pin = "==" + str(torch_version).split("+", 1)[0]
+    cmds = _commands.install_commands(_contract, base, variant, pin, version=full)
+    return [f"Its wheels are at {url}",
+            f"Install the matching build:  {cmds['pip']}",
+            f"  (uv:  {cmds['uv']})"]
 
 
 def _running_torch() -> tuple[str, Optional[str], Optional[bool]]:

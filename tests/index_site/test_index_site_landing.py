@@ -77,8 +77,8 @@ PIP_CU128 = (
     f"--index-url https://download.pytorch.org/whl/cu128/ --extra-index-url {SITE_URL}whl/torch2.14-cu128/"
 )
 UV_CU128 = (
-    'uv pip install "torch==2.14.*" causal-conv1d --index-url https://download.pytorch.org/whl/cu128/ '
-    f"--index causal-conv1d-torch2-14-cu128={SITE_URL}whl/torch2.14-cu128/"
+    f'uv pip install "torch==2.14.*" causal-conv1d --index causal-conv1d-torch2-14-cu128={SITE_URL}whl/torch2.14-cu128/ '
+    "--index pytorch-cu128=https://download.pytorch.org/whl/cu128/"
 )
 
 
