@@ -215,3 +215,17 @@ def test_a_tampered_wheel_stops_the_install(request, index, sdist_dir, build_dep
     assert f"{contract.ENV_FORCE_BUILD}=TRUE pip install" in out
     assert not marker.exists()  # nothing was compiled
     assert venv.pip("show", contract.PROJECT_NAME, check=False).returncode != 0  # nothing installed
+
+
+def test_uv_isolated_build_blames_the_isolation_not_a_missing_torch(venv_clean, index, sdist_dir, build_deps, tmp_path):
+    """torch IS installed in the venv; uv's isolated build cannot see it: the first advice is how to let
+    the build see it (or take the wheel), not 'install torch'."""
+    cmd = [str(UV), "pip", "install", "--python", str(venv_clean.python), "--no-index", "--find-links", str(sdist_dir),
+           "--find-links", str(build_deps), f"{contract.PROJECT_NAME}=={contract.PACKAGE_VERSION}"]
+    env, _marker = shim_env(tmp_path, _frontend_env(tmp_path, index.url))  # the diagnosis fails before compiling
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    assert "torch is not importable in this isolated build environment" in out, out[-3000:]
+    fix = out.split("torch is not importable in this isolated build environment", 1)[1].split("fix: ", 1)[1]
+    assert fix.startswith("let the build see that torch: uv pip install --no-build-isolation-package causal-conv1d"), fix
