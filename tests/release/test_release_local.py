@@ -30,6 +30,7 @@ class World:
         self.runner = FakeRunner(
             {
                 "build_matrix plan": self.plan_cmd,
+                "build_matrix coverage": self.coverage,
                 "build_matrix build": self.build,
                 "build_matrix check": self.simple("build_matrix check"),
                 "index_site build": self.publish,
@@ -49,6 +50,10 @@ class World:
     def plan_cmd(self, argv, kw):
         return self.fail.get("build_matrix plan") or json.dumps(self.plan)
 
+    def coverage(self, argv, kw):
+        Path(arg_after(argv, "--output")).write_text(json.dumps({"platforms": ["linux-x86_64"], "rows": []}))
+        return self.fail.get("build_matrix coverage")
+
     def build(self, argv, kw):
         if "build_matrix build" in self.fail:
             return self.fail["build_matrix build"]
@@ -62,6 +67,8 @@ class World:
         if "index_site build" in self.fail:
             return self.fail["index_site build"]
         wheels, site = Path(argv[argv.index("build") + 1]), Path(arg_after(argv, "--out"))
+        site.mkdir(parents=True, exist_ok=True)
+        (site / "index.html").write_text("landing page")
         for wheel in wheels.glob("*.whl"):
             variant = contract.parse_wheel_name(wheel.name).variant
             page = site / "whl" / variant.name / contract.PROJECT_NAME / "index.html"
@@ -133,6 +140,7 @@ def test_defaults_build_both_variants_and_install_the_cpu_wheel(world: World) ->
     assert result.ok, text
     assert world.runner.keys() == [
         "build_matrix plan",
+        "build_matrix coverage",
         "build_matrix build",
         "build_matrix build",
         "build_matrix check",
@@ -171,6 +179,17 @@ def test_defaults_build_both_variants_and_install_the_cpu_wheel(world: World) ->
     assert report["installed"]["url"].startswith(BASE)
     assert report["compile_seconds"] == {"torch2.13-cpu-linux-x86_64": 75.0, "torch2.14-cu130-linux-x86_64": 75.0}
     assert json.loads((world.tmp / "work/plan.json").read_text())["jobs"]
+    # the page is built for the local site it is served from, with the project's coverage
+    publish = next(c for c in world.runner.calls if FakeRunner.key(c) == "index_site build")
+    assert arg_after(publish, "--site-url") == BASE
+    assert arg_after(publish, "--coverage") == str(world.tmp / "work" / "coverage.json")
+    # the summary ends with where the site and the report are and how to serve the site again
+    work = (world.tmp / "work").resolve()
+    assert text.rstrip("\n").splitlines()[-3:] == [
+        f"site:    {work / 'site'}",
+        f"report:  {work / 'report.json'}",
+        f"serve:   {rel.o.python} -m index_site serve {work / 'site'} --port {PORT}   (then open {BASE})",
+    ]
 
 
 def test_without_nvcc_only_the_cpu_variant(world: World) -> None:
