@@ -73,7 +73,7 @@ def main() -> int:
            env=env_without_ours(PYTHONPATH=str(REPO)))
         deps = work / "build_deps"
         sh([sys.executable, "-m", "pip", "download", "-q", "--only-binary", ":all:", "-d", deps,
-            "setuptools>=70.1", "packaging>=24"], env=env_without_ours())
+            "setuptools>=77.0.3,<85", "packaging>=24"], env=env_without_ours())
         vdir = work / "venv"
         if not (vdir / "bin" / "python").exists():
             venv.EnvBuilder(with_pip=True).create(vdir)

@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 #: Build-environment packages besides torch: pyproject's [build-system] requires plus ninja.
-BUILD_TOOLS = ("setuptools>=69", "wheel", "packaging>=24", "ninja")
+BUILD_TOOLS = ("setuptools>=77.0.3,<85", "wheel", "packaging>=24", "ninja")
 GB_PER_CUDA_JOB = 4.0  #: peak memory of one nvcc job on these kernels, with headroom
 GB_PER_CXX_JOB = 1.5
 

@@ -62,12 +62,18 @@ def get_requires_for_build_wheel(config_settings: Optional[dict[str, Any]] = Non
 
 
 def _stop_if_prebuilt_only(outcome: prebuilt.Outcome) -> None:
-    if prebuilt._truthy(prebuilt.ENV_PREBUILT_ONLY):
+    if not prebuilt._truthy(prebuilt.ENV_PREBUILT_ONLY):
+        return
+    if prebuilt.settings_skip_reason():
         raise SystemExit(
-            f"causal-conv1d: {prebuilt.ENV_PREBUILT_ONLY}=TRUE and no verified prebuilt wheel is available "
-            f"({outcome.message}). Not compiling. Unset {prebuilt.ENV_PREBUILT_ONLY} to build locally, or point "
-            f"{contract.ENV_INDEX_URL} at an index that has the wheel (python -m causal_conv1d doctor)."
+            f"causal-conv1d: {prebuilt.ENV_PREBUILT_ONLY}=TRUE (never compile) contradicts another setting: "
+            f"{outcome.message.split(':', 1)[0]}. Unset one of them."
         )
+    raise SystemExit(
+        f"causal-conv1d: {prebuilt.ENV_PREBUILT_ONLY}=TRUE and no verified prebuilt wheel is available "
+        f"({outcome.message}), so nothing is compiled. To compile instead, unset {prebuilt.ENV_PREBUILT_ONLY}; "
+        f"or point {contract.ENV_INDEX_URL} at an index that has the wheel (python -m causal_conv1d doctor)."
+    )
 
 
 def _expose_target_torch(outcome: Optional[prebuilt.Outcome]) -> None:
@@ -125,7 +131,7 @@ def prepare_metadata_for_build_wheel(metadata_directory: str, config_settings: O
         try:
             name = _write_metadata_from_wheel(outcome.wheel, mdir)
         except (prebuilt.IndexError_, OSError, KeyError, zipfile.BadZipFile) as exc:
-            print(f"causal-conv1d: prebuilt wheel unusable ({exc}); building locally", file=sys.stderr, flush=True)
+            prebuilt._fall_back(f"prebuilt wheel unusable ({exc})")
             outcome.wheel.unlink(missing_ok=True)
             outcome = prebuilt.Outcome(None, str(exc), outcome.variant, outcome.torch, outcome.torch_source)
         else:

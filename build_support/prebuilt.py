@@ -16,8 +16,11 @@
    verify size and sha256 (a wheel without a published sha256 is not used), check it is a readable
    wheel whose build record names the variant, then move it into place atomically.
 
-Any failure -> :class:`Outcome` with ``wheel=None`` and one line saying why; the caller builds
-locally (or stops, when ``CAUSAL_CONV1D_PREBUILT_ONLY=TRUE``). A wrong or partial file is never
+Any failure -> :class:`Outcome` with ``wheel=None`` and one line saying why, shown at the
+frontend's default verbosity (:func:`_tell_user`); the caller builds locally (or stops, when
+``CAUSAL_CONV1D_PREBUILT_ONLY=TRUE``). Except a wheel whose sha256 or size differs from the
+index's (:class:`VerificationFailed`): the install stops with a message naming the file and both
+values. A wrong or partial file is never
 left where pip would pick it up. Stdlib + ``packaging`` only.
 """
 
@@ -52,6 +55,7 @@ __all__ = [
     "ENV_PREBUILT_ONLY", "Candidate", "Outcome", "IndexError_", "find_target_torch", "target_variant",
     "index_base", "fetch_candidates", "select", "download", "fetch_prebuilt", "settings_skip_reason",
     "lookups", "find_candidate",
+    "VerificationFailed",
 ]
 
 #: TRUE: never compile; stop with a message when no verified prebuilt wheel is available.
@@ -87,12 +91,58 @@ def _say(msg: str) -> None:
     print(f"causal-conv1d: {msg}", file=sys.stderr, flush=True)
 
 
+def _tell_user(msg: str) -> None:
+    """A message the user must see at the frontend's DEFAULT verbosity.
+
+    pip and uv hide a build backend's stdout and stderr unless the build fails or ``-v`` is given, and
+    pip (26.3) shows a backend's warnings only for a local directory, not for an sdist from an index;
+    uv shows none. So: on stderr (``-v`` and failure output), and on the controlling terminal of the
+    install (``/dev/tty``, where the user watches pip or uv), when there is one. Without a terminal
+    (CI) the stderr line is what there is: run such installs with ``-v`` to see it.
+    """
+    _say(msg)
+    if os.name == "nt":
+        return
+    try:
+        with open("/dev/tty", "w", encoding="utf-8") as tty:
+            tty.write(f"\ncausal-conv1d: {msg}\n")
+    except OSError:
+        pass  # no controlling terminal
+
+
 def _truthy(name: str) -> bool:
     return contract.env_flag(name) is True
 
 
 class IndexError_(Exception):  # noqa: N801  (not the builtin IndexError)
     """The index could not give a usable answer; the message is one line for the user."""
+
+
+class VerificationFailed(Exception):
+    """The downloaded wheel is not the file the index describes (sha256 or size): a tampered or
+    corrupted download, or a broken mirror. The install stops: a security event is no reason to
+    compile quietly."""
+
+    def __init__(self, filename: str, url: str, what: str, expected: str, actual: str, actual_sha256: str) -> None:
+        self.filename, self.url, self.what = filename, url, what
+        self.expected, self.actual, self.actual_sha256 = expected, actual, actual_sha256
+        super().__init__(f"{what} mismatch for {filename}: expected {expected}, got {actual}")
+
+    def stop_message(self, expected_sha256: Optional[str]) -> str:
+        lines = [
+            f"causal-conv1d: STOP: the prebuilt wheel {self.filename} from {self.url} does not match the index "
+            f"({self.what} mismatch). Nothing was installed; the download was deleted.",
+            f"  expected {self.what}: {self.expected}",
+            f"  actual   {self.what}: {self.actual}",
+        ]
+        if self.what != "sha256":
+            lines += [f"  expected sha256: {expected_sha256 or '-'}", f"  actual   sha256: {self.actual_sha256}"]
+        lines += [
+            "  This is a tampered or corrupted download, or a broken mirror or proxy: check "
+            f"{contract.ENV_INDEX_URL} and your proxy, and retry.",
+            f"  To compile from source instead (no download): {contract.ENV_FORCE_BUILD}=TRUE pip install ...",
+        ]
+        return "\n".join(lines)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,12 +257,18 @@ def _read_all(resp: Any, deadline: float, limit: Optional[int] = None, sink: Opt
             break
         total += len(chunk)
         if limit is not None and total > limit:
-            raise IndexError_(f"response larger than expected ({total} > {limit} bytes)")
+            if sink is not None:
+                sink(chunk)
+            raise _TooLarge(f"response larger than expected ({total} > {limit} bytes)")
         if sink is None:
             chunks.append(chunk)
         else:
             sink(chunk)
     return b"".join(chunks)
+
+
+class _TooLarge(IndexError_):
+    """More bytes than the index or the server announced."""
 
 
 def _describe(exc: BaseException) -> str:
@@ -447,20 +503,24 @@ def download(c: Candidate, dest_dir: Path, variant: Any) -> Path:
                     with _opener().open(req, timeout=TIMEOUT_S) as resp:
                         cl = resp.headers.get("Content-Length")
                         if cl and cl.isdigit():
-                            if expected_len is not None and int(cl) != expected_len:
-                                raise IndexError_(f"size mismatch: index says {expected_len} bytes, server {cl}")
-                            expected_len = int(cl)
-                        _read_all(resp, time.monotonic() + DOWNLOAD_DEADLINE_S,
-                                  limit=(expected_len + 1) if expected_len else None, sink=sink)
+                            if expected_len is None:
+                                expected_len = int(cl)
+                        try:
+                            _read_all(resp, time.monotonic() + DOWNLOAD_DEADLINE_S,
+                                      limit=(expected_len + 1) if expected_len else None, sink=sink)
+                        except _TooLarge:
+                            pass  # the size check below names it
                 else:
                     retry = False
                     raise IndexError_(f"unsupported URL scheme in {c.url}")
+            got = digest.hexdigest()
+            if c.size is not None and size != c.size:
+                raise VerificationFailed(c.filename, c.url, "size", f"{c.size} bytes",
+                                         f"{size}{'+' if size > c.size else ''} bytes", got)
             if expected_len is not None and size != expected_len:
                 raise IndexError_(f"truncated download ({size} of {expected_len} bytes)")
-            got = digest.hexdigest()
             if got != c.sha256:
-                retry = False  # the same bytes will come again
-                raise IndexError_(f"sha256 mismatch for {c.filename}: expected {c.sha256}, got {got}")
+                raise VerificationFailed(c.filename, c.url, "sha256", c.sha256, got, got)
             _check_wheel(tmp, variant)
             os.replace(tmp, final)
             return final
@@ -550,8 +610,18 @@ def _set_version(metadata: bytes, version: str) -> bytes:
     raise IndexError_("METADATA has no Version header")
 
 
+def _fall_back(reason: str) -> None:
+    """Say why there is no prebuilt wheel and what happens next: compiling, or (PREBUILT_ONLY) the stop
+    that the backend raises with this reason -- not both."""
+    if _truthy(ENV_PREBUILT_ONLY):
+        _say(reason)
+    else:
+        _tell_user(f"{reason}; building locally")
+
+
 def fetch_prebuilt(dest_dir: Path) -> Outcome:
-    """The whole index-first step. Never raises for index problems; prints one line."""
+    """The whole index-first step. Never raises for index problems (prints one line and returns an
+    Outcome whose message is the reason); raises SystemExit for a wheel that fails verification."""
     skip = settings_skip_reason()
     if skip:
         _say(skip)
@@ -562,13 +632,12 @@ def fetch_prebuilt(dest_dir: Path) -> Outcome:
     try:
         variant = target_variant(info)
     except IndexError_ as exc:
-        msg = f"no prebuilt wheel: {exc}; building locally"
-        _say(msg)
+        msg = f"no prebuilt wheel: {exc}"
+        _fall_back(msg)
         return Outcome(None, msg, None, info, why)
     if not lookups(variant, base):
-        msg = (f"variant {variant.name} (a C++ ABI PyTorch does not ship for this torch) has no prebuilt wheels; "
-               "building locally")
-        _say(msg)
+        msg = f"variant {variant.name} (a C++ ABI PyTorch does not ship for this torch) has no prebuilt wheels"
+        _fall_back(msg)
         return Outcome(None, msg, variant.name, info, why)
     cand, page, misses = find_candidate(variant, base)
     try:
@@ -579,10 +648,13 @@ def fetch_prebuilt(dest_dir: Path) -> Outcome:
             wheel = restamp(downloaded, dest_dir, cand.url, cand.sha256 or "")
         finally:
             shutil.rmtree(downloaded.parent, ignore_errors=True)
+    except VerificationFailed as exc:
+        shutil.rmtree(dest_dir / ".download", ignore_errors=True)
+        raise SystemExit(exc.stop_message(cand.sha256 if cand else None)) from None
     except IndexError_ as exc:
         where = f" at {page}" if page else ""
-        msg = f"no wheel for variant {variant.name}{where} ({exc}); building locally"
-        _say(msg)
+        msg = f"no wheel for variant {variant.name}{where} ({exc})"
+        _fall_back(msg)
         return Outcome(None, msg, variant.name, info, why)
     msg = f"using prebuilt wheel {cand.filename} from {cand.url} (sha256 verified; installed as {contract.PACKAGE_VERSION})"
     _say(msg)

@@ -460,6 +460,32 @@ def _index_hint() -> str:
             f"(python -m causal_conv1d doctor prints the exact command)")
 
 
+def _isolated_build_venv() -> bool:
+    """Whether this build runs in a fresh venv made by uv (``builds-v*``) or pypa/build (``build-env-*``):
+    one that cannot see the environment the package is installed into (pip's isolation can: see prebuilt)."""
+    prefix = sys.prefix.replace("\\", "/")
+    return "/build-env-" in prefix or "/builds-v" in prefix
+
+
+def _no_torch_problem(t: TorchInfo) -> Problem:
+    """No torch in the build: under uv / python -m build the likely cause is the isolation, not a missing torch."""
+    if _isolated_build_venv():
+        return Problem(
+            f"torch is not importable in this isolated build environment ({sys.prefix}): uv and python -m build "
+            "build in a fresh venv that cannot see the torch of the environment you install into",
+            "let the build see that torch: uv pip install --no-build-isolation-package causal-conv1d causal-conv1d "
+            "(setuptools and packaging installed next to torch), or python -m build --no-isolation; or install "
+            "the prebuilt wheel directly (python -m causal_conv1d doctor prints the command). No torch there yet? "
+            "Install it first (the torch build you want: https://download.pytorch.org/whl/<cpu or cuXYZ>/), then "
+            "retry; " + _index_hint())
+    return Problem(
+        f"torch is not importable in the build environment ({t.error})",
+        "install torch into the environment you install causal-conv1d into (pip install torch); pip finds it "
+        "even under build isolation; with uv: uv pip install --no-build-isolation-package causal-conv1d "
+        "causal-conv1d (needs setuptools and packaging installed); with python -m build: --no-isolation; "
+        + _index_hint())
+
+
 def diagnose(build_dir: Optional[Path] = None) -> Diagnosis:
     """Diagnose this machine for a local build of the extension (imports torch)."""
     problems: list[Problem] = []
@@ -471,12 +497,7 @@ def diagnose(build_dir: Optional[Path] = None) -> Diagnosis:
     archs: Optional[str] = None
     archs_source = "n/a (CPU build)"
     if not t.importable:
-        problems.append(Problem(
-            f"torch is not importable in the build environment ({t.error})",
-            "install torch into the environment you install causal-conv1d into (pip install torch); pip finds it "
-            "even under build isolation; with uv: uv pip install --no-build-isolation-package causal-conv1d "
-            "causal-conv1d (needs setuptools and packaging installed); with python -m build: --no-isolation; "
-            + _index_hint()))
+        problems.append(_no_torch_problem(t))
     elif t.build == "rocm":
         notes.append(f"torch {t.version} is a ROCm build (HIP {t.hip}): causal-conv1d's GPU kernels are CUDA-only; "
                      "building the CPU extension -- GPU ops will be unavailable")

@@ -211,18 +211,13 @@ def fix_instructions(record: dict[str, Any], torch_version: str, torch_cuda: Opt
     lines = [f"The running torch is variant {variant.name}."]
     wanted = wheel_variant(_contract, variant)
     if wanted is not variant:  # torch >= 2.10: the stable-ABI wheel of its family, whatever its C++ ABI
-        url = _contract.variant_index_url(base, wanted)
-        full = f"{public}+{_contract.local_version(wanted)}"
         lines.append(f"It is served by the stable-ABI wheel {wanted.name} (one wheel for every torch >= {wanted.torch} "
-                     f"of its family) at {url}")
+                     f"of its family) at {_contract.variant_index_url(base, wanted)}")
         if variant.is_official:
             lines.append(f"(the page of this torch minor, {_contract.variant_index_url(base, variant)}, links the same wheel)")
-        lines.append(f'Install the matching build:  pip install "causal-conv1d=={full}" --extra-index-url {url}')
+        lines += _matching_build_lines(_contract, base, wanted, public, torch_version, torch_accel=variant.accel)
     elif variant.is_official:
-        url = _contract.variant_index_url(base, variant)
-        full = f"{public}+{_contract.local_version(variant)}"
-        lines.append(f"Its wheels are at {url}")
-        lines.append(f'Install the matching build:  pip install "causal-conv1d=={full}" --extra-index-url {url}')
+        lines += _matching_build_lines(_contract, base, variant, public, torch_version)
     else:
         lines.append(
             "No prebuilt wheel is published for it (its C++ ABI differs from PyTorch's official build of that variant)."
@@ -249,6 +244,22 @@ def wheel_variant(contract: Any, variant: Any) -> Any:
     except contract.InvalidVariant:  # e.g. cu118 on a torch >= 2.10: no such family, no stable wheel
         return variant
     return variant if stable is None else stable
+
+
+def _matching_build_lines(_contract: Any, base: str, variant: Any, public: str, torch_version: str,
+                          torch_accel: Optional[str] = None) -> list[str]:
+    """Where the matching wheel is and the pip / uv commands that install it next to the running torch
+    (torch pinned to its public version, so the command keeps it; PyTorch's index of the same build
+    for a venv where it is missing). ``variant`` may be a stable-ABI build; ``torch_accel`` is then the
+    running torch's accelerator, whose PyTorch index the command names."""
+    from causal_conv1d import _commands  # noqa: PLC0415
+
+    url = _contract.variant_index_url(base, variant)
+    full = f"{public}+{_contract.local_version(variant)}"
+    pin = "==" + str(torch_version).split("+", 1)[0]
+    cmds = _commands.install_commands(_contract, base, variant, pin, version=full, torch_accel=torch_accel)
+    where = [] if torch_accel else [f"Its wheels are at {url}"]
+    return where + [f"Install the matching build:  {cmds['pip']}", f"  (uv:  {cmds['uv']})"]
 
 
 def _running_torch() -> tuple[str, Optional[str], Optional[bool]]:

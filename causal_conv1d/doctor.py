@@ -7,7 +7,7 @@ from ``whl/stable2.10-<family>/`` whatever the torch minor), whether the index h
 never fatal offline) and the exact pip and uv commands.
 
 Runs on broken installs: it needs neither the compiled extension nor ``packaging`` (without
-``packaging`` only the platform-tag filter of the index check is skipped). It does not import
+``packaging`` the index check matches platform tags by OS and CPU only, not the glibc version). It does not import
 ``build_support`` (not shipped in wheels).
 """
 
@@ -21,12 +21,13 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import urllib.error
 import urllib.parse
 import urllib.request
 from typing import Any, Optional
 
-from causal_conv1d import _guard
+from causal_conv1d import _commands, _guard
 
 __all__ = ["collect", "format_text", "main", "INDEX_TIMEOUT_S"]
 
@@ -138,14 +139,19 @@ def import_section() -> dict[str, Any]:
     pkg = sys.modules.get("causal_conv1d")
     err = getattr(pkg, "_IMPORT_ERROR", None) if pkg is not None else None
     if err is not None:
-        return {"ok": False, "error": f"{type(err).__name__}: {err}"}
+        return _import_failure(err)
     if pkg is not None and hasattr(pkg, "causal_conv1d_fn"):
-        return {"ok": True, "error": None}
+        return {"ok": True, "error": None, "build_mismatch": False}
     try:
         import causal_conv1d._C  # noqa: F401,PLC0415
     except ImportError as exc:
-        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-    return {"ok": True, "error": None}
+        return _import_failure(exc)
+    return {"ok": True, "error": None, "build_mismatch": False}
+
+
+def _import_failure(err: BaseException) -> dict[str, Any]:
+    """``build_mismatch``: the guard refused the build (its reasons and fix are reported once, as problems)."""
+    return {"ok": False, "error": f"{type(err).__name__}: {err}", "build_mismatch": isinstance(err, _guard.BuildMismatch)}
 
 
 class _Anchors(html.parser.HTMLParser):
@@ -160,11 +166,41 @@ class _Anchors(html.parser.HTMLParser):
 
 
 def _compatible_platforms() -> Optional[set[str]]:
+    """This interpreter's platform tags (``packaging``), or None where it is not installed."""
     try:
         from packaging import tags  # noqa: PLC0415
     except ImportError:
         return None
     return {t.platform for t in tags.sys_tags()}
+
+
+def _platform_plausible(tag: str) -> bool:
+    """Without ``packaging``: whether a wheel platform tag is for this OS and CPU (glibc version unchecked)."""
+    here = sysconfig.get_platform().replace("-", "_").replace(".", "_")  # linux_x86_64, win_amd64
+    if here.startswith("linux_"):
+        arch = here[len("linux_"):]
+        return tag.startswith(("manylinux", "linux_")) and tag.endswith("_" + arch)
+    return tag == here
+
+
+def _parse_wheel(c: Any, filename: str) -> Optional[tuple[Any, str, list[str]]]:
+    """(variant, public version, platform tags) of one of our wheel names; None for anything else.
+
+    Stdlib only: the wheel's runtime requirements are torch alone, so ``packaging`` may be missing
+    (``_contract.parse_wheel_name`` needs it).
+    """
+    if not filename.endswith(".whl"):
+        return None
+    parts = filename[: -len(".whl")].split("-")
+    if len(parts) not in (5, 6) or parts[0] != c.DIST_NAME:
+        return None
+    version, platforms = parts[1], parts[-1].split(".")
+    public, _, label = version.partition("+")
+    try:
+        variant = c.build_variant_from_local_version(label)
+    except c.InvalidVariant:
+        return None
+    return variant, public, platforms
 
 
 def index_check(c: Any, variant: Any, base: str, timeout: float = INDEX_TIMEOUT_S,
@@ -201,13 +237,12 @@ def index_check(c: Any, variant: Any, base: str, timeout: float = INDEX_TIMEOUT_
     platforms = _compatible_platforms()
     for href in parser.hrefs:
         name = urllib.parse.unquote(urllib.parse.urlparse(href).path.rsplit("/", 1)[-1])
-        try:
-            w = c.parse_wheel_name(name)
-        except c.InvalidWheelName:
+        parsed_name = _parse_wheel(c, name)
+        if parsed_name is None:
             continue
-        if w.variant in accept and w.public_version == c.PACKAGE_VERSION and (
-            platforms is None or set(w.platforms) & platforms
-        ):
+        w_variant, w_public, w_platforms = parsed_name
+        fits = (set(w_platforms) & platforms) if platforms is not None else any(map(_platform_plausible, w_platforms))
+        if w_variant in accept and w_public == c.PACKAGE_VERSION and fits:
             result.update(has_wheel=True, wheel=name)
             return result
     result.update(has_wheel=False, detail=f"no {c.PACKAGE_VERSION} wheel for this platform on the page")
@@ -228,16 +263,27 @@ def find_wheel(c: Any, wanted: Any, variant: Any, base: str) -> tuple[dict[str, 
     return result, wanted
 
 
-def commands(c: Any, variant: Any, base: str) -> dict[str, str]:
-    url = c.variant_index_url(base, variant)
+def _torch_pin(torch_version: Optional[str]) -> str:
+    """``==2.13.0`` for the running ``2.13.0+cpu`` (the public part; ``==`` then accepts the installed
+    local build and never replaces it); ``==X.Y.*`` when only the minor is known."""
+    public = (torch_version or "").split("+", 1)[0]
+    return f"=={public}" if public else ""
+
+
+def commands(c: Any, variant: Any, base: str, torch_version: Optional[str] = None,
+             torch_accel: Optional[str] = None) -> dict[str, str]:
+    """The install commands for this machine's variant: torch (pinned to the running one) and our
+    wheel together, from PyTorch's index of that accelerator and the variant's index. ``variant`` may
+    be the stable-ABI family page's build; ``torch_accel`` then names the running torch's accelerator."""
+    pin = _torch_pin(torch_version) or f"=={variant.torch}.*"
     full = f"{c.PACKAGE_VERSION}+{c.local_version(variant)}"
-    name = f"causal-conv1d-{variant.name}".replace(".", "-")
+    cmds = _commands.install_commands(c, base, variant, pin, torch_accel=torch_accel)
+    exact = _commands.install_commands(c, base, variant, pin, version=full, torch_accel=torch_accel)
     return {
-        "pip": f"pip install causal-conv1d --only-binary causal-conv1d --extra-index-url {url}",
-        "pip_exact": f'pip install "causal-conv1d=={full}" --extra-index-url {url}',
-        "uv": f"uv pip install causal-conv1d --extra-index-url {url}",
-        "uv_pyproject": (f'[[tool.uv.index]]\nname = "{name}"\nurl = "{url}"\nexplicit = true\n\n'
-                         f'[tool.uv.sources]\ncausal-conv1d = {{ index = "{name}" }}'),
+        "pip": cmds["pip"],
+        "pip_exact": exact["pip"],
+        "uv": cmds["uv"],
+        "uv_pyproject": cmds["uv_pyproject"],
         "from_source": (f"pip install --no-cache-dir --no-binary causal-conv1d causal-conv1d=={c.PACKAGE_VERSION}"
                         "  # index first, else a local build"),
     }
@@ -280,7 +326,7 @@ def collect(check_index: bool = True) -> dict[str, Any]:
         problems.append(rec["error"])
     for m in rec["mismatches"]:
         problems.append(f"build mismatch: {m}")
-    if not report["import"]["ok"]:
+    if not report["import"]["ok"] and not (report["import"]["build_mismatch"] and rec["mismatches"]):
         problems.append(f"import causal_conv1d fails: {report['import']['error']}")
     nv = report["nvcc"]
     if t.get("cuda") and nv.get("version") and nv["version"].split(".")[0] != str(t["cuda"]).split(".")[0]:
@@ -307,7 +353,7 @@ def collect(check_index: bool = True) -> dict[str, Any]:
             page = wanted
             if check_index:
                 report["index"], page = find_wheel(c, wanted, variant, base)
-            report["commands"] = commands(c, page, base)
+            report["commands"] = commands(c, page, base, t["version"], torch_accel=variant.accel)
         else:
             report["commands"] = {"from_source": commands(c, variant, base)["from_source"]}
             problems.append(f"variant {variant.name}: this torch's C++ ABI differs from PyTorch's official build; "
@@ -315,6 +361,15 @@ def collect(check_index: bool = True) -> dict[str, Any]:
         if rec["mismatches"]:
             problems.append(_guard.fix_instructions(rec["record"], t["version"], t["cuda"], t["cxx11_abi"]))
     return report
+
+
+def _import_line(r: dict[str, Any]) -> str:
+    imp = r["import"]
+    if imp["ok"]:
+        return "ok"
+    if imp.get("build_mismatch") and r["build_record"]["mismatches"]:
+        return "FAILS: the build does not match the installed torch (see problems)"
+    return f"FAILS: {imp['error']}"
 
 
 def format_text(r: dict[str, Any]) -> str:
@@ -344,7 +399,7 @@ def format_text(r: dict[str, Any]) -> str:
     if inst["installed_version"]:
         src = f" (prebuilt {inst['prebuilt']['filename']})" if inst.get("prebuilt") else ""
         lines.append(f"installed   causal-conv1d {inst['installed_version']}{src}")
-    lines.append(f"import      {'ok' if r['import']['ok'] else 'FAILS: ' + str(r['import']['error'])}")
+    lines.append(f"import      {_import_line(r)}")
     lines.append(f"variant     {r['variant'] or 'unknown'}")
     if r.get("wheel_variant"):
         lines.append(f"wheel       {r['wheel_variant']} ({r['wheel_kind']})")

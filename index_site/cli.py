@@ -97,8 +97,10 @@ def _parser() -> argparse.ArgumentParser:
         "build",
         help="write the site, merging new wheels into its manifest",
         description="Write SITE_DIR from the wheels in WHEELS_DIR (searched recursively) and the site's existing "
-        "manifest.json. Publishing is append-only: a published file is never dropped or replaced. The site is "
-        "written to a temporary directory and swapped in, so a failure leaves the old site untouched.",
+        "manifest.json. Publishing is append-only: a published file is never dropped or replaced. The whole new site "
+        "(pages, manifest, files) is written to a temporary directory and swapped in at once, so a failure -- or "
+        "a kill at any point -- leaves the old site or the new one, never a mix. A WHEELS_DIR without any usable "
+        "wheel is an error.",
         epilog=_EPILOG,
     )
     b.add_argument(

@@ -6,11 +6,12 @@ __all__ = ["HTML_API_VERSION", "JSON_API_VERSION", "render_pages"]
 
 import functools
 import json
-from typing import Any, Optional
+from typing import Any
 
 import jinja2
 from packaging.version import Version
 
+from build_support.commands import commands as install_cmds
 from build_support.contract import contract
 from index_site.coverage import (
     COVERAGE_NAME,
@@ -19,9 +20,7 @@ from index_site.coverage import (
     CoverageRow,
     coverage_cells,
     dump_coverage,
-    page_entries,
     platform_sort_key,
-    variant_sort_key,
 )
 from index_site.manifest import Entry, Manifest
 
@@ -31,7 +30,7 @@ HTML_API_VERSION = "1.0"
 JSON_API_VERSION = "1.1"
 #: Project pages are at whl/<variant>/<project>/: three levels below the site root.
 _PROJECT_PAGE_TO_ROOT = "../../../"
-_PYTORCH_INDEX = "https://download.pytorch.org/whl/"
+_PYTORCH_INDEX = install_cmds.PYTORCH_INDEX_URL
 
 
 @functools.lru_cache(maxsize=1)
@@ -111,66 +110,83 @@ def _root_pages(variant: str) -> dict[str, bytes]:
     return {base + "index.html": html.encode("utf-8"), base + "index.json": _json(doc)}
 
 
-_variant_sort_key = variant_sort_key
+def _variant_sort_key(name: str) -> Any:
+    v = contract.Variant.parse(name)
+    # newest torch first; within a torch, CUDA builds newest first, CPU last
+    accel_rank = -1 if v.accel == "cpu" else int(v.accel[2:])
+    return (tuple(-x for x in v.torch_minor), -accel_rank, name)
 
 
 def _accel_label(accel: str) -> str:
     return "CPU" if accel == "cpu" else f"CUDA {contract.cuda_from_accel(accel)}"
 
 
-def _family_label(family: str) -> str:
-    return "CPU" if family == "cpu" else f"CUDA {family[2:]}.x"
+def _default_selection(cells: dict[tuple[str, str], Cell], platforms: list[str], variants: list[str]) -> dict[str, str]:
+    """What the page opens on: the newest variant (newest torch, then newest CUDA, CPU last) that has a
+    wheel, on the first platform (Linux x86_64 first) that has it; with no wheel at all, the newest variant."""
+    for name in variants:
+        for p in platforms:
+            if cells[(p, name)].wheel:
+                v = contract.Variant.parse(name)
+                return {"os": p, "torch": v.torch, "accel": v.accel}
+    if not variants:
+        return {"os": platforms[0] if platforms else "", "torch": "", "accel": ""}
+    v = contract.Variant.parse(variants[0])
+    return {"os": platforms[0], "torch": v.torch, "accel": v.accel}
 
 
-def _newer_torch(variants: list[str], stable: list[Any]) -> Optional[str]:
-    """The first torch minor after every one the site knows: the chooser's "X.Y or newer" entry,
-    served by the stable family pages (``whl/stable2.10-cu13/``)."""
-    known = [contract.Variant.parse(n).torch_minor for n in variants if not n.startswith("stable")]
-    newest = max([tuple(sv.target) for sv in stable] + known)
-    return f"{newest[0]}.{newest[1] + 1}"
+def _reason_keys(cells: dict[tuple[str, str], Cell], platforms: list[str], variants: list[str]) -> dict[str, str]:
+    """A short key (a, b, ...) per distinct reason, in table order: the compact grid shows the key, the
+    legend and each cell's tooltip the reason."""
+    keys: dict[str, str] = {}
+    for name in variants:
+        for p in platforms:
+            reason = cells[(p, name)].reason
+            if not cells[(p, name)].wheel and reason and reason not in keys:
+                n = len(keys)
+                keys[reason] = chr(ord("a") + n) if n < 26 else f"z{n - 25}"
+    return keys
+
+
+def _variant_commands(site_url: str, variant_name: str) -> dict[str, Any]:
+    v = contract.Variant.parse(variant_name)
+    spec = f"=={v.torch}.*"
+    return {
+        "wheel": install_cmds.install_commands(contract, site_url, v, spec),
+        "source": install_cmds.source_commands(contract, v.accel, spec),
+    }
 
 
 def _landing(entries: list[Entry], rows: list[CoverageRow], site_url: str) -> bytes:
     cells = coverage_cells(entries, rows)
     platforms = sorted({p for p, _ in cells}, key=platform_sort_key)
     variants = sorted({v for _, v in cells}, key=_variant_sort_key)
-    stable = [contract.StableVariant.parse(n) for n in variants if n.startswith("stable")]
-    torch_accels: dict[str, list[dict[str, str]]] = {}
-    newer = _newer_torch(variants, stable) if stable else None
-    if newer is not None:  # any torch newer than the site knows: the stable family pages
-        torch_accels[newer] = [{"id": sv.family, "label": _family_label(sv.family) + " (stable ABI)",
-                                "variant": sv.name, "pytorch": _pytorch_accel(sv, variants)} for sv in stable]
+    torch_accels: dict[str, list[str]] = {}
     for name in variants:
-        if name.startswith("stable"):
-            continue
         v = contract.Variant.parse(name)
-        torch_accels.setdefault(v.torch, []).append(
-            {"id": v.accel, "label": _accel_label(v.accel), "variant": name, "pytorch": v.accel})
+        torch_accels.setdefault(v.torch, []).append(v.accel)
+    reasons = _reason_keys(cells, platforms, variants)
     table = []
     for name in variants:
-        row: list[Cell] = [cells[(p, name)] for p in platforms]
-        v = contract.parse_build_variant(name)
-        if isinstance(v, contract.StableVariant):
-            table.append({"variant": name, "torch": f"≥ {v.torch} (any)",
-                          "accel": _family_label(v.family) + " (stable ABI)", "cells": row})
-        else:
-            table.append({"variant": name, "torch": v.torch, "accel": _accel_label(v.accel), "cells": row})
+        v = contract.Variant.parse(name)
+        row = [{"cell": cells[(p, name)], "key": reasons.get(cells[(p, name)].reason or "")} for p in platforms]
+        table.append({"variant": name, "torch": v.torch, "accel": _accel_label(v.accel), "cells": row})
     data = {
         "site_url": site_url,
         "project": contract.PROJECT_NAME,
-        "pytorch_index": _PYTORCH_INDEX,
         "platforms": [{"id": p, "label": PLATFORMS.get(p, p)} for p in platforms],
         "torch": [
-            {"version": t, "label": f"{t} or newer" if t == newer else t, "accels": accels}
+            {"version": t, "accels": [{"id": a, "label": _accel_label(a)} for a in accels]}
             for t, accels in torch_accels.items()
         ],
-        # the chooser starts at the newest torch the site knows, not at the "or newer" entry
-        "default_torch": next((t for t in torch_accels if t != newer), newer),
         "cells": {
-            f"{p} {v}": {"wheel": c.wheel, "version": c.version, "reason": c.reason, "stable": c.stable}
+            f"{p} {v}": {"wheel": c.wheel, "version": c.version, "reason": c.reason}
             for (p, v), c in sorted(cells.items())
         },
+        "commands": {name: _variant_commands(site_url, name) for name in variants},
+        "default": _default_selection(cells, platforms, variants),
     }
+    example = contract.Variant.parse(variants[0]) if variants else contract.Variant((2, 13), "cpu")
     html = (
         _env()
         .get_template("landing.html")
@@ -179,27 +195,21 @@ def _landing(entries: list[Entry], rows: list[CoverageRow], site_url: str) -> by
             site_url=site_url,
             platforms=[{"id": p, "label": PLATFORMS.get(p, p)} for p in platforms],
             table=table,
+            legend=[{"key": k, "reason": r} for r, k in reasons.items()],
             data=data,
+            noscript_command=install_cmds.install_commands(contract, site_url, example, f"=={example.torch}.*")["pip"],
+            noscript_variant=example.name,
         )
     )
     return html.encode("utf-8")
 
 
-def _pytorch_accel(sv: Any, variants: list[str]) -> str:
-    """PyTorch's index for a family's newest known build (``cu132`` for cu13): the chooser's torch command."""
-    accels = [contract.Variant.parse(n).accel for n in variants if not n.startswith("stable")]
-    of_family = sorted((a for a in accels if contract.accel_family(a) == sv.family),
-                       key=lambda a: -1 if a == "cpu" else int(a[2:]))
-    return of_family[-1] if of_family else ("cpu" if sv.family == "cpu" else f"{sv.family}0")
-
-
 def render_pages(manifest: Manifest, rows: list[CoverageRow]) -> dict[str, bytes]:
-    """Every page of the site, keyed by its path relative to the site root (manifest.json included).
-
-    One file, many pages (``coverage.page_entries``): a stable-ABI wheel is on its family page and on the
-    page of every torch >= 2.10 variant of its family; the manifest keeps one entry per file."""
+    """Every page of the site, keyed by its path relative to the site root (manifest.json included)."""
     site_url = manifest.site_url
-    by_variant = page_entries(list(manifest.entries), rows)
+    by_variant: dict[str, list[Entry]] = {}
+    for e in manifest.entries:
+        by_variant.setdefault(e.variant, []).append(e)
     pages: dict[str, bytes] = {"manifest.json": manifest.dumps().encode("utf-8")}
     if rows:
         pages[COVERAGE_NAME] = dump_coverage(rows)

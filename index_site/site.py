@@ -1,7 +1,7 @@
 """Build, merge and yank, without ever showing a half-written site (see ``_write_site``).
 
-A run that fails before its commit point (bad input, a rendering error) leaves the site exactly as it
-was; ``files/`` only ever grows; the pages are swapped in atomically.
+A run that fails or is killed before its commit point (one atomic swap of the whole site) leaves the
+site exactly as it was; after it, the whole new site is live; ``files/`` only ever grows.
 """
 
 from __future__ import annotations
@@ -205,44 +205,68 @@ def _add_files(
 def _write_site(
     out: Path, manifest: Manifest, rows: list[CoverageRow], new: dict[str, WheelFile], added: set[str]
 ) -> list[Problem]:
-    """Write the site so that a reader never sees a half-written one.
+    """Write the site so that a reader -- and a process killed at any point -- never sees a half-written one.
 
-    A new site is written to a temporary directory and renamed into place. An existing one is updated
-    in this order: new files are added to ``files/`` (append-only, so no page can link to a missing file);
-    the manifest is replaced (the record the next build starts from); the whole ``whl/`` tree is written
-    beside the site and swapped in atomically; the landing page is replaced. Unchanged published files
-    are never copied or touched, which keeps adding one wheel to a big site fast.
+    The whole new site is written to a temporary directory beside ``out`` and swapped in at once (one
+    atomic exchange, :func:`swap_in`): the pages, the manifest, the coverage and ``files/``. For an
+    existing site, ``files/`` of the new tree holds hard links to the published files (no copy, and a
+    published file is never rewritten) plus the new wheels. Until the swap the live site is untouched;
+    after it, the whole new site is live. A temporary tree left by a killed run is removed by the next.
     """
     pages = render_pages(manifest, rows)  # in memory first: a rendering failure changes nothing
-    if not out.exists():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=out.parent))
-        try:
-            os.chmod(tmp, 0o755)
-            problems = _add_files(tmp / FILES_DIR, manifest, new, added, fresh_dir=True)
-            for rel, data in pages.items():
-                _write(tmp / rel, data)
-            os.rename(tmp, out)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        return problems
-    problems = _add_files(out / FILES_DIR, manifest, new, added)
-    _write_atomic(out / MANIFEST_NAME, pages.pop(MANIFEST_NAME))
-    whl = Path(tempfile.mkdtemp(prefix=f".{out.name}.whl-new-", dir=out.parent))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _recover(out)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=out.parent))
     try:
-        os.chmod(whl, 0o755)
+        os.chmod(tmp, 0o755)
+        if out.exists():
+            _link_tree(out / FILES_DIR, tmp / FILES_DIR)
+        problems = _add_files(tmp / FILES_DIR, manifest, new, added, fresh_dir=not out.exists())
         for rel, data in pages.items():
-            if rel.startswith(WHL_DIR + "/"):
-                _write(whl / rel[len(WHL_DIR) + 1 :], data)
-        swap_in(whl, out / WHL_DIR)
+            _write(tmp / rel, data)
+        _fsync_tree(tmp)
+        swap_in(tmp, out)
     except BaseException:
-        shutil.rmtree(whl, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
         raise
-    for rel, data in sorted(pages.items()):
-        if not rel.startswith(WHL_DIR + "/"):
-            _write_atomic(out / rel, data)
     return problems
+
+
+def _link_tree(src: Path, dst: Path) -> None:
+    """``dst`` mirrors ``src`` with hard links (a copy where the filesystem has none)."""
+    dst.mkdir(parents=True, exist_ok=True)
+    if not src.is_dir():
+        return
+    for entry in os.scandir(src):
+        target = dst / entry.name
+        if entry.is_dir(follow_symlinks=False):
+            _link_tree(Path(entry.path), target)
+            continue
+        try:
+            os.link(entry.path, target)
+        except OSError:
+            shutil.copy2(entry.path, target)
+
+
+def _fsync_tree(root: Path) -> None:
+    """Flush the new tree's files before it becomes the site (a crash after the swap must not leave empty pages)."""
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and path.stat().st_nlink == 1:  # linked files were flushed when first published
+            with open(path, "rb") as fh:
+                os.fsync(fh.fileno())
+
+
+def _recover(out: Path) -> None:
+    """Undo what a killed run left beside ``out``: remove unfinished new trees; where the site itself is
+    missing (killed between the two renames of a swap without renameat2), put the old one back."""
+    for leftover in sorted(out.parent.glob(f".{out.name}.new-*")):
+        shutil.rmtree(leftover, ignore_errors=True)
+    olds = sorted(out.parent.glob(f".{out.name}.old-*"))
+    if not out.exists() and olds:
+        os.rename(olds[-1], out)
+        olds = olds[:-1]
+    for old in olds:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def build_site(opts: BuildOptions) -> BuildResult:
@@ -264,11 +288,23 @@ def build_site(opts: BuildOptions) -> BuildResult:
         problems += wheel_problems
     if opts.strict and problems:
         raise BadInputError(problems)
+    if opts.wheels_dir is not None and not wheels:
+        raise IndexSiteError(_no_wheels_message(opts.wheels_dir, problems, out))
     merged, added = manifest.merge(wheels, url_for, now)
     new = {w.filename: w for w in wheels}
     site_problems = _write_site_checked(out, merged, rows, opts, new, {e.filename for e in added})
     problems += site_problems
     return BuildResult(out, added, len(merged.entries), len({e.variant for e in merged.entries}), problems)
+
+
+def _no_wheels_message(wheels_dir: Path, problems: list[Problem], out: Path) -> str:
+    """WHEELS_DIR holds no usable wheel: a wrong path or a failed build step, not a publish of nothing."""
+    why = f" ({len(problems)} file(s) skipped: {problems[0]}{', ...' if len(problems) > 1 else ''})" if problems else ""
+    return (
+        f"no wheels to publish in {str(wheels_dir)!r} (searched recursively for *.whl){why}; the site was not "
+        f"changed. Check the path, or omit WHEELS_DIR to write the site from its manifest alone: "
+        f"python -m index_site build --out {out}"
+    )
 
 
 def _write_site_checked(

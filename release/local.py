@@ -45,7 +45,7 @@ DEFAULT_CUDA_ARCHS = "9.0"
 #: The subdirectories a run owns and recreates (nothing else in the work dir is touched).
 #: PyTorch's package index; ``/<accel>/`` is a variant's torch.
 PYTORCH_INDEX = "https://download.pytorch.org/whl"
-_OWNED = ("logs", "build", "wheels", "site", "venv", "scratch")
+_OWNED = ("logs", "build", "wheels", "site", "venv", "scratch", "coverage.json")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,7 +198,34 @@ class LocalRelease:
         self._prepare_work_dir()
         result = run_pipeline(self.steps(), name="local release", stream=self.stream, finally_=self.stop_server)
         self._write_report(result)
+        self._summary()
         return result
+
+    @property
+    def report_path(self) -> Path:
+        return self.work / "report.json"
+
+    @property
+    def coverage_path(self) -> Path:
+        return self.work / "coverage.json"
+
+    def serve_command(self) -> str:
+        """The command that serves the site again, on the port its landing page's commands name."""
+        port = self.port or 8000
+        return f"{self.o.python} -m index_site serve {self.site_dir} --port {port}"
+
+    def _summary(self) -> None:
+        """The last lines: where the site and the report are, and how to look at the site."""
+        site = self.site_dir if (self.site_dir / "index.html").is_file() else f"{self.site_dir} (not written)"
+        self.stream.write(
+            f"\nsite:    {site}\n"
+            f"report:  {self.report_path}\n"
+            f"serve:   {self.serve_command()}   (then open {self._url_for_port()})\n"
+        )
+        self.stream.flush()
+
+    def _url_for_port(self) -> str:
+        return f"http://127.0.0.1:{self.port or 8000}/"
 
     def _prepare_work_dir(self) -> None:
         self.work.mkdir(parents=True, exist_ok=True)
@@ -240,6 +267,8 @@ class LocalRelease:
             raise StepFailed("plan", str(exc)) from None
         for note in self.selection.notes:
             self._say(note)
+        # The landing page's coverage grid: the whole project's, as the release workflow publishes it.
+        self._run("plan", self._tool("build_matrix", "coverage", "--format", "json", "--output", self.coverage_path))
         return f"{len(self.selection.jobs)} job(s) for this machine: {', '.join(self.selection.ids)}"
 
     def step_build(self) -> str:
@@ -335,12 +364,15 @@ class LocalRelease:
         return f"{len(self.wheels)} wheel(s) passed build_matrix check"
 
     def step_publish(self) -> str:
-        # build_matrix's coverage tells index_site which torch minors a stable wheel serves: their pages link it
-        coverage = self.work / "build" / "coverage.json"
-        coverage.parent.mkdir(parents=True, exist_ok=True)
-        self._run("publish", self._tool("build_matrix", "coverage", "--format", "json", "--output", coverage))
-        self._run("publish", self._tool("index_site", "build", self.wheels_dir, "--out", self.site_dir,
-                                        "--coverage", coverage))
+        # The port is chosen now so that the landing page's commands name the local site it is served from.
+        self.port = self.port or self.o.port or self.port_picker()
+        # build_matrix's coverage (the plan step writes it): the landing page's grid, and the torch minors
+        # whose pages link a stable wheel.
+        if not self.coverage_path.is_file():
+            self._run("publish", self._tool("build_matrix", "coverage", "--format", "json", "--output", self.coverage_path))
+        args: list[str | Path] = ["build", self.wheels_dir, "--out", self.site_dir, "--site-url", self.base_url,
+                                  "--coverage", self.coverage_path]
+        self._run("publish", self._tool("index_site", *args))
         missing = []
         for wheel in self.wheels.values():
             variant = contract.parse_wheel_name(wheel.name).variant
@@ -366,7 +398,7 @@ class LocalRelease:
         return f"http://127.0.0.1:{self.port}/"
 
     def step_serve(self) -> str:
-        self.port = self.o.port or self.port_picker()
+        self.port = self.port or self.o.port or self.port_picker()
         argv = self._tool("index_site", "serve", self.site_dir, "--port", str(self.port))
         self.server = self.runner.start(argv, log=self._log("serve"), cwd=REPO_ROOT)
         deadline = time.monotonic() + self.o.server_timeout
@@ -513,7 +545,7 @@ class LocalRelease:
             "smoke": self.smoke,
             "compile_seconds": self.compile_seconds,
         }
-        _atomic_write(self.work / "report.json", json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
+        _atomic_write(self.report_path, json.dumps(report, indent=2, sort_keys=True, default=str) + "\n")
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -115,7 +115,7 @@ class Browser:
     def open_page(self, url: str, width: int = 1100, height: int = 1300) -> Page:
         target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-        for domain in ("Page.enable", "Runtime.enable", "Network.enable"):
+        for domain in ("Page.enable", "Runtime.enable", "Network.enable", "Log.enable"):
             self.send(domain, session=session)
         self.send(
             "Emulation.setDeviceMetricsOverride",
@@ -187,6 +187,21 @@ class Page:
             for e in self.browser.events
             if e.get("method") == "Network.requestWillBeSent" and e.get("sessionId") == self.session
         ]
+
+    def console_errors(self) -> list[str]:
+        """Uncaught exceptions, console.error/assert calls and browser log errors of this page so far."""
+        out = []
+        for e in self.browser.events:
+            if e.get("sessionId") != self.session:
+                continue
+            method, params = e.get("method"), e.get("params", {})
+            if method == "Runtime.exceptionThrown":
+                out.append(json.dumps(params.get("exceptionDetails", {}))[:500])
+            elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
+                out.append(" ".join(str(a.get("value", a.get("description"))) for a in params.get("args", [])))
+            elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
+                out.append(params["entry"].get("text", ""))
+        return out
 
     def screenshot(self, path: Path) -> None:
         data = self.browser.send(

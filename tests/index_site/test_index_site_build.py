@@ -243,6 +243,11 @@ def test_bad_input_reported_and_strict_fails(cli, make_wheel, tmp_path, name, ma
     assert run.code == 1, run
     assert name in run.err and reason in run.err and "--strict" in run.err
     assert snapshot(site) == before
+    run = cli("build", bad_dir, "--out", site, "--now", NOW)  # nothing usable: an error, not a silent no-op
+    assert run.code == 1, run
+    assert name in run.err and reason in run.err and "no wheels to publish" in run.err
+    assert snapshot(site) == before
+    make_wheel(directory=bad_dir, variant="torch2.14-cpu")  # with one good wheel: published, the bad one warned
     run = cli("build", bad_dir, "--out", site, "--now", NOW)
     assert run.code == 0, run
     assert name in run.err and reason in run.err and "warning" in run.err
@@ -412,10 +417,18 @@ def test_negotiate(accept, kind):
     assert negotiate(accept)[0] == kind
 
 
-def test_empty_site(cli, tmp_path):
+def test_empty_wheels_dir_is_an_error_and_an_empty_site_needs_no_wheels_dir(cli, tmp_path):
     site = tmp_path / "site"
     (tmp_path / "empty").mkdir()
     run = cli("build", tmp_path / "empty", "--out", site)
+    assert run.code == 1, run
+    assert f"no wheels to publish in {str(tmp_path / 'empty')!r}" in run.err and "the site was not changed" in run.err
+    assert f"python -m index_site build --out {site}" in run.err
+    assert not site.exists()
+    (tmp_path / "empty" / "notes.txt").write_text("x")
+    run = cli("build", tmp_path / "empty", "--out", site)
+    assert run.code == 1 and "1 file(s) skipped" in run.err and "notes.txt" in run.err, run
+    run = cli("build", "--out", site)  # no WHEELS_DIR: an empty site, from the (empty) manifest
     assert run.code == 0, run
     assert json.loads((site / "manifest.json").read_text())["files"] == []
     assert (site / "index.html").is_file() and (site / "whl" / "index.html").is_file()
@@ -478,9 +491,9 @@ def test_serve_command(cli, make_wheel, tmp_path):
         proc.stdout.close()
 
 
-def test_failure_after_commit_keeps_pages_whole(cli, make_wheel, tmp_path, monkeypatch):
-    """A failure while swapping the pages: every page stays whole and every link resolves; the manifest
-    already records the new wheel, whose file is in place, and the next build renders it."""
+def test_failure_while_swapping_keeps_the_old_site_whole(cli, make_wheel, tmp_path, monkeypatch):
+    """A failure while swapping the site in: the old site, manifest included, stays exactly as it was;
+    the next build publishes the wheel."""
     site = tmp_path / "site"
     make_wheel()
     assert cli("build", tmp_path / "wheels", "--out", site, "--now", NOW).code == 0
@@ -493,14 +506,10 @@ def test_failure_after_commit_keeps_pages_whole(cli, make_wheel, tmp_path, monke
     monkeypatch.setattr(site_module, "swap_in", explode)
     run = cli("build", tmp_path / "wheels", "--out", site, "--now", NOW)
     assert run.code == 1 and "Input/output error" in run.err
-    after = snapshot(site)
-    assert {k: v for k, v in after.items() if k.startswith("whl/")} == {
-        k: v for k, v in before.items() if k.startswith("whl/")
-    }
-    assert after["index.html"] == before["index.html"]
+    assert snapshot(site) == before  # manifest, pages and files
     assert sorted(p.name for p in tmp_path.iterdir()) == ["site", "wheels"]  # no temp trees left
     monkeypatch.undo()
-    assert cli("build", "--out", site).code == 0
+    assert cli("build", tmp_path / "wheels", "--out", site, "--now", NOW).code == 0
     assert (site / "whl" / "torch2.14-cpu" / "causal-conv1d" / "index.html").is_file()
     assert cli("verify", site).code == 0
 

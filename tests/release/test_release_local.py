@@ -30,6 +30,7 @@ class World:
         self.runner = FakeRunner(
             {
                 "build_matrix plan": self.plan_cmd,
+                "build_matrix coverage": self.coverage,
                 "build_matrix build": self.build,
                 "build_matrix check": self.simple("build_matrix check"),
                 "build_matrix coverage": self.coverage,
@@ -62,7 +63,7 @@ class World:
     def coverage(self, argv, kw):
         """Like build_matrix coverage --format json: rows of the torch >= 2.10 variants (no cells needed)."""
         rows = [{"variant": v, "cells": {}} for v in ("torch2.13-cpu", "torch2.14-cpu", "torch2.14-cu130")]
-        Path(arg_after(argv, "--output")).write_text(json.dumps({"rows": rows}))
+        Path(arg_after(argv, "--output")).write_text(json.dumps({"platforms": ["linux-x86_64"], "rows": rows}))
         return self.fail.get("build_matrix coverage")
 
     def publish(self, argv, kw):
@@ -71,6 +72,8 @@ class World:
             return self.fail["index_site build"]
         wheels, site = Path(argv[argv.index("build") + 1]), Path(arg_after(argv, "--out"))
         served = [r["variant"] for r in json.loads(Path(arg_after(argv, "--coverage")).read_text())["rows"]]
+        site.mkdir(parents=True, exist_ok=True)
+        (site / "index.html").write_text("landing page")
         for wheel in wheels.glob("*.whl"):
             variant = contract.parse_wheel_name(wheel.name).variant
             names = [variant.name]
@@ -147,6 +150,7 @@ def test_defaults_build_both_variants_and_install_the_cpu_wheel(world: World) ->
     assert result.ok, text
     assert world.runner.keys() == [
         "build_matrix plan",
+        "build_matrix coverage",
         "build_matrix build",
         "build_matrix build",
         "build_matrix check",
@@ -192,6 +196,17 @@ def test_defaults_build_both_variants_and_install_the_cpu_wheel(world: World) ->
     assert report["installed"]["url"].startswith(BASE)
     assert report["compile_seconds"] == {"stable2.10-cpu-linux-x86_64": 75.0, "stable2.10-cu13-linux-x86_64": 75.0}
     assert json.loads((world.tmp / "work/plan.json").read_text())["jobs"]
+    # the page is built for the local site it is served from, with the project's coverage
+    publish = next(c for c in world.runner.calls if FakeRunner.key(c) == "index_site build")
+    assert arg_after(publish, "--site-url") == BASE
+    assert arg_after(publish, "--coverage") == str(world.tmp / "work" / "coverage.json")
+    # the summary ends with where the site and the report are and how to serve the site again
+    work = (world.tmp / "work").resolve()
+    assert text.rstrip("\n").splitlines()[-3:] == [
+        f"site:    {work / 'site'}",
+        f"report:  {work / 'report.json'}",
+        f"serve:   {rel.o.python} -m index_site serve {work / 'site'} --port {PORT}   (then open {BASE})",
+    ]
 
 
 def test_without_nvcc_only_the_cpu_variant(world: World) -> None:

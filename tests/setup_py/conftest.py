@@ -6,6 +6,7 @@ Slow fixtures are session-scoped and shared by every test that needs them.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.server
 import json
@@ -119,7 +120,7 @@ class FaultyIndex(http.server.ThreadingHTTPServer):
     """Serves a site directory; ``mode`` makes it misbehave the way real indexes do."""
 
     daemon_threads = True
-    MODES = ("ok", "json", "404", "500", "stall", "garbage", "badhash", "truncate")
+    MODES = ("ok", "json", "404", "500", "stall", "garbage", "badhash", "truncate", "badsize", "bigger")
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -173,8 +174,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self.end_headers()
                 return None
             accept = self.headers.get("Accept", "")
-            if mode == "json" and "application/vnd.pypi.simple.v1+json" in accept and (target / "index.json").exists():
-                return self._send(200, (target / "index.json").read_bytes(), "application/vnd.pypi.simple.v1+json")
+            if mode in ("json", "badsize") and "application/vnd.pypi.simple.v1+json" in accept and (target / "index.json").exists():
+                body = (target / "index.json").read_bytes()
+                if mode == "badsize":  # the JSON page says the wheel is one byte longer than it is
+                    doc = json.loads(body)
+                    for f in doc["files"]:
+                        f["size"] = f["size"] + 1
+                    body = json.dumps(doc).encode()
+                return self._send(200, body, "application/vnd.pypi.simple.v1+json")
             target = target / "index.html"
         if not target.is_file():
             return self._send(404, b"not found")
@@ -189,6 +196,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                     text = text[: i + 8] + "0" * 64 + text[i + 8 + 64:]
                 return self._send(200, text.encode())
             return self._send(200, body)
+        if mode == "bigger" and target.suffix == ".whl":  # the server appends bytes (and says so)
+            return self._send(200, body + b"\0" * 100, "application/octet-stream")
         if mode == "truncate" and target.suffix == ".whl":
             self._send(200, body[: len(body) // 2], "application/octet-stream", length=len(body))
             self.wfile.flush()
@@ -247,7 +256,7 @@ def build_deps(tmp_path_factory: pytest.TempPathFactory) -> Path:
     another causal-conv1d 1.6.1 can win)."""
     out = tmp_path_factory.mktemp("build_deps")
     run([sys.executable, "-m", "pip", "download", "--only-binary", ":all:", "-d", out,
-         "setuptools>=70.1", "packaging>=24", "ninja"], env=clean_env())
+         "setuptools>=77.0.3,<85", "packaging>=24", "ninja"], env=clean_env())
     return out
 
 
@@ -292,11 +301,72 @@ def install_env(tmp_path: Path, index_url: str, **extra: str) -> dict[str, str]:
                         "CAUSAL_CONV1D_INDEX_TIMEOUT": "3", **extra})
 
 
-def pip_install_sdist_args(sdist_dir: Path, build_deps: Path) -> list[str]:
-    return ["install", "-v", "--no-index", "--find-links", str(sdist_dir), "--find-links", str(build_deps),
-            f"{contract.PROJECT_NAME}=={contract.PACKAGE_VERSION}"]
+def pip_install_sdist_args(sdist_dir: Path, build_deps: Path, verbose: bool = True) -> list[str]:
+    return ["install", *(["-v"] if verbose else []), "--no-index", "--find-links", str(sdist_dir),
+            "--find-links", str(build_deps), f"{contract.PROJECT_NAME}=={contract.PACKAGE_VERSION}"]
+
+
+@pytest.fixture(scope="session")
+def build_venv(tmp_path_factory: pytest.TempPathFactory, build_deps: Path) -> Venv:
+    """A venv with torch, setuptools and packaging: what uv's --no-build-isolation-package needs."""
+    path = tmp_path_factory.mktemp("build_venv") / "v"
+    venv.EnvBuilder(with_pip=True).create(path)
+    v = Venv(path)
+    v.pip("install", "-q", TORCH_REQ, "--find-links", str(build_deps), "setuptools>=77.0.3,<85", "packaging>=24")
+    return v
 
 
 def wheel_record(wheel: Path) -> dict[str, Any]:
     with zipfile.ZipFile(wheel) as zf:
         return json.loads(zf.read(f"{contract.DIST_NAME}/{contract.BUILD_INFO_FILENAME}"))
+
+
+def run_in_pty(cmd: list[str], env: dict[str, str], timeout: float = 900,
+               until: Optional[str] = None) -> tuple[Optional[int], str]:
+    """Run ``cmd`` with a pseudo-terminal as its controlling terminal and stdout/stderr (what a user at
+    a terminal sees): (exit status, everything written to the terminal, ANSI escapes removed).
+
+    ``until``: stop (kill the whole process group) as soon as this text has appeared; status None."""
+    import pty
+    import select
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: pty.fork made the pty its controlling terminal (setsid + TIOCSCTTY)
+        try:
+            os.execve(str(cmd[0]), [str(c) for c in cmd], env)
+        finally:
+            os._exit(127)
+    chunks: list[bytes] = []
+    killed = False
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 1.0)
+            if not ready:
+                continue
+            try:
+                data = os.read(fd, 1 << 16)
+            except OSError:  # EIO: every process holding the terminal has exited
+                break
+            if not data:
+                break
+            chunks.append(data)
+            if until is not None and until in _plain(b"".join(chunks)):
+                killed = True
+                break
+        else:
+            killed = True
+    finally:
+        if killed:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, 9)
+        os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    return (None if killed else os.waitstatus_to_exitcode(status)), _plain(b"".join(chunks))
+
+
+def _plain(data: bytes) -> str:
+    import re
+
+    text = data.decode("utf-8", "replace")
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07", "", text).replace("\r", "")

@@ -87,8 +87,16 @@ def test_guard_fires_on_mismatched_record_before_the_extension_loads(unpacked: P
     assert "_GLIBCXX_USE_CXX11_ABI=0" in err
     url = contract.variant_index_url("http://mirror.example/", contract.Variant.parse(CPU_VARIANT))
     assert url in py(unpacked, ["-c", "import causal_conv1d"], **{contract.ENV_INDEX_URL: "http://mirror.example/"}).stderr
-    # torch 2.13 >= 2.10: the stable-ABI wheel of its family, also linked from the torch minor's page
-    assert f'pip install "causal-conv1d==1.6.1+cpu.stable2.10" --extra-index-url {contract.DEFAULT_INDEX_URL}whl/stable2.10-cpu/' in err
+    # torch 2.13 >= 2.10: the stable-ABI wheel of its family (also linked from the torch minor's page),
+    # installed together with the running torch from PyTorch's CPU index
+    public = MISMATCHED["version"].split("+", 1)[0]
+    family = f"{contract.DEFAULT_INDEX_URL}whl/stable2.10-cpu/"
+    assert (f'Install the matching build:  pip install "torch==2.13.0" "causal-conv1d=={public}+cpu.stable2.10" '
+            f"--only-binary causal-conv1d --index-url https://download.pytorch.org/whl/cpu/ "
+            f"--extra-index-url {family}") in err
+    assert (f'(uv:  uv pip install "torch==2.13.0" "causal-conv1d=={public}+cpu.stable2.10" '
+            f"--index causal-conv1d-stable2-10-cpu={family} "
+            f"--index pytorch-cpu=https://download.pytorch.org/whl/cpu/)") in err
     assert f"{contract.DEFAULT_INDEX_URL}whl/{CPU_VARIANT}/, links the same wheel" in err
     assert "undefined symbol:" not in err and "invalid ELF header" not in err  # no loader error
 
@@ -135,9 +143,11 @@ def test_doctor_healthy_with_index(unpacked: Path, index) -> None:
     assert r["variant"] == CPU_VARIANT
     assert r["index"]["has_wheel"] is True and r["index"]["wheel"].startswith("causal_conv1d-1.6.1+cpu.torch2.13-")
     url = f"{index.url}whl/{CPU_VARIANT}/"
-    assert r["commands"]["pip"] == f"pip install causal-conv1d --only-binary causal-conv1d --extra-index-url {url}"
-    assert r["commands"]["uv"] == f"uv pip install causal-conv1d --extra-index-url {url}"
-    assert "explicit = true" in r["commands"]["uv_pyproject"]
+    assert r["commands"]["pip"] == ('pip install "torch==2.13.0" causal-conv1d --only-binary causal-conv1d '
+                                    f"--index-url https://download.pytorch.org/whl/cpu/ --extra-index-url {url}")
+    assert r["commands"]["uv"] == (f'uv pip install "torch==2.13.0" causal-conv1d --index causal-conv1d-torch2-13-cpu={url} '
+                                   "--index pytorch-cpu=https://download.pytorch.org/whl/cpu/")
+    assert r["commands"]["uv_pyproject"].count("explicit = true") == 2
     # torch 2.13: the stable family page first (this index has the per-minor wheel only), then the minor's page
     assert r["wheel_variant"] == "stable2.10-cpu" and r["index"]["url"] == f"{url}{contract.PROJECT_NAME}/"
     assert len(index.requests) == 2 and "/whl/stable2.10-cpu/" in index.requests[0]
@@ -180,3 +190,66 @@ def test_doctor_without_packaging(unpacked: Path, torch_venv) -> None:
     assert "'packaging' module is missing" not in proc.stdout
     assert "variant     torch2.13-cpu" in proc.stdout, proc.stdout
     assert py(unpacked, ["-m", "causal_conv1d"], python=str(torch_venv.python)).returncode == 2
+
+
+# --- doctor in a venv made the way a user makes it: python -m venv, pip install torch, pip install our wheel
+
+@pytest.fixture
+def user_venv(torch_venv, real_cpu_wheel: Path):
+    """torch_venv (torch only: no packaging) + our real wheel installed by pip; this tree's Python files
+    over the installed ones (the wheel may be a build of an older tree; its extension and record stay)."""
+    torch_venv.uninstall()
+    torch_venv.pip("install", "--no-deps", "-q", str(real_cpu_wheel))
+    site = Path(run([torch_venv.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip())
+    pkg = site / contract.DIST_NAME
+    for src in (REPO / contract.DIST_NAME).glob("*.py"):
+        shutil.copy2(src, pkg / src.name)
+    assert run([torch_venv.python, "-c", "import packaging"], check=False).returncode != 0  # as a user's venv
+    yield torch_venv
+    torch_venv.uninstall()
+
+
+def user_doctor(venv, *args: str, **env: str):
+    return run([venv.python, "-m", "causal_conv1d", "doctor", *args], env=clean_env(**env), check=False,
+               cwd=venv.path)
+
+
+@pytest.mark.parametrize("mode", ["offline", "unreachable", "answering", "garbage"])
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_doctor_in_a_users_venv_without_packaging(user_venv, index, refused_url: str, mode: str, fmt: str) -> None:
+    """No packaging, and the index offline / unreachable / answering / answering garbage: never a crash."""
+    args = (["--offline"] if mode == "offline" else []) + (["--json"] if fmt == "json" else [])
+    url = refused_url if mode == "unreachable" else index.url
+    index.mode = "garbage" if mode == "garbage" else "ok"
+    proc = user_doctor(user_venv, *args, **{contract.ENV_INDEX_URL: url})
+    assert "Traceback" not in proc.stderr and "ModuleNotFoundError" not in proc.stdout + proc.stderr, proc.stderr
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    if fmt == "json":
+        r = json.loads(proc.stdout)
+        assert r["variant"] == CPU_VARIANT and r["problems"] == []
+        idx = r["index"]
+        if mode == "offline":
+            assert idx is None
+        elif mode == "unreachable":
+            assert idx["has_wheel"] is None and "unreachable" in idx["detail"]
+        elif mode == "answering":
+            assert idx["has_wheel"] is True and idx["wheel"].startswith("causal_conv1d-1.6.1+cpu.torch2.13-")
+        else:
+            assert idx["has_wheel"] is False
+        assert r["commands"]["pip"].startswith('pip install "torch==2.13.0" causal-conv1d --only-binary causal-conv1d')
+    else:
+        out = proc.stdout
+        assert "variant     torch2.13-cpu" in out and "no problems found" in out, out
+        expect = {"offline": None, "unreachable": "index       unknown (index unreachable",
+                  "answering": "index       yes: causal_conv1d-1.6.1+cpu.torch2.13-", "garbage": "index       no ("}[mode]
+        assert (expect is None and "index  " not in out) or (expect is not None and expect in out), out
+
+
+def test_doctor_prints_the_mismatch_once(unpacked: Path, index) -> None:
+    set_record(unpacked, MISMATCHED)
+    proc = py(unpacked, ["-m", "causal_conv1d", "doctor"], **{contract.ENV_INDEX_URL: index.url})
+    out = proc.stdout
+    assert proc.returncode == 1
+    assert out.count("built for torch 2.7.1+cu128, but torch 2.13.0+cpu is running") == 1, out
+    assert out.count("The running torch is variant torch2.13-cpu.") == 1, out
+    assert "import      FAILS: the build does not match the installed torch (see problems)" in out

@@ -166,16 +166,40 @@ def test_fetch_file_url(site_dir: Path, tmp_path: Path, monkeypatch: pytest.Monk
 
 @pytest.mark.parametrize("mode,expect", [
     ("404", "HTTP 404"), ("500", "HTTP 500"), ("stall", "timed out"), ("garbage", "no wheel"),
-    ("badhash", "sha256 mismatch"), ("truncate", "truncated"),
+    ("truncate", "truncated"),
 ])
 def test_fetch_failures_fall_back_and_leave_nothing(index, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                    mode: str, expect: str) -> None:
+                                                    capsys: pytest.CaptureFixture[str], mode: str, expect: str) -> None:
     index.mode = mode
     index.stall_s = 5
     monkeypatch.setattr(prebuilt, "RETRIES", 2)
     out = _fetch(tmp_path, index.url, monkeypatch)
     assert out.wheel is None
-    assert expect in out.message and out.message.endswith("building locally"), out.message
+    assert expect in out.message, out.message
+    assert f"{expect}" in capsys.readouterr().err and _nothing_left(tmp_path)
+
+
+@pytest.mark.parametrize("mode,what", [("badhash", "sha256"), ("badsize", "size"), ("bigger", "sha256")])
+def test_a_wheel_that_fails_verification_stops_the_install(index, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           site_dir: Path, mode: str, what: str) -> None:
+    """A wrong sha256 or size is a tampered or corrupted download: stop, never compile quietly."""
+    index.mode = mode
+    wheel = next((site_dir / "files").glob("*.whl"))
+    real = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    with pytest.raises(SystemExit) as info:
+        _fetch(tmp_path, index.url, monkeypatch)
+    msg = str(info.value.code)
+    assert msg.startswith(f"causal-conv1d: STOP: the prebuilt wheel {wheel.name} from {index.url}"), msg
+    assert f"({what} mismatch)" in msg and "Nothing was installed" in msg
+    if mode == "badhash":
+        assert f"expected sha256: {'0' * 64}" in msg and f"actual   sha256: {real}" in msg
+    elif mode == "badsize":
+        size = wheel.stat().st_size
+        assert f"expected size: {size + 1} bytes" in msg and f"actual   size: {size} bytes" in msg
+        assert f"actual   sha256: {real}" in msg  # both hashes too: the same file, but not the size it should have
+    else:  # HTML page, no size: 100 extra bytes change the hash
+        assert f"expected sha256: {real}" in msg and "actual   sha256: " in msg
+    assert f"{contract.ENV_FORCE_BUILD}=TRUE pip install" in msg
     assert _nothing_left(tmp_path)
 
 

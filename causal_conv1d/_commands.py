@@ -1,0 +1,82 @@
+"""The install commands every part of the project prints (doctor, the import guard, the landing page,
+the README), made in one place.
+
+Each command installs torch and causal-conv1d *together*: torch comes from PyTorch's index of the
+variant's accelerator (``https://download.pytorch.org/whl/cpu/`` ...), causal-conv1d from the
+variant's index of our site. Without the torch index, a venv without torch gets PyPI's default torch
+(a CUDA build) next to, say, a ``+cpu.torch2.13`` wheel, and the import guard refuses the pair.
+
+- pip: ``--index-url`` = PyTorch's index of the accelerator (it mirrors torch's dependencies),
+  ``--extra-index-url`` = the variant's index, ``--only-binary causal-conv1d`` (never the sdist).
+- uv: ``--index NAME=URL`` for the variant's index, then for PyTorch's (both ahead of the default
+  index, which stays for anything else); uv's default ``first-index`` strategy takes causal-conv1d
+  from the variant's index and torch (which that index does not have) from PyTorch's only.
+- a uv project: both indexes ``explicit = true`` and pinned in ``[tool.uv.sources]``.
+
+``torch_spec`` is what to pin torch to: ``==2.13.*`` on the landing page, the running torch's exact
+public version (``==2.13.0``) in doctor and the guard, so the command never swaps an installed torch.
+
+Stdlib only and no import of the package (the contract module is passed in): the import guard,
+doctor (no ``packaging`` in a user's venv) and index_site (which loads the contract by file path)
+all use it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+__all__ = ["PYTORCH_INDEX_URL", "torch_index_url", "index_name", "install_commands", "source_commands"]
+
+#: PyTorch's package index; ``<this><accel>/`` holds the torch builds of one accelerator.
+PYTORCH_INDEX_URL = "https://download.pytorch.org/whl/"
+
+
+def torch_index_url(accel: str, pytorch_index: str = PYTORCH_INDEX_URL) -> str:
+    """``cu128`` -> ``https://download.pytorch.org/whl/cu128/``."""
+    base = pytorch_index if pytorch_index.endswith("/") else pytorch_index + "/"
+    return f"{base}{accel}/"
+
+
+def index_name(c: Any, variant: Any) -> str:
+    """The uv index name of a variant: ``causal-conv1d-torch2-13-cpu``."""
+    return f"{c.PROJECT_NAME}-{variant.name}".replace(".", "-")
+
+
+def install_commands(c: Any, base: str, variant: Any, torch_spec: str, *,
+                     version: Optional[str] = None, pytorch_index: str = PYTORCH_INDEX_URL) -> dict[str, str]:
+    """pip / uv / uv-project commands installing torch ``torch_spec`` and causal-conv1d of ``variant``.
+
+    ``version``: pin causal-conv1d to this exact version (``1.6.1+cpu.torch2.13``); None: the newest.
+    """
+    url = c.variant_index_url(base, variant)
+    torch_url = torch_index_url(variant.accel, pytorch_index)
+    name = index_name(c, variant)
+    torch_name = f"pytorch-{variant.accel}"
+    ours = f'"{c.PROJECT_NAME}=={version}"' if version else c.PROJECT_NAME
+    torch = f'"torch{torch_spec}"'
+    return {
+        "pip": (f"pip install {torch} {ours} --only-binary {c.PROJECT_NAME} "
+                f"--index-url {torch_url} --extra-index-url {url}"),
+        "uv": f"uv pip install {torch} {ours} --index {name}={url} --index {torch_name}={torch_url}",
+        "uv_pyproject": (
+            f'[project]\ndependencies = ["torch{torch_spec}", "{c.PROJECT_NAME}"]\n\n'
+            f'[[tool.uv.index]]\nname = "{torch_name}"\nurl = "{torch_url}"\nexplicit = true\n\n'
+            f'[[tool.uv.index]]\nname = "{name}"\nurl = "{url}"\nexplicit = true\n\n'
+            f'[tool.uv.sources]\ntorch = {{ index = "{torch_name}" }}\n'
+            f'{c.PROJECT_NAME} = {{ index = "{name}" }}'
+        ),
+    }
+
+
+def source_commands(c: Any, accel: str, torch_spec: str, *, pytorch_index: str = PYTORCH_INDEX_URL) -> dict[str, str]:
+    """No wheel for the combination: the matching torch first, then the sdist, which looks up the
+    index and else compiles against that torch (pip's build isolation is fine: the build finds the
+    torch of the interpreter it installs into). uv builds in a venv that cannot see that torch, so
+    it is told to build causal-conv1d without isolation (setuptools and packaging must be there)."""
+    torch_url = torch_index_url(accel, pytorch_index)
+    return {
+        "torch": f'pip install "torch{torch_spec}" --index-url {torch_url}',
+        "pip": f"pip install {c.PROJECT_NAME} --no-binary {c.PROJECT_NAME}",
+        "uv_torch": f'uv pip install "torch{torch_spec}" --index-url {torch_url} && uv pip install setuptools packaging',
+        "uv": f"uv pip install {c.PROJECT_NAME} --no-binary {c.PROJECT_NAME} --no-build-isolation-package {c.PROJECT_NAME}",
+    }
