@@ -202,3 +202,17 @@ def test_ref_seq_idx_refuses_final_states() -> None:
     x, weight = torch.randn(1, 2, 4), torch.randn(2, 3)
     with pytest.raises(ValueError, match="return_final_states must be False when seq_idx is given"):
         causal_conv1d_ref(x, weight, return_final_states=True, seq_idx=torch.zeros(1, 4, dtype=torch.int32))
+
+
+def test_extension_module_names_take_the_combination() -> None:
+    """``import causal_conv1d_cuda`` (upstream's in-place extension names) with seq_idx + initial_states."""
+    import causal_conv1d_cuda  # noqa: PLC0415
+
+    batch, dim, seqlen, width = 2, 8, 7, 4
+    x = torch.randn(batch, dim, seqlen, dtype=torch.float64)
+    weight, bias = torch.randn(dim, width, dtype=torch.float64), torch.randn(dim, dtype=torch.float64)
+    init = torch.randn(batch, dim, width - 1, dtype=torch.float64)
+    seq_idx = torch.tensor([[3, 5, 5, 5, 9, 9, 9], [4, 4, 6, 6, 6, 6, 8]], dtype=torch.int32)
+    out = torch.full_like(x, float("nan"))
+    causal_conv1d_cuda.causal_conv1d_fwd(x, weight, bias, seq_idx, init, out, None, True)
+    torch.testing.assert_close(out, _loop_ref(x, weight, bias, seq_idx, init, True))
