@@ -1,7 +1,9 @@
 // Serving kernels (semantics: causal_conv1d/varlen.py; parameters: varlen.cuh).
 //
-// varlen_fwd: a 2-D grid, x = channels (threads of a warp take consecutive channels: x, out and a
-// (lines, state_len, dim)-strided cache coalesce), y = chunks of kChunk tokens of the packed batch.
+// varlen_fwd: one thread per (channel, chunk of tokens of the packed batch). Channel-last x: a 2-D
+// grid x = channels (a warp takes consecutive channels: x, out and a (lines, state_len, dim)-strided
+// cache coalesce), y = chunks of 64 tokens; channel-first x: x = chunks of 16 tokens (a warp reads
+// 32 neighbouring pieces of one row), y = channels.
 // A thread walks its chunk's tokens for one channel with a W-1 token window in registers; it finds
 // its first sequence by a binary search in query_start_loc, so no host-side schedule is needed.
 // The cache line of a sequence is read (initial state) and then written (final state) by one
@@ -37,12 +39,17 @@ __device__ __forceinline__ void load_w(const void* w, int dtype, int64_t cs, int
 }
 
 template <typename T, int kW>
-__global__ void __launch_bounds__(kVarlenThreads) varlen_fwd_kernel(const VarlenParams p, const int64_t chunk) {
+__global__ void __launch_bounds__(kVarlenThreads) varlen_fwd_kernel(const VarlenParams p, const int64_t chunk,
+                                                                    const bool token_major) {
   constexpr int kH = kW - 1;
-  const int d = blockIdx.x * blockDim.x + threadIdx.x;
-  if (d >= p.dim) return;
+  // channel-last x: threads along channels (coalesced per token); channel-first x: threads along
+  // chunks of one channel (neighbouring lanes read neighbouring pieces of the row)
+  const int64_t lin = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const int64_t d64 = token_major ? (int64_t)blockIdx.y : lin;
+  if (d64 >= p.dim) return;
+  const int d = static_cast<int>(d64);
   const int64_t T_ = p.total;
-  const int64_t c0 = (int64_t)blockIdx.y * chunk;
+  const int64_t c0 = (token_major ? lin : (int64_t)blockIdx.y) * chunk;
   if (c0 >= T_) return;
   const int64_t c1 = c0 + chunk < T_ ? c0 + chunk : T_;
   const int64_t tend = c1 + kH - 1 < T_ ? c1 + kH - 1 : T_;  // up to W-2 tokens past the chunk
@@ -196,14 +203,23 @@ __global__ void __launch_bounds__(kSpecThreads) spec_update_kernel(const SpecPar
 
 template <typename T>
 void launch_varlen(const VarlenParams& p, cudaStream_t stream) {
-  int64_t chunk = 64;
-  while ((p.total + chunk - 1) / chunk > 65535) chunk *= 2;
-  const dim3 grid(static_cast<unsigned>((p.dim + kVarlenThreads - 1) / kVarlenThreads),
-                  static_cast<unsigned>((p.total + chunk - 1) / chunk));
-  if (p.width <= 4) {
-    varlen_fwd_kernel<T, 4><<<grid, kVarlenThreads, 0, stream>>>(p, chunk);
+  // chunk >= 8 > width - 2: a sequence's first width-1 outputs spill at most into the next chunk
+  const bool channel_last = p.x_ds == 1 && p.x_ts != 1;
+  const bool token_major = !channel_last && p.dim <= 65535;
+  int64_t chunk = token_major ? 16 : 64;
+  dim3 grid;
+  if (token_major) {
+    const int64_t nchunks = (p.total + chunk - 1) / chunk;
+    grid = dim3(static_cast<unsigned>((nchunks + kVarlenThreads - 1) / kVarlenThreads), static_cast<unsigned>(p.dim));
   } else {
-    varlen_fwd_kernel<T, 8><<<grid, kVarlenThreads, 0, stream>>>(p, chunk);
+    while ((p.total + chunk - 1) / chunk > 65535) chunk *= 2;
+    grid = dim3(static_cast<unsigned>((p.dim + kVarlenThreads - 1) / kVarlenThreads),
+                static_cast<unsigned>((p.total + chunk - 1) / chunk));
+  }
+  if (p.width <= 4) {
+    varlen_fwd_kernel<T, 4><<<grid, kVarlenThreads, 0, stream>>>(p, chunk, token_major);
+  } else {
+    varlen_fwd_kernel<T, 8><<<grid, kVarlenThreads, 0, stream>>>(p, chunk, token_major);
   }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
