@@ -67,7 +67,8 @@ inline void check_varlen_fwd_args(const Tensor& x, const Tensor& weight, const O
   check_float_dtype(weight, "weight", allow_float64);
   check_same_device(weight, x, "weight");
   CC1D_CHECK_VALUE(weight.size(0) == dim, "weight must have shape (dim, width) with dim = x.shape[0] = ", dim,
-                   ", got ", fmt_sizes(weight.sizes()));
+                   ", got ", fmt_sizes(weight.sizes()),
+                   " (x is (dim, total_tokens): pass a (total_tokens, dim) tensor as x.T)");
   check_width(weight.size(1), max_width);
   const int64_t width = weight.size(1);
   if (bias.has_value()) {
