@@ -32,8 +32,10 @@ small stand-ins (PAD_SLOT_ID = -1, triton / triton.language) when vLLM itself is
 from __future__ import annotations
 
 import argparse
+import importlib.abc
 import importlib.util
 import json
+import logging
 import random
 import statistics
 import sys
@@ -124,6 +126,33 @@ def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
 # peer
 
 
+class _VllmStubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Serves any ``vllm.*`` module as a stand-in (when vLLM is not installed): PAD_SLOT_ID = -1,
+    triton / tl, init_logger; an unknown attribute raises AttributeError naming it."""
+
+    def __init__(self, triton: Any, tl: Any) -> None:
+        self.attrs = {"PAD_SLOT_ID": -1, "triton": triton, "tl": tl, "init_logger": logging.getLogger}
+
+    def find_spec(self, name, path, target=None):  # noqa: ANN001, ANN201
+        if name == "vllm" or name.startswith("vllm."):
+            return importlib.util.spec_from_loader(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec):  # noqa: ANN001, ANN201
+        mod = types.ModuleType(spec.name)
+        mod.__path__ = []
+        mod.__dict__.update(self.attrs)
+
+        def missing(attr: str) -> Any:
+            raise AttributeError(f"the vLLM stand-in has no {spec.name}.{attr} (install vLLM to run this peer file)")
+
+        mod.__getattr__ = missing
+        return mod
+
+    def exec_module(self, module) -> None:  # noqa: ANN001
+        pass
+
+
 def load_vllm_peer(path: str) -> types.ModuleType:
     """vLLM's causal_conv1d.py as a module; stand-ins for its vllm.* imports when vLLM is absent."""
     import triton  # noqa: PLC0415  (the peer is Triton code)
@@ -131,27 +160,11 @@ def load_vllm_peer(path: str) -> types.ModuleType:
 
     try:
         import vllm  # noqa: F401, PLC0415
-    except Exception:  # noqa: BLE001 - no vLLM: provide what the file imports
-        for name in (
-            "vllm",
-            "vllm.attention",
-            "vllm.attention.backends",
-            "vllm.attention.backends.utils",
-            "vllm.v1",
-            "vllm.v1.attention",
-            "vllm.v1.attention.backends",
-            "vllm.v1.attention.backends.utils",
-            "vllm.triton_utils",
-            "vllm.forward_context",
-        ):
-            mod = sys.modules.setdefault(name, types.ModuleType(name))
-            mod.__path__ = []  # a package, so submodules resolve
-            mod.PAD_SLOT_ID = -1
-            mod.tl = tl
-            mod.triton = triton
+    except Exception:  # noqa: BLE001 - no vLLM: serve what the file imports
+        sys.meta_path.insert(0, _VllmStubFinder(triton, tl))
     spec = importlib.util.spec_from_file_location("vllm_causal_conv1d_peer", path)
     if spec is None or spec.loader is None:
-        raise SystemExit(f"--peer-vllm: cannot load {path}")
+        raise RuntimeError(f"--peer-vllm: cannot load {path}")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -334,7 +347,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 2
     from causal_conv1d.varlen import causal_conv1d_update_spec, causal_conv1d_varlen_fn  # noqa: PLC0415
 
-    peer = load_vllm_peer(args.peer_vllm) if args.peer_vllm else None
+    peer = None
+    if args.peer_vllm:
+        try:
+            peer = load_vllm_peer(args.peer_vllm)
+        except Exception as exc:  # noqa: BLE001 - report, time ours anyway
+            print(f"peer: could not load {args.peer_vllm}: {type(exc).__name__}: {exc}", file=sys.stderr)
     print(f"device {torch.cuda.get_device_name(0) if args.device == 'cuda' else args.device}, torch {torch.__version__}")
     pre = prefill_case(args, causal_conv1d_varlen_fn, peer)
     dec = decode_case(args, causal_conv1d_update_spec, peer)
