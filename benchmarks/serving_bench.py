@@ -232,14 +232,32 @@ def prefill_case(args, ours, peer) -> list[dict]:
                 c = cache0.clone()
                 xp = x.clone()
                 got = peer.causal_conv1d_fn(
-                    xp, w, b, conv_states=c, query_start_loc=q, cache_indices=ci, has_initial_state=hi,
-                    activation="silu", pad_slot_id=-1,
+                    xp,
+                    w,
+                    b,
+                    conv_states=c,
+                    query_start_loc=q,
+                    cache_indices=ci,
+                    has_initial_state=hi,
+                    activation="silu",
+                    pad_slot_id=-1,
                 )
                 err = rel_err(got, want)
                 print(f"check: {name} vs ours rel err {err:.2e}")
-                row = measure(name, lambda xp=xp, c=c: peer.causal_conv1d_fn(
-                    xp, w, b, conv_states=c, query_start_loc=q, cache_indices=ci, has_initial_state=hi,
-                    activation="silu", pad_slot_id=-1))
+                row = measure(
+                    name,
+                    lambda xp=xp, c=c: peer.causal_conv1d_fn(
+                        xp,
+                        w,
+                        b,
+                        conv_states=c,
+                        query_start_loc=q,
+                        cache_indices=ci,
+                        has_initial_state=hi,
+                        activation="silu",
+                        pad_slot_id=-1,
+                    ),
+                )
                 row["rel_err_vs_ours"] = err
             except Exception as exc:  # noqa: BLE001 - the peer's API differs across versions
                 row = {"variant": name, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
@@ -260,7 +278,9 @@ def decode_case(args, ours, peer) -> list[dict]:
     state0 = torch.randn(lines, S, D, generator=g).to(dev, dt).transpose(1, 2)  # (lines, D, S), vLLM's layout
     idx = torch.randperm(lines, generator=g)[:B].to(torch.int32).to(dev)
     nacc = torch.randint(1, L + 1, (B,), generator=g).to(torch.int32).to(dev)
-    print(f"\n== speculative decode: batch {B}, {drafts} draft tokens (seqlen {L}), state_len {S}, dim {D}, width {W}, {args.dtype}")
+    print(
+        f"\n== speculative decode: batch {B}, {drafts} draft tokens (seqlen {L}), state_len {S}, dim {D}, width {W}, {args.dtype}"
+    )
     s_ours = state0.clone()
     want = ours(x, s_ours, w, b, "silu", idx, nacc)
     il = idx.long()
@@ -287,7 +307,11 @@ def decode_case(args, ours, peer) -> list[dict]:
     s2 = state0.clone()
     rows.append(measure("padded: gather + causal_conv1d_fn + scatter", lambda: padded(s2)))
     s3 = state0.clone()
-    rows.append(measure("plain causal_conv1d_update (no roll-back)", lambda: causal_conv1d_update(x, s3, w, b, "silu", None, idx)))
+    rows.append(
+        measure(
+            "plain causal_conv1d_update (no roll-back)", lambda: causal_conv1d_update(x, s3, w, b, "silu", None, idx)
+        )
+    )
     if peer is not None:
         name = "vLLM Triton causal_conv1d_update"
         try:
@@ -298,8 +322,12 @@ def decode_case(args, ours, peer) -> list[dict]:
             err = rel_err(got, want)
             print(f"check: {name} vs ours rel err {err:.2e}, states equal {torch.equal(s4, s_ours)}")
             xp = x.clone()
-            row = measure(name, lambda: peer.causal_conv1d_update(
-                xp, s4, w, b, activation="silu", conv_state_indices=idx, num_accepted_tokens=nacc, pad_slot_id=-1))
+            row = measure(
+                name,
+                lambda: peer.causal_conv1d_update(
+                    xp, s4, w, b, activation="silu", conv_state_indices=idx, num_accepted_tokens=nacc, pad_slot_id=-1
+                ),
+            )
             row["rel_err_vs_ours"] = err
         except Exception as exc:  # noqa: BLE001
             row = {"variant": name, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
@@ -353,11 +381,15 @@ def main(argv: Optional[list[str]] = None) -> int:
             peer = load_vllm_peer(args.peer_vllm)
         except Exception as exc:  # noqa: BLE001 - report, time ours anyway
             print(f"peer: could not load {args.peer_vllm}: {type(exc).__name__}: {exc}", file=sys.stderr)
-    print(f"device {torch.cuda.get_device_name(0) if args.device == 'cuda' else args.device}, torch {torch.__version__}")
+    print(
+        f"device {torch.cuda.get_device_name(0) if args.device == 'cuda' else args.device}, torch {torch.__version__}"
+    )
     pre = prefill_case(args, causal_conv1d_varlen_fn, peer)
     dec = decode_case(args, causal_conv1d_update_spec, peer)
     print_table(f"prefill ({args.prefill_seqs} seqs, {args.prefill_tokens} tokens, dim {args.dim}, {args.dtype})", pre)
-    print_table(f"speculative decode (batch {args.decode_batch}, {args.drafts} drafts, dim {args.dim}, {args.dtype})", dec)
+    print_table(
+        f"speculative decode (batch {args.decode_batch}, {args.drafts} drafts, dim {args.dim}, {args.dtype})", dec
+    )
     if args.json:
         Path(args.json).write_text(json.dumps({"prefill": pre, "decode": dec, "args": vars(args)}, indent=1))
     return 0

@@ -27,8 +27,9 @@ TOL = {torch.float32: (1e-4, 1e-4), torch.float16: (5e-3, 5e-3), torch.bfloat16:
 def _seq_conv(window: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], silu: bool) -> torch.Tensor:
     """(dim, W-1+n) float64 window -> (dim, n) with F.conv1d."""
     dim = weight.shape[0]
-    o = F.conv1d(window.double()[None], weight.double().unsqueeze(1), bias.double() if bias is not None else None,
-                 groups=dim)[0]
+    o = F.conv1d(
+        window.double()[None], weight.double().unsqueeze(1), bias.double() if bias is not None else None, groups=dim
+    )[0]
     return F.silu(o) if silu else o
 
 
@@ -47,7 +48,12 @@ def varlen_loop(x, weight, bias, conv_states, qsl, cache_indices, has_init, silu
             continue
         init = bool(has_init[i]) if has_init is not None else False
         old = states[c].clone() if init else torch.zeros_like(states[c])
-        out[:, s:e] = _seq_conv(torch.cat([old[:, S - (width - 1) :], x[:, s:e]], -1), weight.cpu(), None if bias is None else bias.cpu(), silu)
+        out[:, s:e] = _seq_conv(
+            torch.cat([old[:, S - (width - 1) :], x[:, s:e]], -1),
+            weight.cpu(),
+            None if bias is None else bias.cpu(),
+            silu,
+        )
         states[c] = torch.cat([old, x[:, s:e]], -1)[:, -S:]
     return out, states
 
@@ -67,7 +73,12 @@ def spec_loop(x, conv_state, weight, bias, silu, indices, nacc, pad=PAD_SLOT_ID)
             continue
         a = int(nacc[b]) if nacc is not None else L
         e = S - L + a
-        out[b] = _seq_conv(torch.cat([state[c, :, e - (W - 1) : e], x3[b]], -1), weight.cpu(), None if bias is None else bias.cpu(), silu)
+        out[b] = _seq_conv(
+            torch.cat([state[c, :, e - (W - 1) : e], x3[b]], -1),
+            weight.cpu(),
+            None if bias is None else bias.cpu(),
+            silu,
+        )
         state[c] = torch.cat([state[c, :, :e], x3[b]], -1)[:, -S:]
     return (out.squeeze(-1) if x.dim() == 2 else out), state
 
@@ -166,11 +177,17 @@ def test_varlen_int32_has_initial_state_and_chained_prefill(device) -> None:
     x = torch.randn(dim, 300, device=device)
     weight, bias = torch.randn(dim, width, device=device), torch.randn(dim, device=device)
     whole_state = torch.zeros(1, dim, S, device=device)
-    whole = causal_conv1d_varlen_fn(x, weight, bias, whole_state, torch.tensor([0, 300], dtype=torch.int32, device=device))
+    whole = causal_conv1d_varlen_fn(
+        x, weight, bias, whole_state, torch.tensor([0, 300], dtype=torch.int32, device=device)
+    )
     st = torch.zeros(1, dim, S, device=device)
     a = causal_conv1d_varlen_fn(x[:, :130], weight, bias, st, torch.tensor([0, 130], dtype=torch.int32, device=device))
     b = causal_conv1d_varlen_fn(
-        x[:, 130:].contiguous(), weight, bias, st, torch.tensor([0, 170], dtype=torch.int32, device=device),
+        x[:, 130:].contiguous(),
+        weight,
+        bias,
+        st,
+        torch.tensor([0, 170], dtype=torch.int32, device=device),
         has_initial_state=torch.ones(1, dtype=torch.int32, device=device),
     )
     torch.testing.assert_close(torch.cat([a, b], -1), whole, rtol=1e-5, atol=1e-5)
@@ -187,16 +204,22 @@ def test_varlen_then_decode_equals_longer_prefill(device) -> None:
     causal_conv1d_varlen_fn(x, weight, bias, states, q)
     nxt = torch.randn(2, dim, device=device)
     y = causal_conv1d_update_ref(nxt, states.clone(), weight, bias, "silu")
-    full0 = causal_conv1d_varlen_fn(torch.cat([x[:, :20], nxt[0:1].t()], -1), weight, bias,
-                                    torch.zeros(1, dim, width - 1, device=device),
-                                    torch.tensor([0, 21], dtype=torch.int32, device=device))
+    full0 = causal_conv1d_varlen_fn(
+        torch.cat([x[:, :20], nxt[0:1].t()], -1),
+        weight,
+        bias,
+        torch.zeros(1, dim, width - 1, device=device),
+        torch.tensor([0, 21], dtype=torch.int32, device=device),
+    )
     torch.testing.assert_close(y[0], full0[:, -1], rtol=1e-5, atol=1e-5)
 
 
 def test_varlen_empty(device) -> None:
     w = torch.randn(4, 3, device=device)
     st = torch.randn(2, 4, 2, device=device)
-    out = causal_conv1d_varlen_fn(torch.randn(4, 0, device=device), w, None, st, torch.zeros(3, dtype=torch.int32, device=device))
+    out = causal_conv1d_varlen_fn(
+        torch.randn(4, 0, device=device), w, None, st, torch.zeros(3, dtype=torch.int32, device=device)
+    )
     assert out.shape == (4, 0)
     x = torch.randn(4, 5, device=device)
     out = causal_conv1d_varlen_fn(x, w, None, st, torch.zeros(1, dtype=torch.int32, device=device))  # batch 0
@@ -244,8 +267,14 @@ def test_spec_update_all_accepted_is_plain_update(device) -> None:
     s_ref, s_none, s_all = state.clone(), state.clone(), state.clone()
     ref = causal_conv1d_update_ref(x, s_ref, weight, bias, "silu")
     out_none = causal_conv1d_update_spec(x, s_none, weight, bias, "silu")
-    out_all = causal_conv1d_update_spec(x, s_all, weight, bias, "silu",
-                                        num_accepted_tokens=torch.full((batch,), seqlen, dtype=torch.int32, device=device))
+    out_all = causal_conv1d_update_spec(
+        x,
+        s_all,
+        weight,
+        bias,
+        "silu",
+        num_accepted_tokens=torch.full((batch,), seqlen, dtype=torch.int32, device=device),
+    )
     for out, st in ((out_none, s_none), (out_all, s_all)):
         torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(st, s_ref, rtol=0, atol=0)
@@ -264,15 +293,20 @@ def test_spec_decode_equals_prefill_of_accepted_tokens(device) -> None:
     # the prefill wrote the last S inputs; the first decode step treats them as all accepted
     accepted_tokens, accepted_outs = [prompt], []
     nacc = torch.tensor([L], dtype=torch.int32, device=device)
-    for step, a in enumerate([2, 4, 1, 3, 4]):
+    for a in [2, 4, 1, 3, 4]:
         x = torch.randn(1, dim, L, device=device)
         out = causal_conv1d_update_spec(x, cache, weight, bias, "silu", num_accepted_tokens=nacc)
         accepted_tokens.append(x[0, :, :a])
         accepted_outs.append(out[0, :, :a])
         nacc = torch.tensor([a], dtype=torch.int32, device=device)
     seq = torch.cat(accepted_tokens, -1)
-    full = causal_conv1d_varlen_fn(seq, weight, bias, torch.zeros(1, dim, width - 1, device=device),
-                                   torch.tensor([0, seq.shape[1]], dtype=torch.int32, device=device))
+    full = causal_conv1d_varlen_fn(
+        seq,
+        weight,
+        bias,
+        torch.zeros(1, dim, width - 1, device=device),
+        torch.tensor([0, seq.shape[1]], dtype=torch.int32, device=device),
+    )
     torch.testing.assert_close(torch.cat(accepted_outs, -1), full[:, 10:], rtol=1e-5, atol=1e-5)
 
 
@@ -313,20 +347,58 @@ VARLEN_ERRORS = [
     ("qsl int64", {"query_start_loc": torch.tensor([0, 4, 10])}, TypeError, r"query_start_loc must be int32"),
     ("qsl 2-D", {"query_start_loc": torch.zeros(1, 3, dtype=torch.int32)}, ValueError, r"query_start_loc must be 1-D"),
     ("indices int64", {"cache_indices": torch.tensor([0, 1])}, TypeError, r"cache_indices must be int32"),
-    ("indices shape", {"cache_indices": torch.tensor([0, 1, 2], dtype=torch.int32)}, ValueError, r"cache_indices must have shape \(batch,\)"),
+    (
+        "indices shape",
+        {"cache_indices": torch.tensor([0, 1, 2], dtype=torch.int32)},
+        ValueError,
+        r"cache_indices must have shape \(batch,\)",
+    ),
     ("has_init float", {"has_initial_state": torch.ones(2)}, TypeError, r"has_initial_state must be bool"),
-    ("has_init shape", {"has_initial_state": torch.ones(3, dtype=torch.bool)}, ValueError, r"has_initial_state must have shape"),
-    ("state short", {"conv_states": torch.zeros(3, 4, 1)}, ValueError, r"conv_states is too short: state_len .* >= width - 1 = 2"),
+    (
+        "has_init shape",
+        {"has_initial_state": torch.ones(3, dtype=torch.bool)},
+        ValueError,
+        r"has_initial_state must have shape",
+    ),
+    (
+        "state short",
+        {"conv_states": torch.zeros(3, 4, 1)},
+        ValueError,
+        r"conv_states is too short: state_len .* >= width - 1 = 2",
+    ),
     ("state dim", {"conv_states": torch.zeros(3, 5, 2)}, ValueError, r"conv_states must have dim = 4"),
-    ("state dtype", {"conv_states": torch.zeros(3, 4, 2, dtype=torch.float16)}, TypeError, r"conv_states must have x's dtype"),
+    (
+        "state dtype",
+        {"conv_states": torch.zeros(3, 4, 2, dtype=torch.float16)},
+        TypeError,
+        r"conv_states must have x's dtype",
+    ),
     ("x 3-D", {"x": torch.randn(1, 4, 10)}, ValueError, r"x must be 2-D \(dim, total_tokens\)"),
-    ("weight dim", {"weight": torch.randn(5, 3)}, ValueError, r"weight must have shape \(dim, width\) with dim = x.shape\[0\]"),
-    ("lines", {"cache_indices": None, "conv_states": torch.zeros(1, 4, 2)}, ValueError, r"conv_states must have at least batch = 2"),
+    (
+        "weight dim",
+        {"weight": torch.randn(5, 3)},
+        ValueError,
+        r"weight must have shape \(dim, width\) with dim = x.shape\[0\]",
+    ),
+    (
+        "lines",
+        {"cache_indices": None, "conv_states": torch.zeros(1, 4, 2)},
+        ValueError,
+        r"conv_states must have at least batch = 2",
+    ),
 ]
 
 VARLEN_VALUE_ERRORS = [  # values: checked by the CPU kernel, and by validate=True anywhere
-    ("index out of range", {"cache_indices": torch.tensor([0, 3], dtype=torch.int32)}, r"cache_indices\[1\] = 3 is out of range"),
-    ("negative index", {"cache_indices": torch.tensor([-2, 0], dtype=torch.int32)}, r"cache_indices\[0\] = -2 is out of range"),
+    (
+        "index out of range",
+        {"cache_indices": torch.tensor([0, 3], dtype=torch.int32)},
+        r"cache_indices\[1\] = 3 is out of range",
+    ),
+    (
+        "negative index",
+        {"cache_indices": torch.tensor([-2, 0], dtype=torch.int32)},
+        r"cache_indices\[0\] = -2 is out of range",
+    ),
     ("lengths exceed x", {"query_start_loc": torch.tensor([0, 4, 11], dtype=torch.int32)}, r"total_tokens"),
     ("decreasing", {"query_start_loc": torch.tensor([0, 6, 4], dtype=torch.int32)}, r"non-decreasing"),
 ]
@@ -358,11 +430,21 @@ def test_spec_errors() -> None:
         causal_conv1d_update_spec(x, torch.zeros(2, 4, 5), w, num_accepted_tokens=torch.ones(2, dtype=torch.int64))
     for validate in (False, True):
         with pytest.raises(ValueError, match=r"num_accepted_tokens\[1\] = 4 must be between 1 and seqlen = 3"):
-            causal_conv1d_update_spec(x, torch.zeros(2, 4, 5), w, num_accepted_tokens=torch.tensor([1, 4], dtype=torch.int32),
-                                      validate=validate)
+            causal_conv1d_update_spec(
+                x,
+                torch.zeros(2, 4, 5),
+                w,
+                num_accepted_tokens=torch.tensor([1, 4], dtype=torch.int32),
+                validate=validate,
+            )
         with pytest.raises(ValueError, match=r"conv_state_indices\[0\] = 7 is out of range for conv_state with 3"):
-            causal_conv1d_update_spec(x, torch.zeros(3, 4, 5), w, conv_state_indices=torch.tensor([7, 0], dtype=torch.int32),
-                                      validate=validate)
+            causal_conv1d_update_spec(
+                x,
+                torch.zeros(3, 4, 5),
+                w,
+                conv_state_indices=torch.tensor([7, 0], dtype=torch.int32),
+                validate=validate,
+            )
     with pytest.raises(ValueError, match=r"conv_state must have batch = x.shape\[0\] = 2 rows"):
         causal_conv1d_update_spec(x, torch.zeros(3, 4, 5), w)
     with pytest.raises(ValueError, match="Invalid activation"):
@@ -398,8 +480,12 @@ def test_cuda_values_are_not_trusted_but_safe() -> None:
 @pytest.mark.parametrize("x_layout", ["cf", "cl"])
 def test_opcheck_varlen(device, x_layout) -> None:
     x, weight, bias, states, q, ci, hi = _case(device, torch.float32, 4, x_layout, "bsd", 1)
-    torch.library.opcheck(torch.ops.causal_conv1d.varlen_fwd.default, (x, weight, bias, states, q, ci, hi, True, PAD_SLOT_ID))
-    torch.library.opcheck(torch.ops.causal_conv1d.varlen_fwd.default, (x, weight, None, states, q, None, None, False, -1))
+    torch.library.opcheck(
+        torch.ops.causal_conv1d.varlen_fwd.default, (x, weight, bias, states, q, ci, hi, True, PAD_SLOT_ID)
+    )
+    torch.library.opcheck(
+        torch.ops.causal_conv1d.varlen_fwd.default, (x, weight, None, states, q, None, None, False, -1)
+    )
 
 
 @pytest.mark.parametrize("two_d", [False, True])
@@ -411,7 +497,16 @@ def test_opcheck_spec_update(device, two_d) -> None:
     nacc = torch.tensor([1, 1, L], dtype=torch.int32, device=device)
     torch.library.opcheck(
         torch.ops.causal_conv1d.spec_update.default,
-        (x, state, torch.randn(dim, width, device=device), torch.randn(dim, device=device), True, idx, nacc, PAD_SLOT_ID),
+        (
+            x,
+            state,
+            torch.randn(dim, width, device=device),
+            torch.randn(dim, device=device),
+            True,
+            idx,
+            nacc,
+            PAD_SLOT_ID,
+        ),
     )
 
 
@@ -452,8 +547,10 @@ def test_cuda_graph_capture_and_replay() -> None:
     nacc = torch.tensor([1, 3, 1, 2], dtype=torch.int32, device=dev)
 
     def step():
-        return (causal_conv1d_varlen_fn(x, weight, bias, states, q, ci, hi),
-                causal_conv1d_update_spec(xd, sd, weight, bias, "silu", idx, nacc))
+        return (
+            causal_conv1d_varlen_fn(x, weight, bias, states, q, ci, hi),
+            causal_conv1d_update_spec(xd, sd, weight, bias, "silu", idx, nacc),
+        )
 
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
