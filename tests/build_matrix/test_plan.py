@@ -109,7 +109,7 @@ def test_cpu_job_fields(per_minor) -> None:
     assert job.cxx11_abi is True and job.manylinux == "manylinux_2_28"
     assert job.python == "3.10" and job.cpp_std == "20"
     assert job.covers_pythons == ("3.10", "3.11", "3.12", "3.13", "3.14")
-    assert job.wheel_filename == "causal_conv1d-1.6.1+cpu.torch2.13-cp39-abi3-manylinux_2_28_x86_64.whl"
+    assert job.wheel_filename == "causal_conv1d-1.7.0+cpu.torch2.13-cp39-abi3-manylinux_2_28_x86_64.whl"
     env = job.environment
     assert env["CIBW_BUILD"] == "cp310-manylinux_x86_64"
     assert env["CIBW_ARCHS"] == "x86_64"

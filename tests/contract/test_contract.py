@@ -68,22 +68,22 @@ def test_accel_roundtrip(cuda: str | None, accel: str) -> None:
 
 def test_wheel_filename_and_parse() -> None:
     v = c.Variant.parse("torch2.7-cu128")
-    name = c.wheel_filename("1.6.1", v, "manylinux_2_28_x86_64")
-    assert name == "causal_conv1d-1.6.1+cu128.torch2.7-cp39-abi3-manylinux_2_28_x86_64.whl"
+    name = c.wheel_filename("1.7.0", v, "manylinux_2_28_x86_64")
+    assert name == "causal_conv1d-1.7.0+cu128.torch2.7-cp39-abi3-manylinux_2_28_x86_64.whl"
     parsed = c.parse_wheel_name(name)
     assert parsed.variant == v
-    assert parsed.public_version == "1.6.1"
+    assert parsed.public_version == "1.7.0"
     assert parsed.platforms == ("manylinux_2_28_x86_64",)
 
 
 @pytest.mark.parametrize(
     ("bad", "reason"),
     [
-        ("causal_conv1d-1.6.1-cp39-abi3-linux_x86_64.whl", "no local version label"),
-        ("causal_conv1d-1.6.1+cu128.torch2.7-cp311-cp311-linux_x86_64.whl", "expected cp39-abi3"),
-        ("other_pkg-1.6.1+cu128.torch2.7-cp39-abi3-linux_x86_64.whl", "not a causal-conv1d wheel"),
-        ("causal_conv1d-1.6.1+cuda.torch2.7-cp39-abi3-linux_x86_64.whl", "local version label"),
-        ("causal_conv1d-1.6.1.whl", "Invalid wheel filename"),
+        ("causal_conv1d-1.7.0-cp39-abi3-linux_x86_64.whl", "no local version label"),
+        ("causal_conv1d-1.7.0+cu128.torch2.7-cp311-cp311-linux_x86_64.whl", "expected cp39-abi3"),
+        ("other_pkg-1.7.0+cu128.torch2.7-cp39-abi3-linux_x86_64.whl", "not a causal-conv1d wheel"),
+        ("causal_conv1d-1.7.0+cuda.torch2.7-cp39-abi3-linux_x86_64.whl", "local version label"),
+        ("causal_conv1d-1.7.0.whl", "Invalid wheel filename"),
     ],
 )
 def test_parse_wheel_name_rejects(bad: str, reason: str) -> None:

@@ -29,7 +29,7 @@ def landing(cli, make_wheel, tmp_path):
     make_wheel(variant="torch2.14-cu130", platform="manylinux_2_28_x86_64")
     make_wheel(variant="torch2.14-cu128", platform="manylinux_2_28_x86_64")
     make_wheel(variant="torch2.14-cu128", platform="win_amd64")
-    make_wheel(variant="torch2.14-cu128", platform="manylinux_2_28_aarch64", version="1.6.2")
+    make_wheel(variant="torch2.14-cu128", platform="manylinux_2_28_aarch64", version="1.7.1")
     coverage = tmp_path / "coverage.json"
     coverage.write_text(
         json.dumps(
@@ -92,7 +92,7 @@ def test_chooser_gives_exact_commands(browser, landing):
     assert page.eval("location.hash") == "#os=windows-amd64&torch=2.14&accel=cu130"
     page.select("os", "linux-aarch64")
     page.select("accel", "cu128")
-    assert "version 1.6.2" in page.text("status")
+    assert "version 1.7.1" in page.text("status")
 
     # offline: the page loaded nothing but itself (no external CSS, JS, fonts or images)
     assert page.requested_urls() == [(landing / "index.html").as_uri()]
@@ -113,11 +113,11 @@ def test_coverage_table(browser, landing):
     assert header == ["PyTorch", "Build", "Linux x86_64", "Linux aarch64", "Windows x86_64"]
     table = {(r[0], r[1]): r[2:] for r in rows}
     assert table[("2.14", "CUDA 13.0")] == [
-        "\u2713 1.6.1",
+        "\u2713 1.7.0",
         "\u2014 no wheel is published for this platform",
         "\u2014 PyTorch publishes no Windows build of torch 2.14 for CUDA 13.0",
     ]
-    assert table[("2.14", "CUDA 12.8")] == ["\u2713 1.6.1", "\u2713 1.6.2", "\u2713 1.6.1"]
-    assert table[("2.13", "CPU")][0] == "\u2713 1.6.1"
+    assert table[("2.14", "CUDA 12.8")] == ["\u2713 1.7.0", "\u2713 1.7.1", "\u2713 1.7.0"]
+    assert table[("2.13", "CPU")][0] == "\u2713 1.7.0"
     # default selection: newest torch, newest CUDA with a wheel for the first OS
     assert page.eval("location.hash") == "#os=linux-x86_64&torch=2.14&accel=cu130"

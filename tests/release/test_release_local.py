@@ -95,7 +95,7 @@ class World:
                     "download_info": {"url": "file:///opt/wheels/t.whl"},
                 },
                 {
-                    "metadata": {"name": "causal_conv1d", "version": "1.6.1+cpu.torch2.13"},
+                    "metadata": {"name": "causal_conv1d", "version": "1.7.0+cpu.torch2.13"},
                     "download_info": {"url": url, "archive_info": {"hashes": {"sha256": "ab" * 32}}},
                 },
             ]
@@ -285,7 +285,7 @@ def test_a_failing_command_stops_at_its_step(world: World, key: str, step: str) 
 
 
 def test_install_from_elsewhere_is_a_failure(world: World) -> None:
-    world.installed_from = "https://pypi.org/packages/causal_conv1d-1.6.1+cpu.torch2.13-cp39-abi3-linux_x86_64.whl"
+    world.installed_from = "https://pypi.org/packages/causal_conv1d-1.7.0+cpu.torch2.13-cp39-abi3-linux_x86_64.whl"
     rel, _ = world.release(nvcc=False)
     result = rel.run()
     assert result.failed is not None and result.failed.key == "install"

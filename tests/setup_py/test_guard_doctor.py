@@ -16,7 +16,7 @@ from build_support.contract import contract
 from .conftest import CPU_VARIANT, REPO, clean_env, run
 
 MISMATCHED = {
-    "version": "1.6.1+cu128.torch2.7",
+    "version": "1.7.0+cu128.torch2.7",
     "variant": "torch2.7-cu128",
     "torch_version": "2.7.1+cu128",
     "cuda_version": "12.8",
@@ -70,7 +70,7 @@ def test_guard_contract_agreement() -> None:
 def test_matching_record_imports(unpacked: Path) -> None:
     proc = py(unpacked, ["-c", "import causal_conv1d as c; print(c.__version__)"])
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip().endswith("1.6.1+cpu.torch2.13")
+    assert proc.stdout.strip().endswith("1.7.0+cpu.torch2.13")
 
 
 def test_guard_fires_on_mismatched_record_before_the_extension_loads(unpacked: Path) -> None:
@@ -88,7 +88,7 @@ def test_guard_fires_on_mismatched_record_before_the_extension_loads(unpacked: P
     url = contract.variant_index_url("http://mirror.example/", contract.Variant.parse(CPU_VARIANT))
     assert url in py(unpacked, ["-c", "import causal_conv1d"], **{contract.ENV_INDEX_URL: "http://mirror.example/"}).stderr
     # torch 2.13 >= 2.10: the stable-ABI wheel of its family, also linked from the torch minor's page
-    assert f'pip install "causal-conv1d==1.6.1+cpu.stable2.10" --extra-index-url {contract.DEFAULT_INDEX_URL}whl/stable2.10-cpu/' in err
+    assert f'pip install "causal-conv1d==1.7.0+cpu.stable2.10" --extra-index-url {contract.DEFAULT_INDEX_URL}whl/stable2.10-cpu/' in err
     assert f"{contract.DEFAULT_INDEX_URL}whl/{CPU_VARIANT}/, links the same wheel" in err
     assert "undefined symbol:" not in err and "invalid ELF header" not in err  # no loader error
 
@@ -101,10 +101,10 @@ def test_guard_without_packaging_still_names_the_mismatch(unpacked: Path, torch_
     assert "does not match the installed torch" in proc.stderr and "torch 2.7.1+cu128" in proc.stderr
     ok = unpacked.parent / "ok"
     shutil.copytree(unpacked, ok)
-    set_record(ok, {**MISMATCHED, "version": "1.6.1+cpu.torch2.13", "variant": CPU_VARIANT,
+    set_record(ok, {**MISMATCHED, "version": "1.7.0+cpu.torch2.13", "variant": CPU_VARIANT,
                     "torch_version": "2.13.0+cpu", "cuda_version": None, "cxx11_abi": True})
     proc = py(ok, ["-c", "import causal_conv1d as c; print(c.__version__)"], python=str(torch_venv.python))
-    assert proc.returncode == 0 and proc.stdout.strip().endswith("1.6.1+cpu.torch2.13"), proc.stderr
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("1.7.0+cpu.torch2.13"), proc.stderr
 
 
 def test_damaged_and_missing_records(unpacked: Path) -> None:
@@ -133,7 +133,7 @@ def test_doctor_healthy_with_index(unpacked: Path, index) -> None:
     assert r["build_record"]["status"] == "ok" and r["build_record"]["record"]["variant"] == CPU_VARIANT
     assert r["import"]["ok"] is True
     assert r["variant"] == CPU_VARIANT
-    assert r["index"]["has_wheel"] is True and r["index"]["wheel"].startswith("causal_conv1d-1.6.1+cpu.torch2.13-")
+    assert r["index"]["has_wheel"] is True and r["index"]["wheel"].startswith("causal_conv1d-1.7.0+cpu.torch2.13-")
     url = f"{index.url}whl/{CPU_VARIANT}/"
     assert r["commands"]["pip"] == f"pip install causal-conv1d --only-binary causal-conv1d --extra-index-url {url}"
     assert r["commands"]["uv"] == f"uv pip install causal-conv1d --extra-index-url {url}"
