@@ -542,7 +542,7 @@ def test_cuda_graph_capture_and_replay() -> None:
     dev = "cuda"
     x, weight, bias, states, q, ci, hi = _case(dev, torch.bfloat16, 4, "cl", "bsd", 1)
     xd = torch.randn(4, x.shape[0], 3, device=dev, dtype=torch.bfloat16)
-    sd = torch.randn(6, x.shape[0], 4, device=dev, dtype=torch.bfloat16)
+    sd = torch.randn(6, x.shape[0], 5, device=dev, dtype=torch.bfloat16)
     idx = torch.tensor([5, 0, PAD_SLOT_ID, 2], dtype=torch.int32, device=dev)
     nacc = torch.tensor([1, 3, 1, 2], dtype=torch.int32, device=dev)
 
