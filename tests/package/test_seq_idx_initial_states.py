@@ -88,7 +88,7 @@ def test_fwd_bwd_fp32(device: str, seqlen: int, layout: str, width: int, silu: b
     seq_idx = _seq_idx(batch, seqlen, width, device, first_neg=seqlen > 3)
     leaves = [_leaf(t) for t in (x, weight, bias, init)]
     out = causal_conv1d_fn(*leaves[:3], seq_idx=seq_idx, initial_states=leaves[3], activation="silu" if silu else None)
-    refl = [_leaf(t) for t in (x, weight, bias, init)]
+    refl = [_leaf(t.cpu()) for t in (x, weight, bias, init)]  # the reference runs on the CPU
     ref = _loop_ref(refl[0], refl[1], refl[2], seq_idx.cpu(), refl[3], silu)
     torch.testing.assert_close(out.double().cpu(), ref.detach(), rtol=1e-4, atol=1e-4)
     dout = torch.randn_like(ref)
@@ -114,7 +114,7 @@ def test_fwd_bwd_half(device: str, dtype: torch.dtype, layout: str, width: int) 
     leaves = [_leaf(t) for t in (x, weight, bias, init)]
     out = causal_conv1d_fn(*leaves[:3], seq_idx=seq_idx, initial_states=leaves[3], activation="silu")
     assert out.dtype == dtype
-    refl = [_leaf(t) for t in (x, weight, bias, init)]
+    refl = [_leaf(t.cpu()) for t in (x, weight, bias, init)]  # the reference runs on the CPU
     ref = _loop_ref(refl[0], refl[1], refl[2], seq_idx.cpu(), refl[3], True)
     rtol, atol = TOL[dtype]
     torch.testing.assert_close(out.double().cpu(), ref.detach(), rtol=rtol, atol=atol)
