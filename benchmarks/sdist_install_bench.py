@@ -1,11 +1,11 @@
 """Benchmark (issue 6): `pip install` of the sdist when the index has the prebuilt wheel (target <= 10 s).
 
-    python benchmarks/sdist_install_bench.py --wheel dist/causal_conv1d-1.6.1+cpu.torch2.13-...whl [--runs 3]
+    python benchmarks/sdist_install_bench.py --wheel dist/causal_conv1d-1.7.0+cpu.torch2.13-...whl [--runs 3]
 
 Setup, not timed: the sdist (python -m build --sdist), a static site with the wheel
 (python -m index_site build, served on 127.0.0.1), a fresh venv with torch (``--torch``,
 default torch==2.13.0: the wheel's variant) and the [build-system] requires downloaded once.
-Timed: ``pip install --no-index --find-links SDIST --find-links BUILD_DEPS causal-conv1d==1.6.1``
+Timed: ``pip install --no-index --find-links SDIST --find-links BUILD_DEPS causal-conv1d==1.7.0``
 -- pip's isolated build environment, the index-first step (query, download, sha256), install --
 each run with an empty pip cache and causal-conv1d uninstalled before. torch is already in the
 venv (the issue: "excluding the torch download"). Prints one JSON line and a summary.

@@ -3,8 +3,8 @@
 ``pyproject.toml``: ``build-backend = "build_support.backend"``, ``backend-path = ["."]``.
 
 - ``prepare_metadata_for_build_wheel``: runs the index-first step (build_support/prebuilt.py).
-  A verified prebuilt wheel is re-labelled with the sdist's public version (``1.6.1`` instead of
-  ``1.6.1+cpu.torch2.13``; see ``prebuilt.restamp``: pip rejects a wheel built from an sdist whose
+  A verified prebuilt wheel is re-labelled with the sdist's public version (``1.7.0`` instead of
+  ``1.7.0+cpu.torch2.13``; see ``prebuilt.restamp``: pip rejects a wheel built from an sdist whose
   version differs from the sdist's as soon as it comes from pip's wheel cache), and its METADATA
   becomes the prepared metadata, so pip resolves exactly the Requires-Dist (torch pin) it installs.
   The wheel is kept next to the metadata for ``build_wheel``.

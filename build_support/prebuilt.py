@@ -549,11 +549,11 @@ def _record_line(name: str, data: bytes) -> str:
 
 
 def restamp(wheel: Path, dest_dir: Path, source_url: str, sha256: str) -> Path:
-    """The verified wheel re-labelled with the sdist's public version (``1.6.1``).
+    """The verified wheel re-labelled with the sdist's public version (``1.7.0``).
 
     Why: pip compares a wheel built from an sdist with the sdist's version -- at once for a wheel
-    from its cache (``has inconsistent version: expected '1.6.1', but metadata has
-    '1.6.1+cpu.torch2.13'``: the second install of the same sdist fails, pip 23 and 26 alike).
+    from its cache (``has inconsistent version: expected '1.7.0', but metadata has
+    '1.7.0+cpu.torch2.13'``: the second install of the same sdist fails, pip 23 and 26 alike).
     Only the .dist-info changes: its directory name, METADATA's ``Version``, RECORD, and a
     ``PREBUILT.json`` saying where the wheel came from. Every other file -- the compiled extension
     and the build record (whose ``version`` keeps the local label; ``causal_conv1d.__version__``

@@ -46,7 +46,7 @@ def install_commands(c: Any, base: str, variant: Any, torch_spec: str, *,
                      version: Optional[str] = None, pytorch_index: str = PYTORCH_INDEX_URL) -> dict[str, str]:
     """pip / uv / uv-project commands installing torch ``torch_spec`` and causal-conv1d of ``variant``.
 
-    ``version``: pin causal-conv1d to this exact version (``1.6.1+cpu.torch2.13``); None: the newest.
+    ``version``: pin causal-conv1d to this exact version (``1.7.0+cpu.torch2.13``); None: the newest.
     """
     url = c.variant_index_url(base, variant)
     torch_url = torch_index_url(variant.accel, pytorch_index)

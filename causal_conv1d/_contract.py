@@ -72,7 +72,7 @@ PROJECT_NAME = "causal-conv1d"  #: the distribution name as pip sees it (PEP 503
 DIST_NAME = "causal_conv1d"  #: the name in wheel files and the import name
 #: What a wheel installs at the top of site-packages: the package and upstream's module name.
 TOPLEVEL_ENTRIES = ("causal_conv1d", "causal_conv1d_cuda.py")
-PACKAGE_VERSION = "1.6.1"  #: follows upstream causal-conv1d: drop-in for code that pins it
+PACKAGE_VERSION = "1.7.0"  #: follows upstream causal-conv1d: drop-in for code that pins it
 PYTHON_TAG = "cp39"  #: one abi3 wheel serves every CPython >= 3.9 (torch narrows it further)
 ABI_TAG = "abi3"
 REQUIRES_PYTHON = ">=3.9"
@@ -105,7 +105,7 @@ ACCEL_FAMILIES = ("cpu", "cu12", "cu13")
 BUILD_INFO_FILENAME = "_build_info.json"
 #: Keys of the build record, each always present (null where it does not apply).
 BUILD_INFO_KEYS = (
-    "version",  # full package version, local label included, e.g. "1.6.1+cu128.torch2.7"
+    "version",  # full package version, local label included, e.g. "1.7.0+cu128.torch2.7"
     "variant",  # variant name, e.g. "torch2.7-cu128"
     "torch_version",  # torch.__version__ built against, e.g. "2.7.1+cu128"
     "cuda_version",  # torch.version.cuda built against, or null for a CPU build
@@ -406,8 +406,8 @@ def parse_build_variant(name: str) -> BuildVariant:
 
 
 def wheel_filename(version: str, variant: BuildVariant, platform: str) -> str:
-    """``causal_conv1d-1.6.1+cu128.torch2.7-cp39-abi3-manylinux_2_28_x86_64.whl``;
-    ``causal_conv1d-1.6.1+cu13.stable2.10-cp39-abi3-manylinux_2_28_x86_64.whl`` for a stable build."""
+    """``causal_conv1d-1.7.0+cu128.torch2.7-cp39-abi3-manylinux_2_28_x86_64.whl``;
+    ``causal_conv1d-1.7.0+cu13.stable2.10-cp39-abi3-manylinux_2_28_x86_64.whl`` for a stable build."""
     base = version.split("+", 1)[0]
     return f"{DIST_NAME}-{base}+{local_version(variant)}-{PYTHON_TAG}-{ABI_TAG}-{platform}.whl"
 

@@ -288,7 +288,7 @@ def _version_without_record() -> str:
 def check_build_record() -> str:
     """Raise ImportError (:class:`BuildMismatch`) if the build does not match the running torch.
 
-    Returns the package version: the record's (local label included, e.g. ``1.6.1+cpu.torch2.13``),
+    Returns the package version: the record's (local label included, e.g. ``1.7.0+cpu.torch2.13``),
     or ``_contract.PACKAGE_VERSION`` when there is no record (see the module docstring).
     """
     record = read_build_record()

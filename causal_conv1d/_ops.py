@@ -105,6 +105,42 @@ def _update_fake(
     return empty_bdl(batch, dim, seqlen, is_channel_last(x), x)
 
 
+@torch.library.register_fake("causal_conv1d::varlen_fwd")
+def _varlen_fwd_fake(
+    x: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor],
+    conv_states: Tensor,
+    query_start_loc: Tensor,
+    cache_indices: Optional[Tensor],
+    has_initial_state: Optional[Tensor],
+    silu: bool,
+    pad_slot_id: int,
+) -> Tensor:
+    # out (dim, total_tokens) in x's layout (csrc/varlen_checks.h, empty_dt)
+    dim, total = x.shape
+    if x.stride(1) != 1 and x.stride(0) == 1:
+        return x.new_empty((total, dim)).transpose(0, 1)
+    return x.new_empty((dim, total))
+
+
+@torch.library.register_fake("causal_conv1d::spec_update")
+def _spec_update_fake(
+    x: Tensor,
+    conv_state: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor],
+    silu: bool,
+    conv_state_indices: Optional[Tensor],
+    num_accepted_tokens: Optional[Tensor],
+    pad_slot_id: int,
+) -> Tensor:
+    if x.dim() == 2:
+        return x.new_empty(x.shape)
+    batch, dim, seqlen = x.shape
+    return empty_bdl(batch, dim, seqlen, is_channel_last(x), x)
+
+
 # ---------------------------------------------------------------------------------------------
 # Autograd of fwd
 

@@ -1,4 +1,4 @@
-"""The public API, with upstream causal-conv1d v1.6.1's module path, names, defaults and returns.
+"""The public API, with upstream causal-conv1d v1.7.0's module path, names, defaults and returns.
 
 ``causal_conv1d_fn`` / ``causal_conv1d_update`` call the ``torch.ops.causal_conv1d`` ops (CPU and
 CUDA kernels; fake kernels and the autograd of ``fwd`` in ``causal_conv1d._ops``);
@@ -152,13 +152,43 @@ def causal_conv1d_ref(
     return_final_states: bool = False,
     final_states_out: Optional[Tensor] = None,
     activation: Optional[str] = None,
+    seq_idx: Optional[Tensor] = None,
 ) -> Union[Tensor, tuple[Tensor, Tensor]]:
-    """Reference ``causal_conv1d_fn`` (no seq_idx) with F.conv1d, computed in weight's dtype."""
+    """Reference ``causal_conv1d_fn``, computed in weight's dtype (upstream 1.7.0's argument order:
+    ``seq_idx`` last).
+
+    seq_idx: (batch, seqlen) int; a tap counts only when its token has the output's seq id, and an
+    output whose seq id is negative is 0. With initial_states, the state belongs to the sequence of
+    the row's first token: a tap before position 0 reads it iff ``seq_idx[b, t] == seq_idx[b, 0]``.
+    return_final_states is refused with seq_idx (as upstream).
+    """
     silu = _silu(activation)
     dtype_in = x.dtype
     x = x.to(weight.dtype)
     seqlen = x.shape[-1]
     dim, width = weight.shape
+    if seq_idx is not None:
+        if tuple(seq_idx.shape) != (x.shape[0], seqlen):
+            raise ValueError(f"seq_idx must have shape (batch, seqlen) = {(x.shape[0], seqlen)}, got {tuple(seq_idx.shape)}")
+        if return_final_states:
+            raise ValueError("return_final_states must be False when seq_idx is given")
+        seq_idx = seq_idx.to(device=x.device, dtype=torch.long)
+        batch = x.shape[0]
+        if initial_states is None:
+            prev = x.new_zeros(batch, dim, width - 1)
+            prev_seq = seq_idx.new_full((batch, width - 1), -1)
+        else:
+            prev = initial_states.to(weight.dtype)
+            prev_seq = seq_idx[:, :1].expand(-1, width - 1)
+        xs = torch.cat([prev, x], dim=-1)  # (batch, dim, width - 1 + seqlen)
+        ss = torch.cat([prev_seq, seq_idx], dim=-1)
+        out = x.new_zeros(x.shape) if bias is None else bias.to(weight.dtype)[None, :, None].expand(x.shape)
+        for k in range(width):  # tap k reads the token at t - (width - 1) + k
+            same = (ss[:, k : k + seqlen] == seq_idx).unsqueeze(1)
+            out = out + weight[:, k][None, :, None] * xs[..., k : k + seqlen] * same
+        out = out.masked_fill((seq_idx < 0).unsqueeze(1), 0.0)
+        out = F.silu(out) if silu else out
+        return out.to(dtype=dtype_in)
     if initial_states is None:
         out = F.conv1d(x, weight.unsqueeze(1), bias, padding=width - 1, groups=dim)
     else:

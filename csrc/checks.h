@@ -126,6 +126,8 @@ inline void check_bias(const Tensor& x, const Tensor& weight, const OptTensor& b
 // Per-op checks. Each returns nothing and throws on the first problem.
 
 // fwd(x, weight, bias, seq_idx, initial_states, return_final_states, silu)
+// seq_idx with initial_states (upstream 1.7.0): the initial state belongs to the sequence of the
+// row's first token, seq_idx[b, 0]; a tap before position 0 reads it iff seq_idx[b, t] == seq_idx[b, 0].
 inline void check_fwd_args(const Tensor& x, const Tensor& weight, const OptTensor& bias,
                            const OptTensor& seq_idx,
                            const OptTensor& initial_states, bool return_final_states,
@@ -141,7 +143,6 @@ inline void check_fwd_args(const Tensor& x, const Tensor& weight, const OptTenso
     check_same_device(s, x, "seq_idx");
     check_int32(s, "seq_idx");
     check_shape(s, "seq_idx", {batch, x.size(2)}, "(batch, seqlen)");
-    CC1D_CHECK_VALUE(!initial_states.has_value(), "initial_states must be None when seq_idx is given");
     CC1D_CHECK_VALUE(!return_final_states, "return_final_states must be False when seq_idx is given");
   }
   if (initial_states.has_value()) {

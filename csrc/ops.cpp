@@ -42,6 +42,14 @@ CC1D_LIBRARY(causal_conv1d, m) {
   m.def(
       "update(Tensor x, Tensor(a!) conv_state, Tensor weight, Tensor? bias, bool silu, "
       "Tensor? cache_seqlens, Tensor? conv_state_indices) -> Tensor");
+  // Serving ops (csrc/varlen_checks.h, causal_conv1d/varlen.py): packed varlen prefill over a state
+  // cache, and the speculative-decoding update.
+  m.def(
+      "varlen_fwd(Tensor x, Tensor weight, Tensor? bias, Tensor(a!) conv_states, Tensor query_start_loc, "
+      "Tensor? cache_indices, Tensor? has_initial_state, bool silu, int pad_slot_id) -> Tensor");
+  m.def(
+      "spec_update(Tensor x, Tensor(a!) conv_state, Tensor weight, Tensor? bias, bool silu, "
+      "Tensor? conv_state_indices, Tensor? num_accepted_tokens, int pad_slot_id) -> Tensor");
 }
 
 #ifndef CAUSAL_CONV1D_WITH_CUDA
@@ -70,6 +78,16 @@ Tensor update_no_cuda(const Tensor&, Tensor&, const Tensor&, const OptTensor&, b
   no_cuda_kernels("update");
 }
 
+Tensor varlen_fwd_no_cuda(const Tensor&, const Tensor&, const OptTensor&, Tensor&, const Tensor&, const OptTensor&,
+                          const OptTensor&, bool, int64_t) {
+  no_cuda_kernels("varlen_fwd");
+}
+
+Tensor spec_update_no_cuda(const Tensor&, Tensor&, const Tensor&, const OptTensor&, bool, const OptTensor&,
+                           const OptTensor&, int64_t) {
+  no_cuda_kernels("spec_update");
+}
+
 }  // namespace
 }  // namespace causal_conv1d
 
@@ -77,5 +95,7 @@ CC1D_LIBRARY_IMPL(causal_conv1d, CUDA, m) {
   m.impl("fwd", CC1D_KERNEL(&causal_conv1d::fwd_no_cuda));
   m.impl("bwd", CC1D_KERNEL(&causal_conv1d::bwd_no_cuda));
   m.impl("update", CC1D_KERNEL(&causal_conv1d::update_no_cuda));
+  m.impl("varlen_fwd", CC1D_KERNEL(&causal_conv1d::varlen_fwd_no_cuda));
+  m.impl("spec_update", CC1D_KERNEL(&causal_conv1d::spec_update_no_cuda));
 }
 #endif  // CAUSAL_CONV1D_WITH_CUDA

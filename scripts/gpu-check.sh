@@ -92,6 +92,11 @@ if [ "$BENCH" = 1 ]; then
   "$PY" benchmarks/bench.py --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"
   rc=${PIPESTATUS[0]}
   [ "$rc" = 0 ] || status=1
+  step "serving benchmark (varlen prefill, speculative decode)"
+  "$PY" benchmarks/serving_bench.py --json "$OUT/serving_bench.json" ${PEER_VLLM:+--peer-vllm "$PEER_VLLM"} 2>&1 \
+    | tee "$OUT/serving_bench.log"
+  rc=${PIPESTATUS[0]}
+  [ "$rc" = 0 ] || status=1
 fi
 echo "gpu-check exit status: $status"
 exit "$status"

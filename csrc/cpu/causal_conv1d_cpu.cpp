@@ -287,9 +287,11 @@ void fwd_cf_rows_scalar(const FwdArgs& a, int64_t r0, int64_t r1) {
     A w[W];
     for (int k = 0; k < W; ++k) w[k] = wp[d * W + k];
     const A bv = bp ? bp[d] : A(0);
+    // before the start: the initial state, which belongs to the row's first sequence (seq_idx[b, 0])
+    const int32_t pre_seq = sp && ip && L > 0 ? sp[b * L] : kNoSeq;
     for (int j = 0; j < W - 1; ++j) {
       win[j] = ip ? ip[r * (W - 1) + j] : A(0);
-      if (sp) sw[j] = kNoSeq;
+      if (sp) sw[j] = pre_seq;
     }
     if constexpr (std::is_same_v<T, A>) {
       if (!sp) {
@@ -407,7 +409,7 @@ CC1D_UNROLL
         const int64_t pos = l - (W - 1) + k;
         const A* __restrict wk = wt + k * D;
         if (pos < 0) {
-          if (!ip) continue;
+          if (!ip || (sp && sp[b * L] != cur)) continue;  // the initial state is the first sequence's
           const A* __restrict ir = ip + (b * (W - 1) + (pos + W - 1)) * D;
           for (int64_t d = 0; d < D; ++d) ac[d] += wk[d] * ir[d];
         } else {
@@ -568,7 +570,11 @@ void bwd_channel_first(const BwdArgs& a) {
         T* dxr = dxp + b * sdb + d * sdd;
         for (int j = 0; j < H; ++j) xw[j] = ip ? ip[r * H + j] : A(0);
         for (int64_t l = 0; l < L; ++l) xw[H + l] = static_cast<A>(xr[l]);
-        if (sp) std::copy(sp + b * L, sp + (b + 1) * L, sw.data() + H);
+        if (sp) {
+          std::copy(sp + b * L, sp + (b + 1) * L, sw.data() + H);
+          // positions before the start: the initial state's sequence (seq_idx[b, 0]) or none
+          std::fill(sw.data(), sw.data() + H, ip && L > 0 ? sp[b * L] : kNoSeq);
+        }
         if (need_z) {
           if (sp) {
             conv_window_seq<W, A>(xw.data(), sw.data(), w, bv, z.data(), L);

@@ -244,9 +244,11 @@ void fwd_cf_rows(const FwdArgs& a, int64_t r0, int64_t r1) {
     const int64_t head = std::min<int64_t>(H, L);
     float hw[2 * H];
     int32_t hs[2 * H];
+    // before the start: the initial state, which belongs to the row's first sequence (seq_idx[b, 0])
+    const int32_t pre_seq = sr && ip && L > 0 ? sr[0] : kNoSeq;
     for (int j = 0; j < H; ++j) {
       hw[j] = ip ? ip[r * H + j] : 0.0f;
-      hs[j] = kNoSeq;
+      hs[j] = pre_seq;
     }
     for (int64_t i = 0; i < head; ++i) {
       hw[H + i] = static_cast<float>(xr[i]);
@@ -333,7 +335,8 @@ void fwd_cl_tasks(const FwdArgs& a, int64_t t0, int64_t t1, int64_t rows, int64_
         xk[k] = nullptr;
         ik[k] = nullptr;
         if (pos < 0) {
-          if (ip) ik[k] = ip + (b * (W - 1) + (pos + W - 1)) * D;
+          // the initial state is the first sequence's (seq_idx[b, 0])
+          if (ip && (!sp || sp[b * L] == cur)) ik[k] = ip + (b * (W - 1) + (pos + W - 1)) * D;
           all_x = false;
         } else if (sp && sp[b * L + pos] != cur) {
           all_x = false;

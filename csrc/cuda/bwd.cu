@@ -166,7 +166,8 @@ __global__ void __launch_bounds__(kCfThreads, 4) bwd_cf_kernel(const ConvParams 
       if (lane == 0) {
         const int64_t pos = l0 - kH + j;
         v = carry[j];
-        if (has_seq) s = pos >= 0 && pos < L ? sr[pos * p.s_ls] : -1;  // before the start: no sequence
+        // before the start: the initial state's sequence (seq_idx[b, 0]) or none
+        if (has_seq) s = pos >= 0 ? (pos < L ? sr[pos * p.s_ls] : -1) : (p.init != nullptr ? sr[0] : -1);
       }
       if (lane == 31) {
         const int64_t pos = l0 + kN + j;
@@ -251,9 +252,10 @@ __global__ void __launch_bounds__(kCfThreads, 4) bwd_cf_kernel(const ConvParams 
 #pragma unroll
       for (int q = 0; q < kH; ++q) {
         g0[q] = g[q];
-        s0v[q] = 0;
+        s0v[q] = has_seq ? sv[kH + q] : 0;  // seq id at position q (lane 0 of segment 0: l0 == 0)
       }
-      write_dinit<T, kW>(p, b, d, w, g0, s0v, /*has_seq=*/false, 0);  // seq_idx excludes initial_states
+      // outputs read the initial state only within the first sequence (seq_idx[b, 0])
+      write_dinit<T, kW>(p, b, d, w, g0, s0v, has_seq, has_seq ? sv[kH] : 0);
     }
 #pragma unroll
     for (int j = 0; j < kH; ++j) carry[j] = __shfl_sync(0xffffffffu, xv[kN + j], 31);
@@ -322,7 +324,7 @@ __global__ void __launch_bounds__(kClThreadsX* kClThreadsY, 2) bwd_cl_kernel(con
       } else {
 #pragma unroll
         for (int c = 0; c < kC; ++c) xw[j + 1][c] = c0 + c < D ? init_value<T>(p, b, c0 + c, pos) : 0.f;
-        sw[j + 1] = -1;
+        sw[j + 1] = has_seq && p.init != nullptr ? sr[0] : -1;  // the initial state's sequence
       }
 #pragma unroll
       for (int c = 0; c < kC; ++c) {
@@ -407,9 +409,9 @@ __global__ void __launch_bounds__(kClThreadsX* kClThreadsY, 2) bwd_cl_kernel(con
       }
     }
     if (p.dinit != nullptr && t0 == 0) {
-      int s0v[kH];
+      int s0v[kH];  // seq ids at positions 0 .. kH-1 (the initial state is seq_idx[b, 0]'s)
 #pragma unroll
-      for (int k = 0; k < kH; ++k) s0v[k] = 0;
+      for (int k = 0; k < kH; ++k) s0v[k] = has_seq && k < L ? sr[k * p.s_ls] : -1;
 #pragma unroll
       for (int c = 0; c < kC; ++c) {
         if (c0 + c >= D) continue;
@@ -418,7 +420,7 @@ __global__ void __launch_bounds__(kClThreadsX* kClThreadsY, 2) bwd_cl_kernel(con
         for (int k = 0; k < kW; ++k) wc[k] = w[k][c];
 #pragma unroll
         for (int k = 0; k < kH; ++k) gc[k] = g0[k][c];
-        write_dinit<T, kW>(p, b, c0 + c, wc, gc, s0v, /*has_seq=*/false, 0);
+        write_dinit<T, kW>(p, b, c0 + c, wc, gc, s0v, has_seq, has_seq ? sr[0] : 0);
       }
     }
   }

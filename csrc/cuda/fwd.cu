@@ -102,8 +102,8 @@ __global__ void __launch_bounds__(kCfThreads, 6) fwd_cf_kernel(const ConvParams 
       if (lane == 0) {
         const int64_t pos = l0 - kH + j;
         v = carry[j];
-        // before the start: matches no sequence (seq_idx excludes initial_states)
-        if (has_seq) s = pos >= 0 && pos < L ? sr[pos * p.s_ls] : -1;
+        // before the start: the initial state's sequence (seq_idx[b, 0]) or none
+        if (has_seq) s = pos >= 0 ? (pos < L ? sr[pos * p.s_ls] : -1) : (p.init != nullptr ? sr[0] : -1);
       }
       xv[j] = v;
       if (has_seq) sv[j] = s;
@@ -186,7 +186,7 @@ __global__ void __launch_bounds__(kClThreads, 4) fwd_cl_kernel(const ConvParams 
     } else {
 #pragma unroll
       for (int c = 0; c < kC; ++c) hx[j][c] = c0 + c < D ? init_value<T>(p, b, c0 + c, pos) : 0.f;
-      hs[j] = -1;  // seq_idx excludes initial_states: before the start matches no sequence
+      hs[j] = has_seq && p.init != nullptr ? sr[0] : -1;  // the initial state's sequence: seq_idx[b, 0]
     }
   }
 

@@ -68,22 +68,22 @@ def test_accel_roundtrip(cuda: str | None, accel: str) -> None:
 
 def test_wheel_filename_and_parse() -> None:
     v = c.Variant.parse("torch2.7-cu128")
-    name = c.wheel_filename("1.6.1", v, "manylinux_2_28_x86_64")
-    assert name == "causal_conv1d-1.6.1+cu128.torch2.7-cp39-abi3-manylinux_2_28_x86_64.whl"
+    name = c.wheel_filename("1.7.0", v, "manylinux_2_28_x86_64")
+    assert name == "causal_conv1d-1.7.0+cu128.torch2.7-cp39-abi3-manylinux_2_28_x86_64.whl"
     parsed = c.parse_wheel_name(name)
     assert parsed.variant == v
-    assert parsed.public_version == "1.6.1"
+    assert parsed.public_version == "1.7.0"
     assert parsed.platforms == ("manylinux_2_28_x86_64",)
 
 
 @pytest.mark.parametrize(
     ("bad", "reason"),
     [
-        ("causal_conv1d-1.6.1-cp39-abi3-linux_x86_64.whl", "no local version label"),
-        ("causal_conv1d-1.6.1+cu128.torch2.7-cp311-cp311-linux_x86_64.whl", "expected cp39-abi3"),
-        ("other_pkg-1.6.1+cu128.torch2.7-cp39-abi3-linux_x86_64.whl", "not a causal-conv1d wheel"),
-        ("causal_conv1d-1.6.1+cuda.torch2.7-cp39-abi3-linux_x86_64.whl", "local version label"),
-        ("causal_conv1d-1.6.1.whl", "Invalid wheel filename"),
+        ("causal_conv1d-1.7.0-cp39-abi3-linux_x86_64.whl", "no local version label"),
+        ("causal_conv1d-1.7.0+cu128.torch2.7-cp311-cp311-linux_x86_64.whl", "expected cp39-abi3"),
+        ("other_pkg-1.7.0+cu128.torch2.7-cp39-abi3-linux_x86_64.whl", "not a causal-conv1d wheel"),
+        ("causal_conv1d-1.7.0+cuda.torch2.7-cp39-abi3-linux_x86_64.whl", "local version label"),
+        ("causal_conv1d-1.7.0.whl", "Invalid wheel filename"),
     ],
 )
 def test_parse_wheel_name_rejects(bad: str, reason: str) -> None:
@@ -129,8 +129,8 @@ def test_stable_variant_names_labels_and_pin() -> None:
     assert c.torch_requirement(sv.target, stable=True) == "torch>=2.10"  # no upper bound
     assert c.torch_requirement((2, 9)) == "torch>=2.9,<2.10"
     assert c.stable_target_macro() == "0x020a000000000000"
-    name = c.wheel_filename("1.6.1", sv, "manylinux_2_28_x86_64")
-    assert name == "causal_conv1d-1.6.1+cu13.stable2.10-cp39-abi3-manylinux_2_28_x86_64.whl"
+    name = c.wheel_filename("1.7.0", sv, "manylinux_2_28_x86_64")
+    assert name == "causal_conv1d-1.7.0+cu13.stable2.10-cp39-abi3-manylinux_2_28_x86_64.whl"
     parsed = c.parse_wheel_name(name)
     assert parsed.variant == sv and parsed.platforms == ("manylinux_2_28_x86_64",)
     assert c.variant_index_url("https://h/s", sv) == "https://h/s/whl/stable2.10-cu13/"

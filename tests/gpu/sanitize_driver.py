@@ -17,6 +17,56 @@ from conftest import load_ops  # noqa: E402
 from ref import conv_ref, rel_err, tol_for, update_ref  # noqa: E402
 
 
+def serving_checks(ops, dev: str, dtype: torch.dtype) -> tuple[int, int]:
+    """seq_idx with initial_states (fwd, bwd), varlen_fwd and spec_update on small shapes; (checks, failures)."""
+    from causal_conv1d.causal_conv1d_interface import causal_conv1d_ref  # noqa: PLC0415
+    from causal_conv1d.varlen import causal_conv1d_update_spec_ref, causal_conv1d_varlen_ref  # noqa: PLC0415
+
+    n = bad = 0
+    for W in (2, 4, 5):
+        for layout in ("cf", "cl"):
+            B, D, L = 2, 20, 70
+            x = torch.randn(B, D, L, device=dev, dtype=dtype)
+            if layout == "cl":
+                x = torch.randn(B, L, D, device=dev, dtype=dtype).transpose(1, 2)
+            w = torch.randn(D, W, device=dev, dtype=dtype)
+            b = torch.randn(D, device=dev, dtype=dtype)
+            init = torch.randn(B, D, W - 1, device=dev, dtype=dtype)
+            seq = torch.zeros(B, L, device=dev, dtype=torch.int32)
+            seq[0, 1:] = 1  # the first sequence is shorter than the window
+            seq[1, 40:] = 2
+            seq[1, L - 3 :] = -1
+            out, _ = ops.fwd(x, w, b, seq, init, False, True)
+            ref = causal_conv1d_ref(x.float(), w.float(), b.float(), init.float(), activation="silu", seq_idx=seq)
+            n += 1
+            bad += rel_err(out, ref) >= tol_for(dtype)
+            ops.bwd(x, w, b, torch.randn_like(out), seq, init, None, True, True)
+            # varlen prefill: a sequence starting just before the 64-token chunk edge, a padded slot
+            lens = [63, 1, 0, 3, 80, 2]
+            q = torch.tensor([0] + torch.tensor(lens).cumsum(0).tolist(), device=dev, dtype=torch.int32)
+            total = int(q[-1]) + 5
+            xv = torch.randn(D, total, device=dev, dtype=dtype) if layout == "cf" else torch.randn(total, D, device=dev, dtype=dtype).t()
+            st = torch.randn(8, 5, D, device=dev, dtype=dtype).transpose(1, 2)  # (lines, D, S=5), (B, S, D) memory
+            ci = torch.tensor([3, 0, 6, -1, 7, 1], device=dev, dtype=torch.int32)
+            hi = torch.tensor([1, 0, 1, 1, 1, 0], device=dev, dtype=torch.bool)
+            st_ref = st.clone()
+            out_v = ops.varlen_fwd(xv, w, b, st, q, ci, hi, True, -1)
+            ref_v = causal_conv1d_varlen_ref(xv, w, b, st_ref, q, ci, hi)
+            n += 1
+            bad += (not torch.equal(st, st_ref)) or rel_err(out_v, ref_v) >= tol_for(dtype)
+            # speculative decode: 1 + 3 drafts, state W - 1 + 3
+            xs = torch.randn(3, D, 4, device=dev, dtype=dtype)
+            ss = torch.randn(5, D, W + 2, device=dev, dtype=dtype)
+            ix = torch.tensor([4, -1, 0], device=dev, dtype=torch.int32)
+            na = torch.tensor([2, 1, 4], device=dev, dtype=torch.int32)
+            ss_ref = ss.clone()
+            out_s = ops.spec_update(xs, ss, w, b, True, ix, na, -1)
+            ref_s = causal_conv1d_update_spec_ref(xs, ss_ref, w, b, "silu", ix, na)
+            n += 1
+            bad += (not torch.equal(ss, ss_ref)) or rel_err(out_s, ref_s) >= tol_for(dtype)
+    return n, bad
+
+
 def main() -> int:
     ops = load_ops()
     dev = "cuda"
@@ -63,6 +113,9 @@ def main() -> int:
             out = ops.update(x, state, w, None, True, cs, ix)
             n += 1
             bad += (not torch.equal(state, st_ref)) or rel_err(out, ref) >= tol_for(dtype)
+        n_s, bad_s = serving_checks(ops, dev, dtype)
+        n += n_s
+        bad += bad_s
     torch.cuda.synchronize()
     print(f"sanitize driver: {n - bad}/{n} checks passed")
     return 1 if bad else 0

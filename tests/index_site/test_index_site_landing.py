@@ -29,7 +29,7 @@ def landing(cli, make_wheel, tmp_path):
     make_wheel(variant="torch2.14-cu130", platform="manylinux_2_28_x86_64")
     make_wheel(variant="torch2.14-cu128", platform="manylinux_2_28_x86_64")
     make_wheel(variant="torch2.14-cu128", platform="win_amd64")
-    make_wheel(variant="torch2.14-cu128", platform="manylinux_2_28_aarch64", version="1.6.2")
+    make_wheel(variant="torch2.14-cu128", platform="manylinux_2_28_aarch64", version="1.7.1")
     coverage = tmp_path / "coverage.json"
     coverage.write_text(
         json.dumps(
@@ -112,7 +112,7 @@ def test_chooser_gives_exact_commands(browser, landing):
     assert page.eval("location.hash") == "#os=windows-amd64&torch=2.14&accel=cu130"
     page.select("os", "linux-aarch64")
     page.select("accel", "cu128")
-    assert "version 1.6.2" in page.text("status")
+    assert "version 1.7.1" in page.text("status")
 
     # offline: the page loaded nothing but itself (no external CSS, JS, fonts or images)
     assert page.requested_urls() == [(landing / "index.html").as_uri()]
@@ -187,8 +187,8 @@ def test_coverage_grid_is_compact_with_every_reason_in_legend_and_tooltip(browse
     for reason, (torch, build, col) in reasons.items():
         text, title = table[(torch, build)][col]
         assert text == "\u2014" + key_of(reason) and title == reason  # compact cell, the reason in its tooltip
-    assert table[("2.14", "CUDA 12.8")] == [["\u2713 1.6.1", None], ["\u2713 1.6.2", None], ["\u2713 1.6.1", None]]
-    assert table[("2.13", "CPU")][0] == ["\u2713 1.6.1", None]
+    assert table[("2.14", "CUDA 12.8")] == [["\u2713 1.7.0", None], ["\u2713 1.7.1", None], ["\u2713 1.7.0", None]]
+    assert table[("2.13", "CPU")][0] == ["\u2713 1.7.0", None]
     cells = page.eval("document.querySelectorAll('#coverage td').length")
     assert page.eval("document.getElementById('coverage').textContent").count("no wheel is published yet") == 0
     assert cells == 4 * 3

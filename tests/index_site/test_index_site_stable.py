@@ -13,11 +13,11 @@ from index_site_helpers import NOW, client_env, serve
 from build_support.contract import contract
 
 REPO = Path(__file__).resolve().parents[2]
-CU12 = "causal_conv1d-1.6.1+cu12.stable2.10-cp39-abi3-manylinux_2_28_x86_64.whl"
-CU12_WIN = "causal_conv1d-1.6.1+cu12.stable2.10-cp39-abi3-win_amd64.whl"
-CU13 = "causal_conv1d-1.6.1+cu13.stable2.10-cp39-abi3-manylinux_2_28_x86_64.whl"
-CPU = "causal_conv1d-1.6.1+cpu.stable2.10-cp39-abi3-manylinux_2_28_x86_64.whl"
-CPU_29 = "causal_conv1d-1.6.1+cpu.torch2.9-cp39-abi3-manylinux_2_28_x86_64.whl"
+CU12 = "causal_conv1d-1.7.0+cu12.stable2.10-cp39-abi3-manylinux_2_28_x86_64.whl"
+CU12_WIN = "causal_conv1d-1.7.0+cu12.stable2.10-cp39-abi3-win_amd64.whl"
+CU13 = "causal_conv1d-1.7.0+cu13.stable2.10-cp39-abi3-manylinux_2_28_x86_64.whl"
+CPU = "causal_conv1d-1.7.0+cpu.stable2.10-cp39-abi3-manylinux_2_28_x86_64.whl"
+CPU_29 = "causal_conv1d-1.7.0+cpu.torch2.9-cp39-abi3-manylinux_2_28_x86_64.whl"
 
 
 def _links(site: Path, variant: str) -> list[str]:
@@ -105,7 +105,7 @@ def test_landing_page_serves_a_torch_newer_than_the_data(stable_site: Path) -> N
         "cu13": "stable2.10-cu13", "cu12": "stable2.10-cu12", "cpu": "stable2.10-cpu"}
     assert {a["id"]: a["pytorch"] for a in newer["accels"]}["cu13"] == "cu132"
     assert data["default_torch"] == "2.15"
-    assert data["cells"]["linux-x86_64 stable2.10-cu13"] == {"wheel": True, "version": "1.6.1", "reason": None,
+    assert data["cells"]["linux-x86_64 stable2.10-cu13"] == {"wheel": True, "version": "1.7.0", "reason": None,
                                                              "stable": True}
     assert data["cells"]["linux-x86_64 torch2.12-cu126"]["stable"] is True
     assert data["cells"]["windows-amd64 torch2.12-cu126"]["wheel"] is True

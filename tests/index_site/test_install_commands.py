@@ -203,7 +203,7 @@ def guard_commands(record_variant: str, torch_version: str, cuda: str | None) ->
     g._contract_or_none = lambda: contract  # the package itself needs torch; the contract is the same file
     import causal_conv1d._commands  # noqa: F401  (imported by fix_instructions)
 
-    record = {"version": "1.6.1+cu128.torch2.7", "variant": record_variant, "torch_version": "2.7.1+cu128",
+    record = {"version": "1.7.0+cu128.torch2.7", "variant": record_variant, "torch_version": "2.7.1+cu128",
               "cuda_version": "12.8", "cxx11_abi": True}
     text = g.fix_instructions(record, torch_version, cuda, True)
     found = re.findall(r"Install the matching build:\s+(pip install .*)", text) + re.findall(r"\(uv:\s+(uv pip install .*)\)", text)

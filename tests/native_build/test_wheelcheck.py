@@ -74,9 +74,9 @@ def test_broken_wheel_fails_the_named_check(make_wheel, kwargs: dict, failing: s
 @pytest.mark.parametrize(
     "filename",
     [
-        "causal_conv1d-1.6.1-cp39-abi3-linux_x86_64.whl",  # no local version label
-        "causal_conv1d-1.6.1+cpu.torch2.13-cp311-cp311-linux_x86_64.whl",  # not abi3
-        "causal_conv1d-1.6.1+cpu.torch2-cp39-abi3-linux_x86_64.whl",  # malformed label
+        "causal_conv1d-1.7.0-cp39-abi3-linux_x86_64.whl",  # no local version label
+        "causal_conv1d-1.7.0+cpu.torch2.13-cp311-cp311-linux_x86_64.whl",  # not abi3
+        "causal_conv1d-1.7.0+cpu.torch2-cp39-abi3-linux_x86_64.whl",  # malformed label
         "causal_conv1d-1.6.0+cpu.torch2.13-cp39-abi3-linux_x86_64.whl",  # not this package version
     ],
 )
@@ -96,7 +96,7 @@ def test_expected_variant_and_arch_are_enforced(make_wheel) -> None:
 
 
 def test_unreadable_file_raises(tmp_path: Path) -> None:
-    bogus = tmp_path / "causal_conv1d-1.6.1+cpu.torch2.13-cp39-abi3-linux_x86_64.whl"
+    bogus = tmp_path / "causal_conv1d-1.7.0+cpu.torch2.13-cp39-abi3-linux_x86_64.whl"
     bogus.write_bytes(b"not a zip")
     with pytest.raises(wheelcheck.WheelUnreadable, match="cannot open as a zip"):
         wheelcheck.check_wheel(bogus)
@@ -320,7 +320,7 @@ def test_stable_abi_check_fails_a_legacy_linked_binary(make_wheel) -> None:
 def test_torch_cxx_imports_without_cxxfilt(make_wheel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without c++filt the mangled names are matched instead: the same verdicts."""
     legacy = make_wheel(imports="torch_cxx")
-    stable = make_wheel(imports="c_shims", filename="causal_conv1d-1.6.1+cpu.torch2.12-cp39-abi3-linux_x86_64.whl")
+    stable = make_wheel(imports="c_shims", filename="causal_conv1d-1.7.0+cpu.torch2.12-cp39-abi3-linux_x86_64.whl")
     monkeypatch.setattr(wheelcheck, "_demangle", lambda names: None)
     for wheel, n_bad in ((legacy, 2), (stable, 0)):
         out = tmp_path / wheel.stem

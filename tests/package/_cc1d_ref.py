@@ -92,7 +92,12 @@ def fwd_ref(
     if bias is not None:
         out = out + bias.double()[None, :, None]
     if seq_idx is not None:
-        sp = torch.cat([seq_idx.new_full((batch, width - 1), -1), seq_idx], dim=-1)
+        # before the start: the initial state belongs to the row's first sequence (upstream 1.7.0)
+        if initial_states is not None and seqlen > 0:
+            pre = seq_idx[:, :1].expand(-1, width - 1)
+        else:
+            pre = seq_idx.new_full((batch, width - 1), -1)
+        sp = torch.cat([pre, seq_idx], dim=-1)
     for k in range(width):
         term = w64[:, k][None, :, None] * xp[..., k : k + seqlen]
         if seq_idx is not None:

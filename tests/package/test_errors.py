@@ -71,15 +71,6 @@ FWD_CASES = [
         r"seq_idx must have shape \(batch, seqlen\)",
     ),
     (
-        "seq_idx + initial_states",
-        {
-            "seq_idx": lambda d: torch.zeros(B, L, dtype=torch.int32, device=d),
-            "initial_states": lambda d: torch.zeros(B, D, W - 1, device=d),
-        },
-        ValueError,
-        r"initial_states must be None when seq_idx is given",
-    ),
-    (
         "seq_idx + final states",
         {"seq_idx": lambda d: torch.zeros(B, L, dtype=torch.int32, device=d), "return_final_states": True},
         ValueError,

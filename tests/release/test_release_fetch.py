@@ -18,7 +18,7 @@ from release.fetch import fetch_site
 index_cli = pytest.importorskip("index_site.cli", reason="index_site (helper H5) is not in this tree yet")
 testing = pytest.importorskip("index_site._testing", reason="index_site._testing is not in this tree yet")
 
-FILES_URL = "https://github.com/causal-conv1d/causal-conv1d/releases/download/v1.6.1/"
+FILES_URL = "https://github.com/causal-conv1d/causal-conv1d/releases/download/v1.7.0/"
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):

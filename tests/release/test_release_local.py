@@ -98,7 +98,7 @@ class World:
                     "download_info": {"url": "file:///opt/wheels/t.whl"},
                 },
                 {
-                    "metadata": {"name": "causal_conv1d", "version": "1.6.1+cpu.torch2.13"},
+                    "metadata": {"name": "causal_conv1d", "version": "1.7.0+cpu.torch2.13"},
                     "download_info": {"url": url, "archive_info": {"hashes": {"sha256": "ab" * 32}}},
                 },
             ]
@@ -192,7 +192,7 @@ def test_defaults_build_both_variants_and_install_the_cpu_wheel(world: World) ->
     assert "stopped the index server" in text
     report = json.loads((world.tmp / "work/report.json").read_text())
     assert report["ok"] and report["installed"]["variant"] == "stable2.10-cpu"
-    assert report["installed"]["filename"].startswith("causal_conv1d-1.6.1+cpu.stable2.10-")
+    assert report["installed"]["filename"].startswith("causal_conv1d-1.7.0+cpu.stable2.10-")
     assert report["installed"]["url"].startswith(BASE)
     assert report["compile_seconds"] == {"stable2.10-cpu-linux-x86_64": 75.0, "stable2.10-cu13-linux-x86_64": 75.0}
     assert json.loads((world.tmp / "work/plan.json").read_text())["jobs"]
@@ -300,7 +300,7 @@ def test_a_failing_command_stops_at_its_step(world: World, key: str, step: str) 
 
 
 def test_install_from_elsewhere_is_a_failure(world: World) -> None:
-    world.installed_from = "https://pypi.org/packages/causal_conv1d-1.6.1+cpu.torch2.13-cp39-abi3-linux_x86_64.whl"
+    world.installed_from = "https://pypi.org/packages/causal_conv1d-1.7.0+cpu.torch2.13-cp39-abi3-linux_x86_64.whl"
     rel, _ = world.release(nvcc=False)
     result = rel.run()
     assert result.failed is not None and result.failed.key == "install"

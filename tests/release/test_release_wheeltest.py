@@ -84,6 +84,6 @@ def test_bad_input(tmp_path: Path, name, tests, message) -> None:
 
 
 def test_cli_missing_wheel_exits_2(tmp_path: Path, capsys) -> None:
-    missing = tmp_path / "causal_conv1d-1.6.1+cpu.torch2.13-cp39-abi3-linux_x86_64.whl"
+    missing = tmp_path / "causal_conv1d-1.7.0+cpu.torch2.13-cp39-abi3-linux_x86_64.whl"
     assert cli.main(["test-wheel", str(missing)]) == 2
     assert "no such file" in capsys.readouterr().err

@@ -253,7 +253,7 @@ def sdist_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def build_deps(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Wheels of the [build-system] requires, so pip can install with --no-index (no PyPI sdist of
-    another causal-conv1d 1.6.1 can win)."""
+    another causal-conv1d 1.7.0 can win)."""
     out = tmp_path_factory.mktemp("build_deps")
     run([sys.executable, "-m", "pip", "download", "--only-binary", ":all:", "-d", out,
          "setuptools>=77.0.3,<85", "packaging>=24", "ninja"], env=clean_env())

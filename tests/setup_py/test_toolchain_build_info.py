@@ -178,7 +178,7 @@ def test_write_record_is_atomic_complete_and_readable(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="lacks the keys"):
         build_info.write_record(tmp_path, {"version": "1"})
     pytest.importorskip("torch")
-    rec = build_info.collect("1.6.1+cpu.torch2.13")
+    rec = build_info.collect("1.7.0+cpu.torch2.13")
     assert tuple(rec) == contract.BUILD_INFO_KEYS
     path = build_info.write_record(tmp_path, rec)
     assert json.loads(path.read_text()) == rec
@@ -191,7 +191,7 @@ import sys
 sys.path.insert(0, {repo!r})
 from setuptools import setup, Extension
 from build_support import build_info
-setup(name="causal-conv1d", version="1.6.1", packages=["causal_conv1d"],
+setup(name="causal-conv1d", version="1.7.0", packages=["causal_conv1d"],
       ext_modules=[Extension("causal_conv1d._tiny", ["tiny.c"], py_limited_api=True)],
       cmdclass=build_info.wrap_cmdclass({{}}))
 """
@@ -215,7 +215,7 @@ def test_record_lands_in_wheels_and_inplace_builds(tmp_path: Path) -> None:
     wheel = next((tmp_path / "dist").glob("*.whl"))
     with zipfile.ZipFile(wheel) as zf:
         rec = json.loads(zf.read(f"causal_conv1d/{contract.BUILD_INFO_FILENAME}"))
-    assert rec["version"] == "1.6.1" and rec["platform"] == build_info.platform_tag()
+    assert rec["version"] == "1.7.0" and rec["platform"] == build_info.platform_tag()
 
 
 def test_real_wheel_carries_a_complete_record(real_cpu_wheel: Path) -> None:
@@ -223,7 +223,7 @@ def test_real_wheel_carries_a_complete_record(real_cpu_wheel: Path) -> None:
 
     rec = wheel_record(real_cpu_wheel)
     assert tuple(rec) == contract.BUILD_INFO_KEYS
-    assert rec["variant"] == "torch2.13-cpu" and rec["version"] == "1.6.1+cpu.torch2.13" and rec["cuda_archs"] == []
+    assert rec["variant"] == "torch2.13-cpu" and rec["version"] == "1.7.0+cpu.torch2.13" and rec["cuda_archs"] == []
 
 
 def test_setup_py_metadata_commands_need_no_torch(tmp_path: Path) -> None:

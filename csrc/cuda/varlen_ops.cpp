@@ -1,0 +1,154 @@
+// CUDA implementations of the serving ops varlen_fwd and spec_update (schemas: csrc/ops.cpp;
+// checks: csrc/varlen_checks.h; kernels: cuda/varlen.cu; semantics: causal_conv1d/varlen.py).
+// Shape/dtype checks only on the host; nothing here reads device memory, so both ops are one kernel
+// launch with no synchronisation (CUDA-graph capturable).
+#include <cstdint>
+#include <optional>
+
+#include "varlen_checks.h"
+#include "cuda/common.cuh"
+#include "cuda/torch_api_cuda.h"
+#include "cuda/varlen.cuh"
+
+namespace causal_conv1d {
+namespace cuda_varlen {
+namespace {
+
+namespace k = causal_conv1d_cuda;
+
+constexpr int64_t kCudaMaxWidth = 8;
+
+int dtype_code(ScalarType t) {
+  switch (t) {
+    case ScalarType::Float: return k::kFloat32;
+    case ScalarType::Half: return k::kFloat16;
+    case ScalarType::BFloat16: return k::kBFloat16;
+    default: CC1D_CHECK_TYPE(false, "causal_conv1d CUDA kernels take float32, float16 or bfloat16, got ", t);
+  }
+  return -1;  // not reached
+}
+
+void check_cuda(const Tensor& x) {
+  CC1D_CHECK(x.is_cuda(), "x must be a CUDA tensor for the CUDA kernels, got ", device_str(x));
+}
+
+template <typename P>
+void fill_weight_bias(P& p, const Tensor& weight, const OptTensor& bias) {
+  p.width = static_cast<int>(weight.size(1));
+  p.w_dtype = dtype_code(weight.scalar_type());
+  p.weight = weight.data_ptr();
+  p.w_cs = weight.stride(0);
+  p.w_ws = weight.stride(1);
+  if (bias.has_value()) {
+    p.bias = bias->data_ptr();
+    p.b_dtype = dtype_code(bias->scalar_type());
+    p.b_s = bias->stride(0);
+  }
+}
+
+Tensor varlen_fwd_cuda(const Tensor& x, const Tensor& weight, const OptTensor& bias, Tensor& conv_states,
+                       const Tensor& query_start_loc, const OptTensor& cache_indices,
+                       const OptTensor& has_initial_state, bool silu, int64_t pad_slot_id) {
+  check_varlen_fwd_args(x, weight, bias, conv_states, query_start_loc, cache_indices, has_initial_state,
+                        kCudaMaxWidth);
+  check_cuda(x);
+  const int64_t D = x.size(0), T = x.size(1);
+  const int64_t batch = query_start_loc.size(0) - 1;
+  CC1D_CHECK_VALUE(D <= INT32_MAX && batch <= INT32_MAX, "x must have dim below 2^31 and batch below 2^31");
+  const CudaDeviceGuard guard(x);
+  const bool cl = varlen_is_channel_last(x);
+  Tensor out = empty_dt(D, T, cl, x.scalar_type(), x);
+  if (D == 0 || T == 0) return out;
+  const Tensor q = as_contiguous(query_start_loc);
+  const Tensor idx = cache_indices.has_value() ? as_contiguous(*cache_indices) : Tensor();
+  const Tensor hi =
+      has_initial_state.has_value() ? as_contiguous(to_dtype(*has_initial_state, ScalarType::Int)) : Tensor();
+  k::VarlenParams p;
+  p.dim = static_cast<int>(D);
+  p.batch = static_cast<int>(batch);
+  p.total = T;
+  p.x_dtype = dtype_code(x.scalar_type());
+  p.silu = silu;
+  p.x = x.data_ptr();
+  p.x_ds = x.stride(0);
+  p.x_ts = x.stride(1);
+  p.out = out.data_ptr();
+  p.o_ds = out.stride(0);
+  p.o_ts = out.stride(1);
+  fill_weight_bias(p, weight, bias);
+  p.states = conv_states.data_ptr();
+  p.st_bs = conv_states.stride(0);
+  p.st_cs = conv_states.stride(1);
+  p.st_ls = conv_states.stride(2);
+  p.lines = conv_states.size(0);
+  p.state_len = conv_states.size(2);
+  p.qsl = q.const_data_ptr<int32_t>();
+  p.cache_indices = idx.defined() ? idx.const_data_ptr<int32_t>() : nullptr;
+  p.has_init = hi.defined() ? hi.const_data_ptr<int32_t>() : nullptr;
+  p.pad_slot_id = pad_slot_id;
+  k::run_varlen_fwd(p, current_cuda_stream(device_index(x)));
+  return out;
+}
+
+Tensor spec_update_cuda_3d(const Tensor& x, Tensor& conv_state, const Tensor& weight, const OptTensor& bias,
+                           bool silu, const OptTensor& conv_state_indices, const OptTensor& num_accepted_tokens,
+                           int64_t pad_slot_id) {
+  check_spec_update_args(x, conv_state, weight, bias, conv_state_indices, num_accepted_tokens, kCudaMaxWidth);
+  check_cuda(x);
+  const int64_t B = x.size(0), D = x.size(1), L = x.size(2);
+  CC1D_CHECK_VALUE(B <= 65535 && D <= INT32_MAX && L <= INT32_MAX,
+                   "spec_update: batch must be at most 65535 and dim, seqlen below 2^31, got x of shape ",
+                   fmt_sizes(x.sizes()));
+  const CudaDeviceGuard guard(x);
+  Tensor out = empty_bdl(B, D, L, is_channel_last(x), x.scalar_type(), x);
+  if (B == 0 || D == 0 || L == 0) return out;
+  const Tensor idx = conv_state_indices.has_value() ? as_contiguous(*conv_state_indices) : Tensor();
+  const Tensor na = num_accepted_tokens.has_value() ? as_contiguous(*num_accepted_tokens) : Tensor();
+  k::SpecParams p;
+  p.batch = static_cast<int>(B);
+  p.dim = static_cast<int>(D);
+  p.seqlen = static_cast<int>(L);
+  p.x_dtype = dtype_code(x.scalar_type());
+  p.silu = silu;
+  p.x = x.data_ptr();
+  p.x_bs = x.stride(0);
+  p.x_cs = x.stride(1);
+  p.x_ls = x.stride(2);
+  p.out = out.data_ptr();
+  p.o_bs = out.stride(0);
+  p.o_cs = out.stride(1);
+  p.o_ls = out.stride(2);
+  fill_weight_bias(p, weight, bias);
+  p.state = conv_state.data_ptr();
+  p.st_bs = conv_state.stride(0);
+  p.st_cs = conv_state.stride(1);
+  p.st_ls = conv_state.stride(2);
+  p.lines = conv_state.size(0);
+  p.state_len = conv_state.size(2);
+  p.state_indices = idx.defined() ? idx.const_data_ptr<int32_t>() : nullptr;
+  p.num_accepted = na.defined() ? na.const_data_ptr<int32_t>() : nullptr;
+  p.pad_slot_id = pad_slot_id;
+  k::run_spec_update(p, current_cuda_stream(device_index(x)));
+  return out;
+}
+
+Tensor spec_update_cuda(const Tensor& x, Tensor& conv_state, const Tensor& weight, const OptTensor& bias, bool silu,
+                        const OptTensor& conv_state_indices, const OptTensor& num_accepted_tokens,
+                        int64_t pad_slot_id) {
+  if (x.dim() == 2) {
+    return squeezed(spec_update_cuda_3d(unsqueezed(x, -1), conv_state, weight, bias, silu, conv_state_indices,
+                                        num_accepted_tokens, pad_slot_id),
+                    -1);
+  }
+  return spec_update_cuda_3d(x, conv_state, weight, bias, silu, conv_state_indices, num_accepted_tokens,
+                             pad_slot_id);
+}
+
+}  // namespace
+}  // namespace cuda_varlen
+}  // namespace causal_conv1d
+
+CC1D_LIBRARY_IMPL(causal_conv1d, CUDA, m) {
+  m.impl("varlen_fwd", CC1D_KERNEL(&causal_conv1d::cuda_varlen::varlen_fwd_cuda));
+  m.impl("spec_update", CC1D_KERNEL(&causal_conv1d::cuda_varlen::spec_update_cuda));
+}
