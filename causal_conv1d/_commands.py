@@ -43,15 +43,19 @@ def index_name(c: Any, variant: Any) -> str:
 
 
 def install_commands(c: Any, base: str, variant: Any, torch_spec: str, *,
-                     version: Optional[str] = None, pytorch_index: str = PYTORCH_INDEX_URL) -> dict[str, str]:
+                     version: Optional[str] = None, pytorch_index: str = PYTORCH_INDEX_URL,
+                     torch_accel: Optional[str] = None) -> dict[str, str]:
     """pip / uv / uv-project commands installing torch ``torch_spec`` and causal-conv1d of ``variant``.
 
     ``version``: pin causal-conv1d to this exact version (``1.7.0+cpu.torch2.13``); None: the newest.
+    ``variant`` may be a stable-ABI build (its family page, ``whl/stable2.10-cu13/``): ``torch_accel``
+    then names the accelerator of the torch to install (``cu130``); default: ``variant.accel``.
     """
     url = c.variant_index_url(base, variant)
-    torch_url = torch_index_url(variant.accel, pytorch_index)
+    accel = torch_accel or variant.accel
+    torch_url = torch_index_url(accel, pytorch_index)
     name = index_name(c, variant)
-    torch_name = f"pytorch-{variant.accel}"
+    torch_name = f"pytorch-{accel}"
     ours = f'"{c.PROJECT_NAME}=={version}"' if version else c.PROJECT_NAME
     torch = f'"torch{torch_spec}"'
     return {

@@ -90,7 +90,9 @@ def test_fix_names_the_family_index_for_any_torch_2_10_plus(guard) -> None:
     fix = guard.fix_instructions(record, "2.15.0+cu130", "13.0", True)  # 2.15: newer than most data
     url = f"{contract.DEFAULT_INDEX_URL}whl/stable2.10-cu13/"
     assert "served by the stable-ABI wheel stable2.10-cu13" in fix and url in fix
-    assert f'pip install "causal-conv1d==1.7.0+cu13.stable2.10" --extra-index-url {url}' in fix
+    # torch and the wheel together: torch 2.15.0 from PyTorch's cu130 index, the wheel from the family page
+    assert (f'pip install "torch==2.15.0" "causal-conv1d==1.7.0+cu13.stable2.10" --only-binary causal-conv1d '
+            f"--index-url https://download.pytorch.org/whl/cu130/ --extra-index-url {url}") in fix
     assert "Or install a torch this build serves: torch >= 2.10, CUDA 12." in fix
     # an unofficial C++ ABI on torch >= 2.10 is served by the stable wheel too
     assert url.replace("cu13", "cpu") in guard.fix_instructions(record, "2.13.0+cpu", None, False)
@@ -120,7 +122,7 @@ def test_cuda_stable_wheel_on_a_cpu_torch_is_refused(unpacked: Path, torch_venv,
         assert f"variant stable2.10-{family}) does not match the installed torch" in err
         assert f"this build is for CUDA {family[2:]} torch, but the installed torch 2.13.0+cpu is a CPU build" in err
         assert f"{contract.DEFAULT_INDEX_URL}whl/stable2.10-cpu/" in err
-        assert 'pip install "causal-conv1d==1.7.0+cpu.stable2.10"' in err
+        assert 'pip install "torch==2.13.0" "causal-conv1d==1.7.0+cpu.stable2.10" --only-binary causal-conv1d' in err
         assert "invalid ELF header" not in err
 
 
@@ -143,7 +145,9 @@ def test_doctor_reports_the_stable_kind_and_finds_the_wheel(unpacked: Path, tmp_
     assert r["variant"] == "torch2.13-cpu" and r["wheel_variant"] == "stable2.10-cpu"
     assert r["wheel_kind"] == "stable ABI: one wheel for every torch >= 2.10 with CPU"
     assert r["index"]["has_wheel"] is True and r["index"]["wheel"].startswith("causal_conv1d-1.7.0+cpu.stable2.10-")
-    assert r["commands"]["pip_exact"] == f'pip install "causal-conv1d==1.7.0+cpu.stable2.10" --extra-index-url {index}whl/stable2.10-cpu/'
+    assert r["commands"]["pip_exact"] == ('pip install "torch==2.13.0" "causal-conv1d==1.7.0+cpu.stable2.10" '
+                                          "--only-binary causal-conv1d --index-url https://download.pytorch.org/whl/cpu/ "
+                                          f"--extra-index-url {index}whl/stable2.10-cpu/")
     text = py(unpacked, ["-m", "causal_conv1d", "doctor"], **{contract.ENV_INDEX_URL: index}).stdout
     for needle in ("kind: stable ABI (torch >= 2.10, CPU)", "wheel       stable2.10-cpu (stable ABI",
                    "index       yes: causal_conv1d-1.7.0+cpu.stable2.10", "no problems found"):
