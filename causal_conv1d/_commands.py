@@ -43,16 +43,20 @@ def index_name(c: Any, variant: Any) -> str:
 
 
 def install_commands(c: Any, base: str, variant: Any, torch_spec: str, *,
-                     version: Optional[str] = None, pytorch_index: str = PYTORCH_INDEX_URL,
-                     torch_accel: Optional[str] = None) -> dict[str, str]:
+                     version: Optional[str] = None, torch_accel: Optional[str] = None,
+                     pytorch_index: str = PYTORCH_INDEX_URL) -> dict[str, str]:
     """pip / uv / uv-project commands installing torch ``torch_spec`` and causal-conv1d of ``variant``.
 
     ``version``: pin causal-conv1d to this exact version (``1.7.0+cpu.torch2.13``); None: the newest.
-    ``variant`` may be a stable-ABI build (its family page, ``whl/stable2.10-cu13/``): ``torch_accel``
-    then names the accelerator of the torch to install (``cu130``); default: ``variant.accel``.
+    ``variant`` may be a stable-ABI build (``stable2.10-cu13``: its family page, one wheel for every
+    torch >= 2.10 of a CUDA major), which has no single accelerator: ``torch_accel`` names the torch
+    build (``cu130``) whose PyTorch index the command uses. For a per-minor variant it defaults to the
+    variant's own accelerator.
     """
+    accel = torch_accel or getattr(variant, "accel", None)
+    if not accel:
+        raise ValueError(f"install_commands: {variant.name} has no single torch build; pass torch_accel")
     url = c.variant_index_url(base, variant)
-    accel = torch_accel or variant.accel
     torch_url = torch_index_url(accel, pytorch_index)
     name = index_name(c, variant)
     torch_name = f"pytorch-{accel}"

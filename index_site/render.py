@@ -20,7 +20,9 @@ from index_site.coverage import (
     CoverageRow,
     coverage_cells,
     dump_coverage,
+    page_entries,
     platform_sort_key,
+    variant_sort_key,
 )
 from index_site.manifest import Entry, Manifest
 
@@ -110,28 +112,52 @@ def _root_pages(variant: str) -> dict[str, bytes]:
     return {base + "index.html": html.encode("utf-8"), base + "index.json": _json(doc)}
 
 
-def _variant_sort_key(name: str) -> Any:
-    v = contract.Variant.parse(name)
-    # newest torch first; within a torch, CUDA builds newest first, CPU last
-    accel_rank = -1 if v.accel == "cpu" else int(v.accel[2:])
-    return (tuple(-x for x in v.torch_minor), -accel_rank, name)
+_variant_sort_key = variant_sort_key
+
+
+def _is_stable(name: str) -> bool:
+    return isinstance(contract.parse_build_variant(name), contract.StableVariant)
 
 
 def _accel_label(accel: str) -> str:
     return "CPU" if accel == "cpu" else f"CUDA {contract.cuda_from_accel(accel)}"
 
 
-def _default_selection(cells: dict[tuple[str, str], Cell], platforms: list[str], variants: list[str]) -> dict[str, str]:
-    """What the page opens on: the newest variant (newest torch, then newest CUDA, CPU last) that has a
-    wheel, on the first platform (Linux x86_64 first) that has it; with no wheel at all, the newest variant."""
-    for name in variants:
+def _family_label(family: str) -> str:
+    return "CPU" if family == "cpu" else f"CUDA {family[2:]}.x"
+
+
+def _newer_torch(per_minor: list[str], stable: list[Any]) -> str:
+    """The first torch minor after every one the site knows: the chooser's "X.Y or newer" entry,
+    served by the stable family pages (``whl/stable2.10-cu13/``)."""
+    known = [contract.Variant.parse(n).torch_minor for n in per_minor]
+    newest = max([tuple(sv.target) for sv in stable] + known)
+    return f"{newest[0]}.{newest[1] + 1}"
+
+
+def _pytorch_accel(sv: Any, per_minor: list[str]) -> str:
+    """PyTorch's index for a family's newest known build (``cu132`` for cu13): where the "X.Y or newer"
+    entry's command takes torch from."""
+    of_family = {contract.Variant.parse(n).accel for n in per_minor}
+    of_family = {a for a in of_family if contract.accel_family(a) == sv.family}
+    if not of_family:
+        return "cpu" if sv.family == "cpu" else f"{sv.family}0"
+    return max(of_family, key=lambda a: -1 if a == "cpu" else int(a[2:]))
+
+
+def _default_selection(cells: dict[tuple[str, str], Cell], platforms: list[str], per_minor: list[str]) -> dict[str, str]:
+    """What the page opens on: the newest torch minor the site knows (newest torch, then newest CUDA,
+    CPU last) that has a wheel -- its own or a stable-ABI one on its page -- on the first platform
+    (Linux x86_64 first) that has it; with no wheel at all, the newest variant. Never the "X.Y or
+    newer" entry: a torch the site does not know yet is a choice to make, not a default."""
+    for name in per_minor:
         for p in platforms:
             if cells[(p, name)].wheel:
                 v = contract.Variant.parse(name)
                 return {"os": p, "torch": v.torch, "accel": v.accel}
-    if not variants:
+    if not per_minor:
         return {"os": platforms[0] if platforms else "", "torch": "", "accel": ""}
-    v = contract.Variant.parse(variants[0])
+    v = contract.Variant.parse(per_minor[0])
     return {"os": platforms[0], "torch": v.torch, "accel": v.accel}
 
 
@@ -149,6 +175,8 @@ def _reason_keys(cells: dict[tuple[str, str], Cell], platforms: list[str], varia
 
 
 def _variant_commands(site_url: str, variant_name: str) -> dict[str, Any]:
+    """A torch minor's commands: torch ``==X.Y.*`` from PyTorch's index of the build and our wheel
+    from the minor's page (for torch >= 2.10 that page links the family's stable-ABI wheel)."""
     v = contract.Variant.parse(variant_name)
     spec = f"=={v.torch}.*"
     return {
@@ -157,36 +185,63 @@ def _variant_commands(site_url: str, variant_name: str) -> dict[str, Any]:
     }
 
 
+def _stable_commands(site_url: str, sv: Any, newer: str, torch_accel: str) -> dict[str, Any]:
+    """The "X.Y or newer" entry's commands: torch ``>=X.Y`` from PyTorch's index of the family's newest
+    build and our wheel from the family page, which serves every torch >= its target."""
+    spec = f">={newer}"
+    return {
+        "wheel": install_cmds.install_commands(contract, site_url, sv, spec, torch_accel=torch_accel),
+        "source": install_cmds.source_commands(contract, torch_accel, spec),
+    }
+
+
 def _landing(entries: list[Entry], rows: list[CoverageRow], site_url: str) -> bytes:
     cells = coverage_cells(entries, rows)
     platforms = sorted({p for p, _ in cells}, key=platform_sort_key)
-    variants = sorted({v for _, v in cells}, key=_variant_sort_key)
-    torch_accels: dict[str, list[str]] = {}
-    for name in variants:
+    variants = sorted({v for _, v in cells}, key=_variant_sort_key)  # the stable family pages first
+    per_minor = [n for n in variants if not _is_stable(n)]
+    stable = [contract.StableVariant.parse(n) for n in variants if _is_stable(n)]
+    newer = _newer_torch(per_minor, stable) if stable else None
+    torch_accels: dict[str, list[dict[str, Any]]] = {}
+    commands: dict[str, Any] = {}
+    if newer is not None:  # any torch newer than the site knows: the stable family pages
+        torch_accels[newer] = []
+        for sv in stable:
+            pytorch = _pytorch_accel(sv, per_minor)
+            torch_accels[newer].append({"id": sv.family, "label": _family_label(sv.family) + " (stable ABI)",
+                                        "variant": sv.name, "pytorch": pytorch, "stable": True})
+            commands[sv.name] = _stable_commands(site_url, sv, newer, pytorch)
+    for name in per_minor:
         v = contract.Variant.parse(name)
-        torch_accels.setdefault(v.torch, []).append(v.accel)
+        torch_accels.setdefault(v.torch, []).append(
+            {"id": v.accel, "label": _accel_label(v.accel), "variant": name, "pytorch": v.accel, "stable": False})
+        commands[name] = _variant_commands(site_url, name)
     reasons = _reason_keys(cells, platforms, variants)
     table = []
     for name in variants:
-        v = contract.Variant.parse(name)
         row = [{"cell": cells[(p, name)], "key": reasons.get(cells[(p, name)].reason or "")} for p in platforms]
-        table.append({"variant": name, "torch": v.torch, "accel": _accel_label(v.accel), "cells": row})
+        v = contract.parse_build_variant(name)
+        if isinstance(v, contract.StableVariant):
+            table.append({"variant": name, "torch": f"\u2265 {v.torch} (any)",
+                          "accel": _family_label(v.family) + " (stable ABI)", "cells": row})
+        else:
+            table.append({"variant": name, "torch": v.torch, "accel": _accel_label(v.accel), "cells": row})
     data = {
         "site_url": site_url,
         "project": contract.PROJECT_NAME,
         "platforms": [{"id": p, "label": PLATFORMS.get(p, p)} for p in platforms],
         "torch": [
-            {"version": t, "accels": [{"id": a, "label": _accel_label(a)} for a in accels]}
+            {"version": t, "label": f"{t} or newer" if t == newer else t, "newer": t == newer, "accels": accels}
             for t, accels in torch_accels.items()
         ],
         "cells": {
-            f"{p} {v}": {"wheel": c.wheel, "version": c.version, "reason": c.reason}
+            f"{p} {v}": {"wheel": c.wheel, "version": c.version, "reason": c.reason, "stable": c.stable}
             for (p, v), c in sorted(cells.items())
         },
-        "commands": {name: _variant_commands(site_url, name) for name in variants},
-        "default": _default_selection(cells, platforms, variants),
+        "commands": commands,
+        "default": _default_selection(cells, platforms, per_minor),
     }
-    example = contract.Variant.parse(variants[0]) if variants else contract.Variant((2, 13), "cpu")
+    example = contract.Variant.parse(per_minor[0]) if per_minor else contract.Variant((2, 13), "cpu")
     html = (
         _env()
         .get_template("landing.html")
@@ -196,6 +251,8 @@ def _landing(entries: list[Entry], rows: list[CoverageRow], site_url: str) -> by
             platforms=[{"id": p, "label": PLATFORMS.get(p, p)} for p in platforms],
             table=table,
             legend=[{"key": k, "reason": r} for r, k in reasons.items()],
+            any_stable=any(c.wheel and c.stable for c in cells.values()),
+            stable_pages=[f"{site_url}whl/{sv.name}/" for sv in stable],
             data=data,
             noscript_command=install_cmds.install_commands(contract, site_url, example, f"=={example.torch}.*")["pip"],
             noscript_variant=example.name,
@@ -205,11 +262,12 @@ def _landing(entries: list[Entry], rows: list[CoverageRow], site_url: str) -> by
 
 
 def render_pages(manifest: Manifest, rows: list[CoverageRow]) -> dict[str, bytes]:
-    """Every page of the site, keyed by its path relative to the site root (manifest.json included)."""
+    """Every page of the site, keyed by its path relative to the site root (manifest.json included).
+
+    One file, many pages (``coverage.page_entries``): a stable-ABI wheel is on its family page and on the
+    page of every torch >= 2.10 variant of its family; the manifest keeps one entry per file."""
     site_url = manifest.site_url
-    by_variant: dict[str, list[Entry]] = {}
-    for e in manifest.entries:
-        by_variant.setdefault(e.variant, []).append(e)
+    by_variant = page_entries(list(manifest.entries), rows)
     pages: dict[str, bytes] = {"manifest.json": manifest.dumps().encode("utf-8")}
     if rows:
         pages[COVERAGE_NAME] = dump_coverage(rows)

@@ -1,6 +1,7 @@
 // Runs the landing page's chooser script under node with a minimal DOM (the Chromium tests need a
 // browser; this needs only node). Usage: node landing_dom.js PAGE.html HASH
-// Prints JSON: the command texts and the selected values after init() with location.hash = HASH.
+// The page is taken as opened from a file:// URL with location.hash = HASH (the chooser then keeps its
+// choice in the hash). Prints JSON: the command texts, the notice and the selected values after init().
 "use strict";
 const fs = require("fs");
 const html = fs.readFileSync(process.argv[2], "utf8");
@@ -21,7 +22,7 @@ function element(id) {
   };
 }
 const els = {};
-for (const id of ["os", "torch", "accel", "status", "torch-command", "pip-command", "uv-command", "uv-project",
+for (const id of ["os", "torch", "accel", "status", "notice", "pip-note", "pip-command", "uv-command", "uv-project",
                   "uv-project-block"]) els[id] = element(id);
 els["site-data"] = { textContent: data };
 // value setter keeps selectedIndex in step, as a <select> does
@@ -42,12 +43,15 @@ global.document = {
   createElement: () => ({ value: "", textContent: "" }),
   querySelectorAll: () => [],
 };
-global.location = { hash };
+global.location = { hash, search: "", protocol: "file:", pathname: "/site/index.html" };
 global.history = { replaceState: (_a, _b, h) => { global.location.hash = h; } };
 global.window = { addEventListener() {} };
 eval(code);
 const out = {};
-for (const id of ["status", "torch-command", "pip-command", "uv-command"]) out[id] = els[id].textContent;
+for (const id of ["status", "notice", "pip-note", "pip-command", "uv-command", "uv-project"]) out[id] = els[id].textContent;
+out.notice_hidden = els.notice.hidden;
+out.os = els.os.value;
+out.hash = global.location.hash;
 out.torch = els.torch.value;
 out.accel = els.accel.value;
 out.torch_options = els.torch.options.map((o) => o.textContent);

@@ -104,7 +104,9 @@ def test_landing_page_serves_a_torch_newer_than_the_data(stable_site: Path) -> N
     assert {a["id"]: a["variant"] for a in newer["accels"]} == {
         "cu13": "stable2.10-cu13", "cu12": "stable2.10-cu12", "cpu": "stable2.10-cpu"}
     assert {a["id"]: a["pytorch"] for a in newer["accels"]}["cu13"] == "cu132"
-    assert data["default_torch"] == "2.15"
+    # the page opens on the newest torch the site knows, not on the "or newer" entry (its cu132 page
+    # links the cu13 stable wheel)
+    assert data["default"] == {"os": "linux-x86_64", "torch": "2.15", "accel": "cu132"}
     assert data["cells"]["linux-x86_64 stable2.10-cu13"] == {"wheel": True, "version": "1.7.0", "reason": None,
                                                              "stable": True}
     assert data["cells"]["linux-x86_64 torch2.12-cu126"]["stable"] is True
@@ -113,6 +115,25 @@ def test_landing_page_serves_a_torch_newer_than_the_data(stable_site: Path) -> N
     assert data["cells"]["linux-x86_64 torch2.9-cpu"]["stable"] is False
     assert {a["variant"] for a in torch["2.12"]["accels"]} >= {"torch2.12-cu126", "torch2.12-cu130"}
     assert 'data-variant="stable2.10-cu13"' in landing and "(stable ABI)" in landing
+    # the family rows of the grid, and a mark on each cell a stable wheel serves (a legend line says what it is)
+    assert "<th>\u2265 2.10 (any)</th><th>CUDA 13.x (stable ABI)</th>" in landing
+    row = landing.split('<tr data-variant="torch2.12-cu126">', 1)[1].split("</tr>", 1)[0]
+    assert row.count('data-stable="1"') == 2 and "&#10003; 1.7.0<sup>S</sup>" in row  # Linux and Windows
+    row = landing.split('<tr data-variant="torch2.9-cpu">', 1)[1].split("</tr>", 1)[0]
+    assert "data-stable" not in row and "&#10003; 1.7.0</td>" in row
+    assert 'data-mark="stable"' in landing
+    # the commands: torch minor -> its page; "2.16 or newer" -> the family page, torch>= from cu132
+    cmds = data["commands"]
+    assert cmds["torch2.12-cu126"]["wheel"]["pip"] == (
+        'pip install "torch==2.12.*" causal-conv1d --only-binary causal-conv1d --index-url '
+        f"https://download.pytorch.org/whl/cu126/ --extra-index-url {contract.DEFAULT_INDEX_URL}whl/torch2.12-cu126/")
+    assert cmds["stable2.10-cu13"]["wheel"]["pip"] == (
+        'pip install "torch>=2.16" causal-conv1d --only-binary causal-conv1d --index-url '
+        f"https://download.pytorch.org/whl/cu132/ --extra-index-url {contract.DEFAULT_INDEX_URL}whl/stable2.10-cu13/")
+    # without JavaScript the page names the family pages
+    noscript = landing.split("<noscript>", 1)[1].split("</noscript>", 1)[0]
+    for family in ("cu13", "cu12", "cpu"):
+        assert f"{contract.DEFAULT_INDEX_URL}whl/stable2.10-{family}/" in noscript
 
 
 def _pip_download(index: str, tmp_path: Path) -> list[str]:
@@ -151,22 +172,36 @@ def _chooser(site: Path, hash_: str) -> dict:
 
 def test_chooser_commands_for_stable_wheels(stable_site: Path) -> None:
     site_url = contract.DEFAULT_INDEX_URL
+    torch_index = "https://download.pytorch.org/whl/"
     # the default: the newest torch the site knows, not the "or newer" entry
     first = _chooser(stable_site, "")
     assert first["torch"] == "2.15" and first["torch_options"][0] == "2.16 or newer"
-    # torch 2.12 + cu126: the per-minor page, which links the cu12 stable wheel
+    assert first["hash"] == "#os=linux-x86_64&torch=2.15&accel=cu132" and first["notice_hidden"] is True
+    # torch 2.12 + cu126: the per-minor page, which links the cu12 stable wheel; torch from PyTorch's cu126
     got = _chooser(stable_site, "#os=linux-x86_64&torch=2.12&accel=cu126")
-    assert got["pip-command"] == ("pip install causal-conv1d --only-binary causal-conv1d --extra-index-url "
-                                  f"{site_url}whl/torch2.12-cu126/")
-    assert "stable ABI" in got["status"] and got["torch-command"].endswith("whl/cu126")
-    # a torch newer than the site knows: the family page
+    assert got["pip-command"] == ('pip install "torch==2.12.*" causal-conv1d --only-binary causal-conv1d '
+                                  f"--index-url {torch_index}cu126/ --extra-index-url {site_url}whl/torch2.12-cu126/")
+    assert "stable ABI" in got["status"]
+    # a torch newer than the site knows: the family page, any torch >= 2.16 from the family's newest index
     got = _chooser(stable_site, "#os=linux-x86_64&torch=2.16&accel=cu13")
-    assert got["pip-command"].endswith(f"--extra-index-url {site_url}whl/stable2.10-cu13/"), got
-    assert got["torch-command"] == 'pip install "torch>=2.16" --index-url https://download.pytorch.org/whl/cu132'
-    assert got["uv-command"] == f"uv pip install causal-conv1d --index causal-conv1d-stable2.10-cu13={site_url}whl/stable2.10-cu13/"
-    # no cu13 wheel for Windows was published: the page says so and offers the source build
+    assert got["status"].startswith("Wheel available: causal-conv1d for PyTorch 2.16 or newer"), got
+    assert got["pip-command"] == ('pip install "torch>=2.16" causal-conv1d --only-binary causal-conv1d '
+                                  f"--index-url {torch_index}cu132/ --extra-index-url {site_url}whl/stable2.10-cu13/")
+    assert got["uv-command"] == (f'uv pip install "torch>=2.16" causal-conv1d --index '
+                                 f"causal-conv1d-stable2-10-cu13={site_url}whl/stable2.10-cu13/ "
+                                 f"--index pytorch-cu132={torch_index}cu132/")
+    assert f'url = "{site_url}whl/stable2.10-cu13/"' in got["uv-project"]
+    assert "stable2.10-cu13" in got["pip-note"]
+    # no cu13 wheel for Windows was published: the page says so and offers the source build (that torch
+    # first; pip keeps its build isolation)
     got = _chooser(stable_site, "#os=windows-amd64&torch=2.16&accel=cu13")
-    assert got["status"].startswith("No prebuilt wheel") and "--no-build-isolation" in got["pip-command"]
+    assert got["status"].startswith("No prebuilt wheel"), got
+    assert got["pip-command"] == (f'pip install "torch>=2.16" --index-url {torch_index}cu132/\n'
+                                  "pip install causal-conv1d --no-binary causal-conv1d")
     # torch 2.9: its own per-minor wheel
     got = _chooser(stable_site, "#os=linux-x86_64&torch=2.9&accel=cpu")
     assert got["pip-command"].endswith(f"{site_url}whl/torch2.9-cpu/") and "stable ABI" not in got["status"]
+    assert f"--index-url {torch_index}cpu/" in got["pip-command"]
+    # a torch that even the "or newer" entry is not: said, and the closest choice shown
+    got = _chooser(stable_site, "#os=linux-x86_64&torch=3.0&accel=cu13")
+    assert got["notice_hidden"] is False and "torch=3.0" in got["notice"]

@@ -3,6 +3,10 @@ pip (``--dry-run --report``) and real uv (``uv pip compile``, ``uv lock``) again
 fake PyPI whose default torch is the CUDA build (a plain ``2.13.0``, as on PyPI), PyTorch-style
 indexes with ``+cpu`` / ``+cuXYZ`` torch builds and our site. The command must give a torch of the
 variant's build next to our wheel of that variant: never a CUDA torch with a CPU wheel or the reverse.
+
+The site is the stable-ABI one: torch 2.7 has a per-minor wheel, torch >= 2.10 the stable-ABI wheels
+of its family (``+cpu.stable2.10``, ``+cu13.stable2.10``), linked from the family pages and, through
+the coverage, from the per-minor pages (``whl/torch2.13-cu130/``).
 """
 
 from __future__ import annotations
@@ -30,8 +34,13 @@ pytestmark = pytest.mark.slow
 PUBLIC_TORCH_INDEX = "https://download.pytorch.org/whl/"
 UV = Path(sys.executable).with_name("uv")
 #: (torch version, accel) of the fixtures: PyPI's plain version is the CUDA default build.
-TORCHES = [("2.13.0", "cpu"), ("2.13.0", "cu130"), ("2.7.1", "cu128"), ("2.7.1", "cpu")]
+TORCHES = [("2.14.0", "cpu"), ("2.14.0", "cu130"), ("2.13.0", "cpu"), ("2.13.0", "cu130"), ("2.7.1", "cu128"),
+           ("2.7.1", "cpu")]
 VARIANTS = ["torch2.13-cpu", "torch2.13-cu130", "torch2.7-cu128"]
+#: the wheels published: per-minor below torch 2.10, stable-ABI families above
+BUILDS = ["torch2.7-cu128", "stable2.10-cpu", "stable2.10-cu13"]
+#: the landing page's "2.14 or newer" entry (the site knows 2.7 and 2.13): family page -> newest torch build
+NEWER = {"stable2.10-cpu": "cpu", "stable2.10-cu13": "cu130"}
 
 
 def _fake_torch(directory: Path, version: str) -> Path:
@@ -75,10 +84,16 @@ def fixtures(tmp_path_factory):
     for d in [*(root / "pytorch" / "whl").glob("*/torch"), root / "pypi" / "simple" / "torch"]:
         _simple_page(d)
     wheels = root / "wheels"
-    for name in VARIANTS:
-        v = contract.Variant.parse(name)
-        write_wheel(wheels, variant=name, requires_dist=(contract.torch_requirement(v.torch_minor),))
-    assert main(["build", str(wheels), "--out", str(root / "site"), "--now", NOW]) == 0
+    for name in BUILDS:
+        v = contract.parse_build_variant(name)
+        stable = isinstance(v, contract.StableVariant)
+        minor = v.target if stable else v.torch_minor
+        write_wheel(wheels, variant=name, requires_dist=(contract.torch_requirement(minor, stable=stable),))
+    coverage = root / "coverage.json"
+    coverage.write_text(json.dumps({"platforms": ["linux-x86_64"], "rows": [
+        {"torch": contract.Variant.parse(n).torch, "accel": contract.Variant.parse(n).accel, "variant": n,
+         "cells": {"linux-x86_64": {"status": "covered"}}} for n in VARIANTS]}))
+    assert main(["build", str(wheels), "--out", str(root / "site"), "--coverage", str(coverage), "--now", NOW]) == 0
     with serve(root, negotiate=False) as served:
         yield root, served.url
 
@@ -165,13 +180,16 @@ def resolve_uv_project(snippet: str, fixtures, tmp: Path, site: str) -> dict[str
 
 
 def assert_matching_pair(resolved: dict[str, str], variant: str, command: str) -> None:
+    """torch X.Y of the variant's build next to the wheel that serves it: the variant's own below torch
+    2.10, its family's stable-ABI wheel from 2.10 on."""
     v = contract.Variant.parse(variant)
     torch = resolved.get("torch")
     ours = resolved.get(contract.PROJECT_NAME)
     assert torch is not None and ours is not None, (command, resolved)
     assert torch.startswith(v.torch + ".") and torch.endswith("+" + v.accel), (
         f"{command}\n  resolves torch {torch} next to causal-conv1d {ours}: not a torch {v.torch} {v.accel} build")
-    assert ours == f"{contract.PACKAGE_VERSION}+{contract.local_version(v)}", (command, resolved)
+    build = contract.stable_variant_for(v) or v
+    assert ours == f"{contract.PACKAGE_VERSION}+{contract.local_version(build)}", (command, resolved)
 
 
 # --- the commands, as each part prints them ----------------------------------------------------------
@@ -223,6 +241,24 @@ def test_landing_page_commands_install_a_matching_pair(fixtures, empty_venv, tmp
                          variant, cmds["uv_pyproject"])
 
 
+@pytest.mark.parametrize("family", sorted(NEWER))
+def test_landing_page_newer_torch_commands_install_the_stable_wheel(fixtures, empty_venv, tmp_path, family):
+    """The "2.14 or newer" entry (a torch the site has no per-minor data for): the family page and
+    torch>=2.14 from PyTorch's index of the family's newest build."""
+    root, _server = fixtures
+    cmds = landing_commands(root / "site")[family]["wheel"]
+    accel = NEWER[family]
+    want = {"torch": f"2.14.0+{accel}",
+            contract.PROJECT_NAME: f"{contract.PACKAGE_VERSION}+{contract.local_version(contract.StableVariant.parse(family))}"}
+    assert f"whl/{family}/" in cmds["pip"] and '"torch>=2.14"' in cmds["pip"], cmds["pip"]
+    got = resolve_pip(cmds["pip"], fixtures, empty_venv, tmp_path, contract.DEFAULT_INDEX_URL)
+    assert {k: got.get(k) for k in want} == want, (cmds["pip"], got)
+    got = resolve_uv(cmds["uv"], fixtures, empty_venv, tmp_path, contract.DEFAULT_INDEX_URL)
+    assert {k: got.get(k) for k in want} == want, (cmds["uv"], got)
+    got = resolve_uv_project(cmds["uv_pyproject"], fixtures, tmp_path, contract.DEFAULT_INDEX_URL)
+    assert {k: got.get(k) for k in want} == want, (cmds["uv_pyproject"], got)
+
+
 def test_readme_commands_install_a_matching_pair(fixtures, empty_venv, tmp_path):
     found = readme_commands()
     assert {c.split()[0] for c, _ in found} == {"pip", "uv"}, found  # both frontends are shown
@@ -238,9 +274,12 @@ def test_doctor_and_guard_commands_install_a_matching_pair(fixtures, empty_venv,
     """In a venv where that torch is missing (the command was copied elsewhere), they bring the same torch
     build; where it is installed, the pin (its public version) keeps it."""
     v = contract.Variant.parse(variant)
-    from causal_conv1d import doctor  # needs torch: this tree's venv has it
+    from causal_conv1d import _guard, doctor  # needs torch: this tree's venv has it
 
-    cmds = doctor.commands(contract, v, contract.DEFAULT_INDEX_URL, torch)
+    # as doctor calls it: the build that serves this torch (its stable family from torch 2.10 on) and
+    # the running torch's accelerator for PyTorch's index
+    build = _guard.wheel_variant(contract, v)
+    cmds = doctor.commands(contract, build, contract.DEFAULT_INDEX_URL, torch, torch_accel=v.accel)
     for key in ("pip", "pip_exact"):
         assert_matching_pair(resolve_pip(cmds[key], fixtures, empty_venv, tmp_path, contract.DEFAULT_INDEX_URL),
                              variant, cmds[key])

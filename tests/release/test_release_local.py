@@ -155,7 +155,8 @@ def test_defaults_build_both_variants_and_install_the_cpu_wheel(world: World) ->
         "build_matrix build",
         "build_matrix check",
         "build_matrix check",
-        "index_site build",  # with the coverage the plan step wrote
+        # no second "build_matrix coverage": publish reuses the plan step's coverage.json
+        "index_site build",
         "index_site serve",
         "index_site verify",
         "venv",
