@@ -4,9 +4,9 @@
 //
 // The rules are those of the Python side's causal_conv1d._contract.env_flag: TRUE/FALSE, 1/0,
 // ON/OFF, YES/NO, case-insensitive, surrounding white space ignored; unset or empty = the default;
-// anything else is an error naming the variable: a std::invalid_argument, which reaches Python as a
-// ValueError (pybind11's translation, kept by torch's op calls, in both op-layer builds) with the
-// message of the Python side's InvalidSetting.
+// anything else is an error naming the variable: a std::invalid_argument with the message of the
+// Python side's InvalidSetting. torch up to 2.14 raises it as a ValueError; torch 2.15 as a
+// RuntimeError, which the Python API (causal_conv1d/_errors.py) turns back into the ValueError.
 #pragma once
 
 #include <cctype>
