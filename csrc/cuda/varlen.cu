@@ -17,7 +17,7 @@
 //
 // Index values are not trusted: cache lines outside [0, lines) are skipped like pad_slot_id,
 // query_start_loc is clamped into [0, total], num_accepted_tokens into [1, seqlen].
-#include <c10/cuda/CUDAException.h>
+#include "launch_check.cuh"
 
 #include "common.cuh"
 #include "varlen.cuh"
@@ -221,7 +221,7 @@ void launch_varlen(const VarlenParams& p, cudaStream_t stream) {
   } else {
     varlen_fwd_kernel<T, 8><<<grid, kVarlenThreads, 0, stream>>>(p, chunk, token_major);
   }
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  CC1D_CUDA_LAUNCH_CHECK();
 }
 
 template <typename T>
@@ -232,7 +232,7 @@ void launch_spec(const SpecParams& p, cudaStream_t stream) {
   } else {
     spec_update_kernel<T, 8><<<grid, kSpecThreads, 0, stream>>>(p);
   }
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  CC1D_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace
