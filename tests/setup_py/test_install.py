@@ -130,7 +130,9 @@ def test_index_404_falls_back_to_a_local_build(venv_clean, index, sdist_dir, bui
     assert info["version"] == contract.PACKAGE_VERSION and info["prebuilt"] is None
     rec = venv_clean.py("import causal_conv1d._guard as g, json; print(json.dumps(g.read_build_record()))")
     record = json.loads(rec.stdout.strip().splitlines()[-1])
-    assert record["variant"] == CPU_VARIANT and record["with_cuda"] is False
+    # a local build against torch 2.13 (>= 2.10) is on the stable ABI by default
+    assert record["variant"] == "stable2.10-cpu" and record["stable_abi_target"] == "2.10"
+    assert record["with_cuda"] is False
     assert set(record) == set(contract.BUILD_INFO_KEYS)
 
 
@@ -179,13 +181,15 @@ def test_fallback_reason_reaches_the_user_at_default_verbosity(request, index, r
     index.mode = "ok" if mode == "refused" else "garbage"
     env = _frontend_env(tmp_path, url, CAUSAL_CONV1D_INDEX_TIMEOUT="2", MAX_JOBS="1")
     page = f"{url}whl/{CPU_VARIANT}/{contract.PROJECT_NAME}/"
-    notice = f"causal-conv1d: no wheel for variant {CPU_VARIANT} at {page} ("
+    # torch 2.13 >= 2.10: the stable family page is asked first, then the torch minor's page; both named
+    family = f"{url}whl/stable2.10-cpu/{contract.PROJECT_NAME}/"
+    notice = f"causal-conv1d: no wheel for variant {CPU_VARIANT} ({family}: "
     status, out = run_in_pty(_frontend_cmd(frontend, venv, sdist_dir, build_deps), env, timeout=600,
                              until="building locally")
     shown = out
     for marker in _FAILED:
         shown = shown.split(marker, 1)[0]  # only what a successful install would show
-    assert notice in shown and "building locally" in shown, out[-3000:]
+    assert notice in shown and f"; {page}: " in shown and "building locally" in shown, out[-3000:]
     reason = "refused" if mode == "refused" else "not utf-8 html"
     assert reason in shown.split(notice, 1)[1].split("\n", 1)[0].lower()
     venv.uninstall()
