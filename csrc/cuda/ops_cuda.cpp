@@ -9,6 +9,7 @@
 
 #include "checks.h"
 #include "cuda/common.cuh"
+#include "cuda/op_helpers.h"
 #include "cuda/torch_api_cuda.h"
 
 namespace causal_conv1d {
@@ -16,22 +17,7 @@ namespace cuda {
 namespace {
 
 namespace k = causal_conv1d_cuda;
-
-constexpr int64_t kCudaMaxWidth = 8;
-
-int dtype_code(ScalarType t) {
-  switch (t) {
-    case ScalarType::Float: return k::kFloat32;
-    case ScalarType::Half: return k::kFloat16;
-    case ScalarType::BFloat16: return k::kBFloat16;
-    default: CC1D_CHECK_TYPE(false, "causal_conv1d CUDA kernels take float32, float16 or bfloat16, got ", t);
-  }
-  return -1;  // not reached
-}
-
-void check_cuda(const Tensor& x) {
-  CC1D_CHECK(x.is_cuda(), "x must be a CUDA tensor for the CUDA kernels, got ", device_str(x));
-}
+using namespace cuda_ops;  // kCudaMaxWidth, dtype_code, check_cuda, bind_bdl
 
 // 16-byte vector accesses along the unit-stride axis are legal for every row of t.
 bool vec_rows_ok(const Tensor& t, bool channel_last) {
@@ -50,15 +36,6 @@ Tensor in_layout(const Tensor& t, bool channel_last) {
   Tensor r = empty_bdl(t.size(0), t.size(1), t.size(2), channel_last, t.scalar_type(), t);
   copy_into(r, t);
   return r;
-}
-
-// t's data pointer and its (batch, dim, seqlen) strides, in elements, into a parameter struct's fields.
-template <typename Ptr>
-void bind_bdl(const Tensor& t, Ptr& ptr, int64_t& bs, int64_t& cs, int64_t& ls) {
-  ptr = t.data_ptr();
-  bs = t.stride(0);
-  cs = t.stride(1);
-  ls = t.stride(2);
 }
 
 // The fields ConvParams and UpdateParams share: x, weight and bias (pointers, strides, dtypes), the

@@ -7,6 +7,7 @@
 
 #include "varlen_checks.h"
 #include "cuda/common.cuh"
+#include "cuda/op_helpers.h"
 #include "cuda/torch_api_cuda.h"
 #include "cuda/varlen.cuh"
 
@@ -15,22 +16,7 @@ namespace cuda_varlen {
 namespace {
 
 namespace k = causal_conv1d_cuda;
-
-constexpr int64_t kCudaMaxWidth = 8;
-
-int dtype_code(ScalarType t) {
-  switch (t) {
-    case ScalarType::Float: return k::kFloat32;
-    case ScalarType::Half: return k::kFloat16;
-    case ScalarType::BFloat16: return k::kBFloat16;
-    default: CC1D_CHECK_TYPE(false, "causal_conv1d CUDA kernels take float32, float16 or bfloat16, got ", t);
-  }
-  return -1;  // not reached
-}
-
-void check_cuda(const Tensor& x) {
-  CC1D_CHECK(x.is_cuda(), "x must be a CUDA tensor for the CUDA kernels, got ", device_str(x));
-}
+using namespace cuda_ops;  // kCudaMaxWidth, dtype_code, check_cuda, bind_bdl
 
 template <typename P>
 void fill_weight_bias(P& p, const Tensor& weight, const OptTensor& bias) {
@@ -76,10 +62,7 @@ Tensor varlen_fwd_cuda(const Tensor& x, const Tensor& weight, const OptTensor& b
   p.o_ds = out.stride(0);
   p.o_ts = out.stride(1);
   fill_weight_bias(p, weight, bias);
-  p.states = conv_states.data_ptr();
-  p.st_bs = conv_states.stride(0);
-  p.st_cs = conv_states.stride(1);
-  p.st_ls = conv_states.stride(2);
+  bind_bdl(conv_states, p.states, p.st_bs, p.st_cs, p.st_ls);
   p.lines = conv_states.size(0);
   p.state_len = conv_states.size(2);
   p.qsl = q.const_data_ptr<int32_t>();
@@ -110,19 +93,10 @@ Tensor spec_update_cuda_3d(const Tensor& x, Tensor& conv_state, const Tensor& we
   p.seqlen = static_cast<int>(L);
   p.x_dtype = dtype_code(x.scalar_type());
   p.silu = silu;
-  p.x = x.data_ptr();
-  p.x_bs = x.stride(0);
-  p.x_cs = x.stride(1);
-  p.x_ls = x.stride(2);
-  p.out = out.data_ptr();
-  p.o_bs = out.stride(0);
-  p.o_cs = out.stride(1);
-  p.o_ls = out.stride(2);
+  bind_bdl(x, p.x, p.x_bs, p.x_cs, p.x_ls);
+  bind_bdl(out, p.out, p.o_bs, p.o_cs, p.o_ls);
   fill_weight_bias(p, weight, bias);
-  p.state = conv_state.data_ptr();
-  p.st_bs = conv_state.stride(0);
-  p.st_cs = conv_state.stride(1);
-  p.st_ls = conv_state.stride(2);
+  bind_bdl(conv_state, p.state, p.st_bs, p.st_cs, p.st_ls);
   p.lines = conv_state.size(0);
   p.state_len = conv_state.size(2);
   p.state_indices = idx.defined() ? idx.const_data_ptr<int32_t>() : nullptr;
