@@ -19,15 +19,16 @@ CONTRACT_PATH = REPO_ROOT / "causal_conv1d" / "_contract.py"
 _MODULE_NAME = "_causal_conv1d_contract"
 
 
-def _load() -> ModuleType:
-    if _MODULE_NAME in sys.modules:
-        return sys.modules[_MODULE_NAME]
-    spec = importlib.util.spec_from_file_location(_MODULE_NAME, CONTRACT_PATH)
-    assert spec is not None and spec.loader is not None, CONTRACT_PATH
+def load_by_path(module_name: str, path: Path) -> ModuleType:
+    """Execute ``path`` as module ``module_name`` once per process (without importing its package)."""
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None and spec.loader is not None, path
     module = importlib.util.module_from_spec(spec)
-    sys.modules[_MODULE_NAME] = module  # dataclasses need the module registered while executing
+    sys.modules[module_name] = module  # dataclasses need the module registered while executing
     spec.loader.exec_module(module)
     return module
 
 
-contract = _load()
+contract = load_by_path(_MODULE_NAME, CONTRACT_PATH)
