@@ -405,7 +405,7 @@ def build_job(job: Any, opts: BuildOptions) -> BuildReport:
     if sys.platform != "linux":
         raise BuildError(
             f"native builds run on Linux (this is {sys.platform}); on Windows use cibuildwheel with "
-            "ci/install-cuda-windows.ps1 (see docs/building.md)"
+            "scripts/install-cuda-windows.ps1 (see docs/building.md)"
         )
     if job.os != "linux":
         raise BuildError(f"job {job.id} is a {job.os} job; native mode builds Linux jobs (pick a *-linux-* job, "

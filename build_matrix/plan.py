@@ -346,7 +346,7 @@ def _environment(data: compat.CompatData, *, job_id: str, variant: Any, platform
         "CIBW_ARCHS": platform.cibw_arch,
         "CIBW_BUILD_VERBOSITY": "1",
         "CIBW_BUILD_FRONTEND": "build; args: --no-isolation",
-        "CIBW_BEFORE_ALL": (f"bash ci/install-cuda-manylinux.sh {cuda}" if (linux and cuda) else ""),
+        "CIBW_BEFORE_ALL": (f"bash scripts/install-cuda-manylinux.sh {cuda}" if (linux and cuda) else ""),
         "CIBW_BEFORE_BUILD": (
             f"python -m pip install {torch_req} --index-url {index_url} && python -m pip install {deps}"
         ),

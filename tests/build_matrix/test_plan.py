@@ -137,7 +137,7 @@ def test_cuda_job_fields(plan, per_minor, data: compat.CompatData) -> None:
     assert job.cxx11_abi is False and job.manylinux == "manylinux2014"
     assert job.wheel_platform == "manylinux2014_x86_64" and job.python == "3.9"
     env = job.environment
-    assert env["CIBW_BEFORE_ALL"] == "bash ci/install-cuda-manylinux.sh 11.8"
+    assert env["CIBW_BEFORE_ALL"] == "bash scripts/install-cuda-manylinux.sh 11.8"
     assert env["CIBW_MANYLINUX_X86_64_IMAGE"] == "manylinux2014"
     assert f'TORCH_CUDA_ARCH_LIST="{data.cuda["11.8"].archs}"' in env["CIBW_ENVIRONMENT"]
     assert 'CUDA_HOME="/usr/local/cuda-11.8"' in env["CIBW_ENVIRONMENT"]
@@ -316,7 +316,7 @@ def test_stable_cuda_job_fields(plan, data: compat.CompatData) -> None:
     assert 'CAUSAL_CONV1D_STABLE_ABI="TRUE"' in env
     assert 'CAUSAL_CONV1D_LOCAL_VERSION="cu13.stable2.10"' in env
     assert 'TORCH_CUDA_ARCH_LIST="7.5;8.0;8.6;9.0;10.0;12.0+PTX"' in env
-    assert cu13.environment["CIBW_BEFORE_ALL"] == "bash ci/install-cuda-manylinux.sh 13.2"
+    assert cu13.environment["CIBW_BEFORE_ALL"] == "bash scripts/install-cuda-manylinux.sh 13.2"
     assert '"torch==2.14.1" --index-url https://download.pytorch.org/whl/cu132' in cu13.environment["CIBW_BEFORE_BUILD"]
 
     cu12 = plan.job("stable2.10-cu12-linux-x86_64")

@@ -1,4 +1,4 @@
-"""The CUDA toolkit install scripts under ci/: argument handling, refusal outside their OS, and
+"""The CUDA toolkit install scripts under scripts/: argument handling, refusal outside their OS, and
 the pip toolkit's CUDA_HOME assembly (for real with NVIDIA's wheels in the slow test)."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-MANYLINUX = REPO / "ci" / "install-cuda-manylinux.sh"
-WINDOWS = REPO / "ci" / "install-cuda-windows.ps1"
-PIP_TOOLKIT = REPO / "ci" / "cuda_pip_toolkit.py"
+MANYLINUX = REPO / "scripts" / "install-cuda-manylinux.sh"
+WINDOWS = REPO / "scripts" / "install-cuda-windows.ps1"
+PIP_TOOLKIT = REPO / "scripts" / "cuda_pip_toolkit.py"
 
 
 def _load_pip_toolkit():
@@ -86,7 +86,7 @@ def test_windows_script_parses() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-# --- ci/cuda_pip_toolkit.py
+# --- scripts/cuda_pip_toolkit.py
 
 
 def test_pip_requirements_pin_one_release() -> None:

@@ -314,11 +314,11 @@ def test_build_matrix_shards_fit_the_workflow() -> None:
             assert count <= max_shards, f"the plan needs {count} shards; release.yml has {max_shards} build jobs"
 
 
-def test_ci_scripts_the_workflows_call_exist_with_those_parameters() -> None:
+def test_scripts_the_workflows_call_exist_with_those_parameters() -> None:
     calls = 0
     for path in WORKFLOWS:
         for _job, name, _shell, script in run_steps(path):
-            for m in re.finditer(r"(?:\./)?(ci/[\w.-]+\.(?:ps1|sh|py))(?P<args>[^\n]*)", script):
+            for m in re.finditer(r"(?:\./)?(scripts/[\w.-]+\.(?:ps1|sh|py))(?P<args>[^\n]*)", script):
                 target = REPO_ROOT / m.group(1)
                 assert target.is_file(), f"{path.name} / {name}: {m.group(1)} does not exist"
                 calls += 1
@@ -328,7 +328,7 @@ def test_ci_scripts_the_workflows_call_exist_with_those_parameters() -> None:
                         assert re.search(r"\$" + flag + r"\b", params), (
                             f"{path.name} / {name}: {target.name} has no -{flag}"
                         )
-    assert calls, "the workflows call no ci/ script (the Windows CUDA install is expected)"
+    assert calls, "the workflows call no scripts/ script (the Windows CUDA install is expected)"
 
 
 # -- every project command the workflows run exists, with those options ------------------------------

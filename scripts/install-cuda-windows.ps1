@@ -1,8 +1,8 @@
 # Install the parts of a CUDA toolkit needed to compile causal-conv1d on a Windows runner, with
 # NVIDIA's silent network installer, before cibuildwheel runs.
 #
-#   pwsh ci/install-cuda-windows.ps1 -Cuda 12.8
-#   pwsh ci/install-cuda-windows.ps1 -Cuda 13.0 -SetupMsvc      # also import the MSVC x64 environment
+#   pwsh scripts/install-cuda-windows.ps1 -Cuda 12.8
+#   pwsh scripts/install-cuda-windows.ps1 -Cuda 13.0 -SetupMsvc      # also import the MSVC x64 environment
 #
 # Components (network installer subpackage names, suffixed with _MAJOR.MINOR):
 #   nvcc, cudart, thrust (the CCCL headers: CUB / Thrust / libcu++), nvrtc_dev, nvtx,

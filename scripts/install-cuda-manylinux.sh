@@ -2,7 +2,7 @@
 # Install the parts of a CUDA toolkit needed to compile causal-conv1d inside a manylinux image
 # (cibuildwheel's before-all step), from NVIDIA's RHEL package repositories.
 #
-#   bash ci/install-cuda-manylinux.sh 12.8          # or 11.8, 12.4, 12.6, 12.9, 13.0 ...
+#   bash scripts/install-cuda-manylinux.sh 12.8          # or 11.8, 12.4, 12.6, 12.9, 13.0 ...
 #
 # Images: manylinux2014 (CentOS 7, yum, NVIDIA's rhel7 repo) for pre-cxx11 torch builds and
 # manylinux_2_28 (AlmaLinux 8, dnf, NVIDIA's rhel8 repo) for cxx11 builds; x86_64 and aarch64

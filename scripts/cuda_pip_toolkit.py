@@ -12,8 +12,8 @@ also need the cuBLAS/cuSPARSE/cuSOLVER headers: a CUDA torch's own dependencies
 (``--python``'s ``nvidia/cuXX``); ``--math-headers`` installs the wheels (hundreds of MB) for a
 build environment without a CUDA torch.
 
-    python ci/cuda_pip_toolkit.py 13.0 --prefix /opt/cuda-pip        # prints the CUDA_HOME
-    export CUDA_HOME=$(python ci/cuda_pip_toolkit.py 13.0 --prefix /opt/cuda-pip --quiet)
+    python scripts/cuda_pip_toolkit.py 13.0 --prefix /opt/cuda-pip        # prints the CUDA_HOME
+    export CUDA_HOME=$(python scripts/cuda_pip_toolkit.py 13.0 --prefix /opt/cuda-pip --quiet)
 
 ``--assemble-only ROOT...`` skips pip and merges existing ``nvidia/cuXX``-style roots (e.g. the
 nvcc of /usr/local/cuda plus the headers a CUDA torch already installed) into a CUDA_HOME.
@@ -59,7 +59,7 @@ def requirements(cuda: str, *, math_headers: bool) -> list[str]:
     if major < 13:
         raise ToolkitError(
             f"CUDA {cuda}: the pip toolkit path is for CUDA 13+ (CUDA 12 wheels are named nvidia-*-cu12 and lack a "
-            "complete nvcc); install the toolkit with ci/install-cuda-manylinux.sh or NVIDIA's installer instead"
+            "complete nvcc); install the toolkit with scripts/install-cuda-manylinux.sh or NVIDIA's installer instead"
         )
     meta = PINNED_META.get(cuda)
     extras = COMPILE_EXTRAS + (MATH_EXTRAS if math_headers else ())
