@@ -2,7 +2,7 @@
 
     python benchmarks/index_site_bench.py [--wheels 2000] [--keep DIR]
 
-The wheels are small valid synthetic ones (index_site._testing.write_wheel), spread over variants,
+The wheels are small valid synthetic ones (tests.helpers.wheels.write_wheel), spread over variants,
 platforms and versions like a real release history. Generating them is not timed.
 """
 
@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from index_site._testing import write_wheel  # noqa: E402
 from index_site.site import BuildOptions, build_site  # noqa: E402
+from tests.helpers.wheels import write_wheel  # noqa: E402
 
 TORCH = [f"2.{m}" for m in range(4, 15)]
 ACCELS = ["cpu", "cu118", "cu121", "cu124", "cu126", "cu128", "cu129", "cu130"]

@@ -17,7 +17,7 @@ for _p in (str(REPO_ROOT), str(_HERE)):
         sys.path.insert(0, _p)
 
 from index_site import main as index_site_main  # noqa: E402
-from index_site._testing import write_wheel  # noqa: E402
+from tests.helpers.wheels import write_wheel  # noqa: E402
 
 
 class Run:
@@ -51,7 +51,7 @@ def wheels(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def make_wheel(wheels: Path) -> Callable[..., Path]:
-    """Write a valid test wheel into the ``wheels`` directory (see index_site._testing.write_wheel)."""
+    """Write a valid test wheel into the ``wheels`` directory (see tests.helpers.wheels.write_wheel)."""
 
     def make(**kwargs: Any) -> Path:
         return write_wheel(kwargs.pop("directory", wheels), **kwargs)

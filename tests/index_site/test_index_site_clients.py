@@ -52,7 +52,7 @@ def _fake_pypi(root: Path) -> Path:
 def world(tmp_path_factory):
     """The built site and the fake PyPI, both served on 127.0.0.1 for the whole module."""
     from index_site import main
-    from index_site._testing import write_wheel
+    from tests.helpers.wheels import write_wheel
 
     tmp = tmp_path_factory.mktemp("clients")
     wheels = tmp / "wheels"

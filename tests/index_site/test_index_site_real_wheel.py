@@ -38,7 +38,7 @@ def test_pip_installs_real_wheel_and_its_torch(real_wheel, tmp_path):
     wheels.mkdir()
     shutil.copyfile(real_wheel, wheels / real_wheel.name)
     from index_site import main
-    from index_site._testing import write_wheel
+    from tests.helpers.wheels import write_wheel
 
     write_wheel(wheels, variant="torch2.14-cpu")  # a neighbour with a higher label, on its own page
     site = tmp_path / "site"

@@ -27,7 +27,7 @@ import pytest
 from index_site_helpers import NOW, REPO_ROOT, serve
 
 from build_support.contract import contract
-from index_site._testing import write_wheel
+from tests.helpers.wheels import write_wheel
 
 pytestmark = pytest.mark.slow
 

@@ -14,9 +14,9 @@ import pytest
 from release import cli
 from release.errors import ReleaseError, UsageError
 from release.fetch import fetch_site
+from tests.helpers.wheels import write_wheel
 
 index_cli = pytest.importorskip("index_site.cli", reason="index_site (helper H5) is not in this tree yet")
-testing = pytest.importorskip("index_site._testing", reason="index_site._testing is not in this tree yet")
 
 FILES_URL = "https://github.com/causal-conv1d/causal-conv1d/releases/download/v1.7.0/"
 
@@ -54,8 +54,8 @@ def build_site(wheels: Path, site: Path, *extra: str) -> None:
 
 def test_fetch_then_publish_on_top_keeps_every_published_wheel(tmp_path: Path, serve) -> None:
     first = tmp_path / "first"
-    testing.write_wheel(first, variant="torch2.13-cpu")
-    testing.write_wheel(first, variant="torch2.14-cu130")
+    write_wheel(first, variant="torch2.13-cpu")
+    write_wheel(first, variant="torch2.14-cu130")
     live = tmp_path / "live"
     build_site(first, live / "site")
     url = serve(live)
@@ -68,7 +68,7 @@ def test_fetch_then_publish_on_top_keeps_every_published_wheel(tmp_path: Path, s
         assert (fetched / "files" / meta.name).read_bytes() == meta.read_bytes()
 
     second = tmp_path / "second"
-    testing.write_wheel(second, variant="torch2.14-cpu")
+    write_wheel(second, variant="torch2.14-cpu")
     build_site(second, fetched, "--strict")  # strict: a missing .metadata of an old wheel would fail
     names = {e["filename"] for e in json.loads((fetched / "manifest.json").read_text())["files"]}
     assert len(names) == 3 and any("cu130" in n for n in names)
@@ -91,7 +91,7 @@ def test_cli_prints_what_it_fetched(tmp_path: Path, serve, capsys) -> None:
 
 def test_missing_metadata_on_the_live_site_fails(tmp_path: Path, serve) -> None:
     first = tmp_path / "first"
-    testing.write_wheel(first, variant="torch2.13-cpu")
+    write_wheel(first, variant="torch2.13-cpu")
     build_site(first, tmp_path / "live" / "site")
     for meta in (tmp_path / "live/site/files").glob("*.metadata"):
         meta.unlink()
@@ -129,7 +129,7 @@ def test_release_publish_command_accepts_build_matrix_coverage(tmp_path: Path) -
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     wheels = tmp_path / "wheels"
-    testing.write_wheel(wheels, variant="torch2.13-cpu")
+    write_wheel(wheels, variant="torch2.13-cpu")
     build_site(
         wheels, tmp_path / "site", "--strict", "--coverage", str(coverage), "--site-url", "https://example.org/cc1d/"
     )

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from build_support.contract import contract
-from index_site._testing import write_wheel
+from tests.helpers.wheels import write_wheel
 
 from .conftest import REPO
 from .test_guard_doctor import doctor_json, py, set_record, unpacked  # noqa: F401  (fixture)

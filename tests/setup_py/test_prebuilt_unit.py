@@ -259,8 +259,8 @@ def test_select_prefers_the_stable_wheel_and_keeps_families_apart() -> None:
 
 
 def _stable_index(tmp_path: Path, family: str = "cpu") -> Path:
-    from index_site._testing import write_wheel
     from index_site.site import BuildOptions, build_site
+    from tests.helpers.wheels import write_wheel
 
     wheels = tmp_path / "stable-wheels"
     write_wheel(wheels, variant=f"stable2.10-{family}", platform="linux_x86_64", requires_dist=("torch>=2.10",))

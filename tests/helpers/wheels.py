@@ -59,7 +59,7 @@ def write_wheel(
         ).encode(),
         f"{dist_info}/METADATA": metadata.encode(),
         f"{dist_info}/WHEEL": (
-            f"Wheel-Version: 1.0\nGenerator: index_site._testing\nRoot-Is-Purelib: false\n"
+            f"Wheel-Version: 1.0\nGenerator: tests.helpers.wheels\nRoot-Is-Purelib: false\n"
             f"Tag: {contract.PYTHON_TAG}-{contract.ABI_TAG}-{platform}\n"
         ).encode(),
     }
