@@ -13,11 +13,10 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import cibuildwheel  # noqa: F401 - run below as `python -m cibuildwheel`; required (requirements-dev.txt)
 import pytest
 
 from build_matrix.plan import Job, make_plan
-
-pytest.importorskip("cibuildwheel", reason="cibuildwheel is in requirements-dev.txt")
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -9,8 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import cibuildwheel  # noqa: F401 - run below as `python -m cibuildwheel`; required (requirements-dev.txt)
 import pytest
 import tomllib
+from validate_pyproject import api as validate_pyproject_api
 
 from build_matrix import repair
 
@@ -25,8 +27,7 @@ def pyproject() -> dict:
 
 @pytest.fixture(scope="module")
 def validator():
-    api = pytest.importorskip("validate_pyproject.api")
-    v = api.Validator()
+    v = validate_pyproject_api.Validator()
     # The cibuildwheel plugin (entry point of the cibuildwheel package) must be among the tool schemas,
     # otherwise [tool.cibuildwheel] would be accepted unchecked.
     assert "cibuildwheel" in [getattr(p, "tool", None) for p in v._plugins], "cibuildwheel's schema plugin is not loaded"
@@ -76,7 +77,6 @@ def test_build_frontend_has_no_isolation_and_audit_runs_the_check(pyproject: dic
 
 def test_cibuildwheel_reads_the_configuration(tmp_path: Path) -> None:
     """cibuildwheel itself loads pyproject.toml (its options parser) with a job-style CIBW_BUILD."""
-    pytest.importorskip("cibuildwheel")
     env = dict(os.environ, CIBW_BUILD="cp310-manylinux_x86_64", CIBW_ARCHS="x86_64")
     proc = subprocess.run(
         [sys.executable, "-m", "cibuildwheel", "--print-build-identifiers", "--platform", "linux", str(REPO)],

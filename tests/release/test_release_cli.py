@@ -39,7 +39,6 @@ def test_bad_options_exit_2_and_name_the_value(argv: list[str], message: str, ca
 
 
 def test_local_with_an_unknown_variant_stops_at_plan(tmp_path: Path) -> None:
-    pytest.importorskip("build_matrix.plan", reason="build_matrix (helper H3) is not in this tree yet")
     proc = subprocess.run(
         [
             sys.executable,

@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from index_site import cli as index_cli
 from release import cli
 from release.errors import ReleaseError, UsageError
 from release.fetch import fetch_site
 from tests.helpers.wheels import write_wheel
-
-index_cli = pytest.importorskip("index_site.cli", reason="index_site (helper H5) is not in this tree yet")
 
 FILES_URL = "https://github.com/causal-conv1d/causal-conv1d/releases/download/v1.7.0/"
 
@@ -120,7 +119,6 @@ def test_release_publish_command_accepts_build_matrix_coverage(tmp_path: Path) -
     import subprocess
     import sys
 
-    pytest.importorskip("build_matrix.coverage", reason="build_matrix (helper H3) is not in this tree yet")
     repo = Path(__file__).resolve().parents[2]
     coverage = tmp_path / "coverage.json"
     proc = subprocess.run(
