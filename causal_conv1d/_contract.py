@@ -1,4 +1,4 @@
-"""The contracts every part of the project shares (see DESIGN.md in the repository).
+"""The contracts every part of the project shares (see docs/ARCHITECTURE.md).
 
 Variant names, wheel file names, the local version label, the torch pin, index layout,
 environment variable names and the build-record schema are defined here once.

@@ -1,7 +1,7 @@
 // Shared device helpers and launch parameters for the CUDA kernels of causal-conv1d.
 //
 // Kernel files include only this header (CUDA runtime) and launch_check.cuh, never torch, so
-// that each .cu compiles quickly. ops_cuda.cu fills the parameter structs from tensors.
+// that each .cu compiles quickly. ops_cuda.cpp fills the parameter structs from tensors.
 #pragma once
 
 #include <cstdint>

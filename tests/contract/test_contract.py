@@ -1,4 +1,4 @@
-"""The shared contracts (causal_conv1d/_contract.py) behave as DESIGN.md says."""
+"""The shared contracts (causal_conv1d/_contract.py) behave as their docstrings and docs/ARCHITECTURE.md say."""
 
 from __future__ import annotations
 
