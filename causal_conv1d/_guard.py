@@ -69,7 +69,7 @@ def _contract_or_none() -> Any:
 
 
 #: The record keys the guard itself reads (the full schema is _contract.BUILD_INFO_KEYS;
-#: tests/setup_py checks these are among them and that the file name matches).
+#: tests/build_support checks these are among them and that the file name matches).
 _USED_KEYS = ("version", "torch_version", "cuda_version", "cxx11_abi")
 _FILENAME = "_build_info.json"
 

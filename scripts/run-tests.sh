@@ -42,11 +42,11 @@ build() {  # $1: legacy (CAUSAL_CONV1D_STABLE_ABI=FALSE) or default (stable for 
 
 # The whole suite (no arguments) also runs the package tests on the legacy (ATen) op layer first,
 # built from the same sources; then everything on the default build (the stable ABI for torch >=
-# 2.10). tests/package/test_op_layer.py fails if a build is not the op layer expected.
+# 2.10). tests/causal_conv1d/test_op_layer.py fails if a build is not the op layer expected.
 if [ $# -eq 0 ]; then
   build legacy
-  step "pytest tests/package (legacy op layer)"
-  CAUSAL_CONV1D_EXPECT_OP_LAYER=legacy "$VENV/bin/python" -m pytest -q tests/package
+  step "pytest tests/causal_conv1d (legacy op layer)"
+  CAUSAL_CONV1D_EXPECT_OP_LAYER=legacy "$VENV/bin/python" -m pytest -q tests/causal_conv1d
 fi
 build default
 expect=$("$VENV/bin/python" -c "import torch; v = tuple(int(p) for p in torch.__version__.split('.')[:2]); print('stable' if v >= (2, 10) else 'legacy')")

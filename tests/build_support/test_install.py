@@ -69,7 +69,7 @@ def test_sdist_install_takes_prebuilt_wheel_compiles_nothing(venv_clean, index, 
     assert info["dist"] == contract.PACKAGE_VERSION  # relabelled for pip's sdist/cache consistency check
     assert json.loads(info["prebuilt"])["filename"].startswith(f"causal_conv1d-{contract.PACKAGE_VERSION}+{CPU_LABEL}")
     with capsys.disabled():
-        print(f"\n[setup_py] sdist install with prebuilt wheel: {elapsed:.1f} s (torch already installed)")
+        print(f"\n[build_support] sdist install with prebuilt wheel: {elapsed:.1f} s (torch already installed)")
 
     # The same sdist again with pip's wheel cache populated (pip checks the cached wheel's version
     # against the sdist's: a local label there would make this second install fail).
