@@ -14,7 +14,11 @@
 
 #include "torch_api.h"
 
+#include <string>
 #include <tuple>
+#include <vector>
+
+#include "kernel_paths.h"
 
 extern "C" {
 // An empty `_C` module: importing it loads this shared library, whose static initialisers
@@ -50,6 +54,48 @@ CC1D_LIBRARY(causal_conv1d, m) {
   m.def(
       "spec_update(Tensor x, Tensor(a!) conv_state, Tensor weight, Tensor? bias, bool silu, "
       "Tensor? conv_state_indices, Tensor? num_accepted_tokens, int pad_slot_id) -> Tensor");
+  // Debug ops of the CUDA kernel paths (csrc/kernel_paths.h): which paths exist, which one the
+  // last launch of an op ran, and an in-process override of a path's switch (tests). Not API.
+  m.def("_kernel_paths() -> str[]");
+  m.def("_last_kernel_path(str op) -> str");
+  m.def("_set_kernel_path(str path, int state) -> ()");
+}
+
+namespace causal_conv1d {
+namespace {
+
+std::vector<std::string> kernel_paths_op() {
+  std::vector<std::string> names;
+  for (int i = 1; i < static_cast<int>(KernelPath::kCount); ++i) names.emplace_back(kKernelPaths[i].name);
+  return names;
+}
+
+std::string last_kernel_path_op(std::string op) {
+  const KernelOp k = kernel_op_named(op);
+  CC1D_CHECK_VALUE(k != KernelOp::kCount, "_last_kernel_path: unknown op '", op,
+                   "'; the ops are fwd, bwd, update, varlen_fwd, spec_update");
+  return last_kernel_path(k);
+}
+
+void set_kernel_path_op(std::string path, int64_t state) {
+  const KernelPath p = kernel_path_named(path);
+  CC1D_CHECK_VALUE(p != KernelPath::kCount, "_set_kernel_path: unknown kernel path '", path, "'; the paths are ",
+                   kernel_path_list());
+  CC1D_CHECK_VALUE(state == 1 || state == 0 || state == -1, "_set_kernel_path: state must be 1 (on), 0 (off) or -1 "
+                   "(back to the environment variable), got ", state);
+  CC1D_CHECK_VALUE(kKernelPaths[static_cast<int>(p)].env_switch != nullptr || state != 0, "_set_kernel_path: ", path,
+                   " is a general path (the last resort of its op); it cannot be turned off");
+  set_kernel_path_override(p, static_cast<int>(state));
+}
+
+}  // namespace
+}  // namespace causal_conv1d
+
+// No tensor arguments: the dispatcher runs the CompositeExplicitAutograd kernel.
+CC1D_LIBRARY_IMPL(causal_conv1d, CompositeExplicitAutograd, m) {
+  m.impl("_kernel_paths", CC1D_KERNEL(&causal_conv1d::kernel_paths_op));
+  m.impl("_last_kernel_path", CC1D_KERNEL(&causal_conv1d::last_kernel_path_op));
+  m.impl("_set_kernel_path", CC1D_KERNEL(&causal_conv1d::set_kernel_path_op));
 }
 
 #ifndef CAUSAL_CONV1D_WITH_CUDA

@@ -9,9 +9,7 @@
 // anywhere: the result is bit-identical from run to run (deterministic mode is always on).
 #include "launch_check.cuh"
 
-#include "bwd_cf_fast.cuh"
-#include "bwd_cl_fast.cuh"
-#include "common.cuh"
+#include "dispatch.cuh"
 
 namespace causal_conv1d_cuda {
 namespace {
@@ -521,9 +519,9 @@ BwdGeometry geometry_any(const ConvParams& p, bool channel_last) {
 }
 
 template <typename T, int kW>
-void launch_bwd(const ConvParams& p, bool channel_last, cudaStream_t stream) {
-  const BwdGeometry g = geometry<T>(p, channel_last);
-  if (!channel_last) {
+void launch_bwd(const ConvParams& p, cudaStream_t stream) {
+  const BwdGeometry g = geometry<T>(p, p.channel_last);
+  if (!p.channel_last) {
     bwd_cf_kernel<T, kW><<<static_cast<unsigned>(g.blocks), g.threads, 0, stream>>>(p, g.nchunks, g.spw, g.nwarps);
     CC1D_CUDA_LAUNCH_CHECK();
   } else {
@@ -538,37 +536,20 @@ void launch_bwd(const ConvParams& p, bool channel_last, cudaStream_t stream) {
   CC1D_CUDA_LAUNCH_CHECK();
 }
 
-template <typename T>
-void launch_bwd_w(const ConvParams& p, bool channel_last, cudaStream_t stream) {
-  if (p.width <= 4) {
-    launch_bwd<T, 4>(p, channel_last, stream);
-  } else {
-    launch_bwd<T, 8>(p, channel_last, stream);
-  }
-}
-
 }  // namespace
 
 int bwd_padded_width(int width) { return width <= 4 ? 4 : 8; }
 
-int64_t bwd_num_parts(const ConvParams& p, bool channel_last) {
-  const int64_t n = geometry_any(p, channel_last).nparts;
-  // fast paths (bwd_cf_fast.cu, bwd_cl_fast.cu): size the workspace for whichever kernel runs
-  int64_t fast = 0;
-  if (!channel_last && bwd_cf_fast_enabled()) fast = bwd_cf_fast_num_parts(p);
-  if (channel_last && bwd_cl_fast_enabled()) fast = bwd_cl_fast_num_parts(p);
-  return fast > n ? fast : n;
+namespace bwd_general {
+
+int64_t num_parts(const ConvParams& p) { return geometry_any(p, p.channel_last).nparts; }
+
+// Every case the op accepts: widths 2-4 on the width-4 kernels, 5-8 on the width-8 ones.
+void launch(const ConvParams& p, cudaStream_t stream) {
+  dispatch_dtype_width(p.x_dtype, p.width, Widths<4, 8>{}, [&](auto tag, auto width) {
+    launch_bwd<typename decltype(tag)::type, decltype(width)::value>(p, stream);
+  });
 }
 
-void run_bwd(const ConvParams& p, bool channel_last, cudaStream_t stream) {
-  // fast paths (bwd_cf_fast.cu, bwd_cl_fast.cu); false = not eligible, run the kernels below
-  if (!channel_last && bwd_cf_fast_enabled() && launch_bwd_channel_first_fast(p, stream)) return;
-  if (channel_last && bwd_cl_fast_enabled() && launch_bwd_channel_last_fast(p, stream)) return;
-  switch (p.x_dtype) {
-    case kFloat16: launch_bwd_w<__half>(p, channel_last, stream); break;
-    case kBFloat16: launch_bwd_w<__nv_bfloat16>(p, channel_last, stream); break;
-    default: launch_bwd_w<float>(p, channel_last, stream); break;
-  }
-}
-
+}  // namespace bwd_general
 }  // namespace causal_conv1d_cuda

@@ -27,11 +27,11 @@
 //    bit-identical from run to run.
 // Eligible: channel-first x / dout / dx, no seq_idx, no initial_states / dfinal_states /
 // dinitial_states, width 2..4, every row 16-byte aligned (vec_ok) and seqlen a multiple of the
-// vector width (each vector wholly inside or wholly past the row). Everything else returns false
-// and runs the general kernel (bwd.cu).
+// vector width (each vector wholly inside or wholly past the row). Everything else runs the next
+// path of the backward's table (dispatch.cu).
 #include "launch_check.cuh"
 
-#include "bwd_cf_fast.cuh"
+#include "dispatch.cuh"
 #include "vec16.cuh"
 
 namespace causal_conv1d_cuda {
@@ -289,8 +289,8 @@ int64_t tokens_per_warp_any(int x_dtype) {
   }
 }
 
-bool eligible(const ConvParams& p) {
-  if (p.x_ls != 1 || p.do_ls != 1 || p.dx_ls != 1 || !p.vec_ok) return false;
+bool eligible_case(const ConvParams& p) {
+  if (p.channel_last || p.x_ls != 1 || p.do_ls != 1 || p.dx_ls != 1 || !p.vec_ok) return false;
   if (p.seq_idx != nullptr || p.init != nullptr || p.dfinal != nullptr || p.dinit != nullptr) return false;
   if (p.width < 2 || p.width > 4 || p.batch <= 0 || p.dim <= 0 || p.seqlen <= 0) return false;
   if (p.x_dtype != kFloat32 && p.x_dtype != kFloat16 && p.x_dtype != kBFloat16) return false;
@@ -302,53 +302,36 @@ bool eligible(const ConvParams& p) {
   return wpr * p.batch * p.dim + kThreads / 32 <= 0x7fffffffLL;
 }
 
-template <typename T, int kW>
-void launch(const ConvParams& p, int64_t wpr, cudaStream_t stream) {
-  const int64_t nwarps = wpr * p.batch * p.dim;  // < 2^31 (eligible())
-  const int64_t blocks = (nwarps + kThreads / 32 - 1) / (kThreads / 32);
-  bwd_cf_fast_kernel<T, kW><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-      p, FastDiv(static_cast<uint32_t>(wpr)), FastDiv(static_cast<uint32_t>(p.dim)), static_cast<uint32_t>(nwarps));
-  CC1D_CUDA_LAUNCH_CHECK();
-}
-
-template <typename T>
-void launch_w(const ConvParams& p, int64_t wpr, cudaStream_t stream) {
-  switch (p.width) {
-    case 2: launch<T, 2>(p, wpr, stream); break;
-    case 3: launch<T, 3>(p, wpr, stream); break;
-    default: launch<T, 4>(p, wpr, stream); break;  // eligible(): width is 2..4
-  }
-}
-
 }  // namespace
 
-bool bwd_cf_fast_enabled() {
-  // On by default: on the H200, bf16 B4 D4096 L4096 width 4 silu+bias 290.9 -> 123.2 us (32.6% ->
-  // 76.9% of copy) and fp32 345.7 -> 199.2 us (54.8% -> 95.1%); GPU suite 2548 passed on both paths
-  // and memcheck clean over the 108 fast-path cases (2026-11-30). CAUSAL_CONV1D_BWD_FAST=0 turns it off.
-  static const bool enabled = switch_on("CAUSAL_CONV1D_BWD_FAST");
-  return enabled;
-}
+namespace bwd_cf_fast {
 
-int64_t bwd_cf_fast_num_parts(const ConvParams& p) {
-  if (!eligible(p)) return 0;
+// On unless CAUSAL_CONV1D_BWD_FAST is off: on the H200, bf16 B4 D4096 L4096 width 4 silu+bias
+// 290.9 -> 123.2 us (32.6% -> 76.9% of copy) and fp32 345.7 -> 199.2 us (54.8% -> 95.1%) against the
+// general kernels; memcheck clean over the 108 fast-path cases (2026-11-30).
+bool eligible(const ConvParams& p) { return eligible_case(p); }
+
+// One partial row set per (batch, warp of a row).
+int64_t num_parts(const ConvParams& p) {
   const int64_t per_warp = tokens_per_warp_any(p.x_dtype);
   return static_cast<int64_t>(p.batch) * ((p.seqlen + per_warp - 1) / per_warp);
 }
 
-bool launch_bwd_channel_first_fast(const ConvParams& p, cudaStream_t stream) {
-  const int64_t nparts = bwd_cf_fast_num_parts(p);
-  // the workspace holds p.nparts rows of (padded width + 1) >= (width + 1) floats per channel
-  if (nparts <= 0 || p.partial == nullptr || p.nparts < nparts) return false;
+void launch(const ConvParams& p, cudaStream_t stream) {
+  const int64_t nparts = num_parts(p);  // the op layer sized p.partial with it
   const int64_t wpr = nparts / p.batch;
-  switch (p.x_dtype) {
-    case kFloat16: launch_w<__half>(p, wpr, stream); break;
-    case kBFloat16: launch_w<__nv_bfloat16>(p, wpr, stream); break;
-    default: launch_w<float>(p, wpr, stream); break;
-  }
+  const int64_t nwarps = wpr * p.batch * p.dim;  // < 2^31 (eligible())
+  const int64_t blocks = (nwarps + kThreads / 32 - 1) / (kThreads / 32);
+  dispatch_dtype_width(p.x_dtype, p.width, Widths<2, 3, 4>{}, [&](auto tag, auto width) {
+    bwd_cf_fast_kernel<typename decltype(tag)::type, decltype(width)::value>
+        <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+            p, FastDiv(static_cast<uint32_t>(wpr)), FastDiv(static_cast<uint32_t>(p.dim)), static_cast<uint32_t>(nwarps));
+    CC1D_CUDA_LAUNCH_CHECK();
+  });
   launch_bwd_fast_reduce(p, nparts, stream);
-  return true;
 }
+
+}  // namespace bwd_cf_fast
 
 void launch_bwd_fast_reduce(const ConvParams& p, int64_t nparts, cudaStream_t stream) {
   const int64_t total = static_cast<int64_t>(p.width + 1) * p.dim;

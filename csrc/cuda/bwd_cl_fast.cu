@@ -33,14 +33,13 @@
 // to weight's / bias's dtype. No atomics: bit-identical from run to run.
 // Eligible: channel-last x / dout / dx, no seq_idx, no initial_states / dfinal_states / dinitial_states,
 // width 2..4; for 16-bit x the words must be 4-byte aligned (even dim, even token and batch pitches,
-// 4-byte aligned pointers); token pitches below 4 GiB. Everything else returns false and runs the
-// general kernel (bwd.cu).
+// 4-byte aligned pointers); token pitches below 4 GiB. Everything else runs the general
+// kernels (bwd.cu) through the backward's table (dispatch.cu).
 #include "launch_check.cuh"
 
 #include <type_traits>
 
-#include "bwd_cf_fast.cuh"
-#include "bwd_cl_fast.cuh"
+#include "dispatch.cuh"
 #include "vec16.cuh"
 
 namespace causal_conv1d_cuda {
@@ -422,8 +421,8 @@ Geometry geometry(const ConvParams& p) {
   return g;
 }
 
-bool eligible(const ConvParams& p) {
-  if (p.x_cs != 1 || p.do_cs != 1 || p.dx_cs != 1) return false;
+bool eligible_case(const ConvParams& p) {
+  if (!p.channel_last || p.x_cs != 1 || p.do_cs != 1 || p.dx_cs != 1) return false;
   if (p.seq_idx != nullptr || p.init != nullptr || p.dfinal != nullptr || p.dinit != nullptr) return false;
   if (p.width < 2 || p.width > 4 || p.batch <= 0 || p.dim <= 0 || p.seqlen <= 0) return false;
   if (p.x_dtype != kFloat32 && p.x_dtype != kFloat16 && p.x_dtype != kBFloat16) return false;
@@ -442,50 +441,29 @@ bool eligible(const ConvParams& p) {
   return geometry(p).blocks <= 0x7fffffffLL;
 }
 
-template <typename T, int kW>
-void launch(const ConvParams& p, const Geometry& g, cudaStream_t stream) {
-  const TokenPitch pitch{static_cast<uint32_t>(p.x_ls * static_cast<int64_t>(sizeof(T))),
-                         static_cast<uint32_t>(p.do_ls * static_cast<int64_t>(sizeof(T))),
-                         static_cast<uint32_t>(p.dx_ls * static_cast<int64_t>(sizeof(T)))};
-  bwd_cl_fast_kernel<T, kW><<<static_cast<unsigned>(g.blocks), kThreads, 0, stream>>>(
-      p, pitch, static_cast<uint32_t>(g.nwb), static_cast<uint32_t>(g.ntb), static_cast<int>(g.T));
-  CC1D_CUDA_LAUNCH_CHECK();
-}
-
-template <typename T>
-void launch_w(const ConvParams& p, const Geometry& g, cudaStream_t stream) {
-  switch (p.width) {
-    case 2: launch<T, 2>(p, g, stream); break;
-    case 3: launch<T, 3>(p, g, stream); break;
-    default: launch<T, 4>(p, g, stream); break;  // eligible(): width is 2..4
-  }
-}
-
 }  // namespace
 
-bool bwd_cl_fast_enabled() {
-  static const bool enabled = switch_on("CAUSAL_CONV1D_BWD_CL_FAST");
-  return enabled;
-}
+namespace bwd_cl_fast {
 
-int64_t bwd_cl_fast_num_parts(const ConvParams& p) {
-  if (!eligible(p)) return 0;
+// On unless CAUSAL_CONV1D_BWD_CL_FAST is off.
+bool eligible(const ConvParams& p) { return eligible_case(p); }
+
+// One partial row set per (batch, token block).
+int64_t num_parts(const ConvParams& p) { return static_cast<int64_t>(p.batch) * geometry(p).ntb; }
+
+void launch(const ConvParams& p, cudaStream_t stream) {
   const Geometry g = geometry(p);
-  return static_cast<int64_t>(p.batch) * g.ntb;
+  dispatch_dtype_width(p.x_dtype, p.width, Widths<2, 3, 4>{}, [&](auto tag, auto width) {
+    using T = typename decltype(tag)::type;
+    const TokenPitch pitch{static_cast<uint32_t>(p.x_ls * static_cast<int64_t>(sizeof(T))),
+                           static_cast<uint32_t>(p.do_ls * static_cast<int64_t>(sizeof(T))),
+                           static_cast<uint32_t>(p.dx_ls * static_cast<int64_t>(sizeof(T)))};
+    bwd_cl_fast_kernel<T, decltype(width)::value><<<static_cast<unsigned>(g.blocks), kThreads, 0, stream>>>(
+        p, pitch, static_cast<uint32_t>(g.nwb), static_cast<uint32_t>(g.ntb), static_cast<int>(g.T));
+    CC1D_CUDA_LAUNCH_CHECK();
+  });
+  launch_bwd_fast_reduce(p, num_parts(p), stream);
 }
 
-bool launch_bwd_channel_last_fast(const ConvParams& p, cudaStream_t stream) {
-  const int64_t nparts = bwd_cl_fast_num_parts(p);
-  // the workspace holds p.nparts row sets of (padded width + 1) >= (width + 1) rows of dim floats
-  if (nparts <= 0 || p.partial == nullptr || p.nparts < nparts) return false;
-  const Geometry g = geometry(p);
-  switch (p.x_dtype) {
-    case kFloat16: launch_w<__half>(p, g, stream); break;
-    case kBFloat16: launch_w<__nv_bfloat16>(p, g, stream); break;
-    default: launch_w<float>(p, g, stream); break;
-  }
-  launch_bwd_fast_reduce(p, nparts, stream);
-  return true;
-}
-
+}  // namespace bwd_cl_fast
 }  // namespace causal_conv1d_cuda

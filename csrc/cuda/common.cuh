@@ -10,7 +10,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include "switch_on.h"
+#include "kernel_paths.h"
 
 namespace causal_conv1d_cuda {
 
@@ -56,7 +56,9 @@ struct ConvParams {
   float* partial = nullptr;  // workspace: nparts x (kW + 1) x dim floats
   int64_t nparts = 0;
 
-  // Set by the host: whether 16-byte vector accesses are legal for every row of x / out / dout / dx.
+  // Set by the host: the layout of x (and so of out, dout, dx) and whether 16-byte vector accesses
+  // are legal for every row of x / out / dout / dx.
+  bool channel_last = false;
   bool vec_ok = false;
   int num_sms = 132;
 };
@@ -85,14 +87,16 @@ inline bool aligned_to(const void* ptr, uintptr_t bytes) {
   return (reinterpret_cast<uintptr_t>(ptr) & (bytes - 1)) == 0;
 }
 
-using causal_conv1d::switch_on;  // switch_on.h: the fast paths' CAUSAL_CONV1D_*_FAST switches
-
-// Host entry points (one per op), defined in the kernel files; each launches on `stream`
-// and checks the launch with CC1D_CUDA_LAUNCH_CHECK (launch_check.cuh).
-void run_fwd(const ConvParams& p, bool channel_last, cudaStream_t stream);
-void run_bwd(const ConvParams& p, bool channel_last, cudaStream_t stream);
-// Number of partial rows the backward of this shape writes (the workspace is nparts*(kW+1)*dim floats).
-int64_t bwd_num_parts(const ConvParams& p, bool channel_last);
+// Host entry points (one per op): each picks its kernel path from the op's dispatch table
+// (dispatch.cu: the first eligible path whose switch is on), records it (csrc/kernel_paths.h) and
+// launches on `stream`, checking the launch with CC1D_CUDA_LAUNCH_CHECK (launch_check.cuh).
+void run_fwd(const ConvParams& p, cudaStream_t stream);
+// The backward in two steps, because its workspace depends on the path: the path that runs p, the
+// partial rows it writes (the workspace is nparts * (bwd_padded_width + 1) * dim floats, set into
+// p.partial / p.nparts by the caller), then the launch of that path.
+causal_conv1d::KernelPath select_bwd(const ConvParams& p);
+int64_t bwd_num_parts(causal_conv1d::KernelPath path, const ConvParams& p);
+void run_bwd(causal_conv1d::KernelPath path, const ConvParams& p, cudaStream_t stream);
 int bwd_padded_width(int width);
 void run_update(const UpdateParams& p, cudaStream_t stream);
 

@@ -8,9 +8,7 @@
 // registers; only the first width-1 tokens of a tile are read twice (from L2).
 #include "launch_check.cuh"
 
-#include "common.cuh"
-#include "fwd_cf_fast.cuh"
-#include "fwd_cl_fast.cuh"
+#include "dispatch.cuh"
 
 namespace causal_conv1d_cuda {
 namespace {
@@ -261,8 +259,8 @@ __global__ void __launch_bounds__(kClThreads, 4) fwd_cl_kernel(const ConvParams 
 }
 
 template <typename T, int kW>
-void launch_fwd(const ConvParams& p, bool channel_last, cudaStream_t stream) {
-  if (!channel_last) {
+void launch_fwd(const ConvParams& p, cudaStream_t stream) {
+  if (!p.channel_last) {
     constexpr int kN = 32 / sizeof(T);
     const int64_t per_warp = 32 * kN;
     const int64_t wpr = (p.seqlen + per_warp - 1) / per_warp;  // segments per row
@@ -286,26 +284,16 @@ void launch_fwd(const ConvParams& p, bool channel_last, cudaStream_t stream) {
   }
 }
 
-template <typename T>
-void launch_fwd_w(const ConvParams& p, bool channel_last, cudaStream_t stream) {
-  if (p.width <= 4) {
-    launch_fwd<T, 4>(p, channel_last, stream);
-  } else {
-    launch_fwd<T, 8>(p, channel_last, stream);
-  }
-}
-
 }  // namespace
 
-void run_fwd(const ConvParams& p, bool channel_last, cudaStream_t stream) {
-  // opt-in fast channel-first path (fwd_cf_fast.cu); false = not eligible, run the kernels below
-  if (!channel_last && fwd_cf_fast_enabled() && launch_fwd_channel_first_fast(p, stream)) return;
-  if (channel_last && fwd_cl_fast_enabled() && launch_fwd_channel_last_fast(p, stream)) return;
-  switch (p.x_dtype) {
-    case kFloat16: launch_fwd_w<__half>(p, channel_last, stream); break;
-    case kBFloat16: launch_fwd_w<__nv_bfloat16>(p, channel_last, stream); break;
-    default: launch_fwd_w<float>(p, channel_last, stream); break;
-  }
+namespace fwd_general {
+
+// Every case the op accepts: widths 2-4 on the width-4 kernel, 5-8 on the width-8 one.
+void launch(const ConvParams& p, cudaStream_t stream) {
+  dispatch_dtype_width(p.x_dtype, p.width, Widths<4, 8>{}, [&](auto tag, auto width) {
+    launch_fwd<typename decltype(tag)::type, decltype(width)::value>(p, stream);
+  });
 }
 
+}  // namespace fwd_general
 }  // namespace causal_conv1d_cuda

@@ -15,10 +15,10 @@
 // initial_states before the start of the row, or zero.
 // Eligible: channel-first, no seq_idx, width 2..4, every row of x and out 16-byte aligned and
 // seqlen a multiple of the vector width (so each vector is wholly inside or wholly past the row).
-// Everything else returns false and runs the general kernel.
+// Everything else runs the next path of the forward's table (dispatch.cu).
 #include "launch_check.cuh"
 
-#include "fwd_cf_fast.cuh"
+#include "dispatch.cuh"
 #include "vec16.cuh"
 
 namespace causal_conv1d_cuda {
@@ -141,57 +141,50 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
   }
 }
 
+// 16-byte vectors per lane for p (see kThreads): 8 for 16-bit rows that fill warps of 8 vectors.
+int vecs_per_lane(const ConvParams& p) { return p.x_dtype != kFloat32 && p.seqlen >= 32 * 8 * 8 ? 8 : 4; }
+
+// Warps per row and the grid's blocks.
+int64_t warps_per_row(const ConvParams& p) {
+  const int64_t per_warp = 32 * vecs_per_lane(p) * (p.x_dtype == kFloat32 ? 4 : 8);
+  return (p.seqlen + per_warp - 1) / per_warp;
+}
+int64_t grid_blocks(const ConvParams& p) {
+  return (warps_per_row(p) * p.batch * p.dim + kThreads / 32 - 1) / (kThreads / 32);
+}
+
 template <typename T, int kW, int kVecs>
-bool launch_v(const ConvParams& p, cudaStream_t stream) {
-  constexpr int64_t kPerWarp = 32 * kVecs * (16 / static_cast<int64_t>(sizeof(T)));
-  const int64_t wpr = (p.seqlen + kPerWarp - 1) / kPerWarp;  // warps per row
+void launch_v(const ConvParams& p, cudaStream_t stream) {
+  const int64_t wpr = warps_per_row(p);
   const int64_t nwarps = wpr * p.batch * p.dim;
-  const int64_t blocks = (nwarps + kThreads / 32 - 1) / (kThreads / 32);
-  if (blocks > 0x7fffffffLL) return false;
-  fwd_cf_fast_kernel<T, kW, kVecs><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p, wpr, nwarps);
+  fwd_cf_fast_kernel<T, kW, kVecs><<<static_cast<unsigned>(grid_blocks(p)), kThreads, 0, stream>>>(p, wpr, nwarps);
   CC1D_CUDA_LAUNCH_CHECK();
-  return true;
-}
-
-template <typename T, int kW>
-bool launch(const ConvParams& p, cudaStream_t stream) {
-  if constexpr (sizeof(T) == 2) {
-    if (p.seqlen >= 32 * 8 * 8) return launch_v<T, kW, 8>(p, stream);  // rows fill warps of 8 vectors
-  }
-  return launch_v<T, kW, 4>(p, stream);
-}
-
-template <typename T>
-bool launch_w(const ConvParams& p, cudaStream_t stream) {
-  switch (p.width) {
-    case 2: return launch<T, 2>(p, stream);
-    case 3: return launch<T, 3>(p, stream);
-    case 4: return launch<T, 4>(p, stream);
-    default: return false;
-  }
 }
 
 }  // namespace
 
-bool fwd_cf_fast_enabled() {
-  // On by default: on the H200, bf16 B4 D4096 L4096 98.3 -> 75.2 us (64% -> 84% of copy) and fp32
-  // 177 -> 132 us (71% -> 95%); the GPU suite and memcheck pass on both paths (2026-11-30).
-  // CAUSAL_CONV1D_FWD_FAST=0 selects the general kernel (for comparisons and bisecting).
-  static const bool enabled = switch_on("CAUSAL_CONV1D_FWD_FAST");
-  return enabled;
-}
+namespace fwd_cf_fast {
 
-bool launch_fwd_channel_first_fast(const ConvParams& p, cudaStream_t stream) {
-  if (p.x_ls != 1 || p.out_ls != 1 || p.seq_idx != nullptr || !p.vec_ok) return false;
+// On unless CAUSAL_CONV1D_FWD_FAST is off: on the H200, bf16 B4 D4096 L4096 98.3 -> 75.2 us (64% ->
+// 84% of copy) and fp32 177 -> 132 us (71% -> 95%) against the general kernel (2026-11-30).
+bool eligible(const ConvParams& p) {
+  if (p.channel_last || p.x_ls != 1 || p.out_ls != 1 || p.seq_idx != nullptr || !p.vec_ok) return false;
   if (p.width < 2 || p.width > 4 || p.batch <= 0 || p.dim <= 0 || p.seqlen <= 0) return false;
   const int64_t per = p.x_dtype == kFloat32 ? 4 : 8;  // elements per 16-byte vector
   if (p.seqlen % per != 0) return false;
-  switch (p.x_dtype) {
-    case kFloat16: return launch_w<__half>(p, stream);
-    case kBFloat16: return launch_w<__nv_bfloat16>(p, stream);
-    case kFloat32: return launch_w<float>(p, stream);
-    default: return false;
-  }
+  return grid_blocks(p) <= 0x7fffffffLL;
 }
 
+void launch(const ConvParams& p, cudaStream_t stream) {
+  dispatch_dtype_width(p.x_dtype, p.width, Widths<2, 3, 4>{}, [&](auto tag, auto width) {
+    using T = typename decltype(tag)::type;
+    constexpr int kW = decltype(width)::value;
+    if constexpr (sizeof(T) == 2) {
+      if (vecs_per_lane(p) == 8) return launch_v<T, kW, 8>(p, stream);
+    }
+    launch_v<T, kW, 4>(p, stream);
+  });
+}
+
+}  // namespace fwd_cf_fast
 }  // namespace causal_conv1d_cuda

@@ -17,12 +17,12 @@
 // loads are issued before group s is computed, so a thread has up to 64 bytes of loads outstanding
 // while it computes (the ring is unrolled three times: nothing is copied between buffers).
 // Eligible: channel-last, no seq_idx, width 2..4; for 16-bit types even dim, even token and batch
-// pitches and 4-byte aligned x / out. Everything else returns false and runs the general kernel.
+// pitches and 4-byte aligned x / out. Everything else runs the general kernel (dispatch.cu).
 #include "launch_check.cuh"
 
 #include <algorithm>
 
-#include "fwd_cl_fast.cuh"
+#include "dispatch.cuh"
 #include "vec16.cuh"
 
 namespace causal_conv1d_cuda {
@@ -231,9 +231,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) fwd_cl_fast_kernel(const
   }
 }
 
-template <typename T, int kW>
-bool launch(const ConvParams& p, cudaStream_t stream) {
-  constexpr int kC = Word<T>::kC;
+// The launch geometry of p into g; false when it does not fit the kernel's 32-bit indices.
+bool geometry(const ConvParams& p, Geometry& g) {
+  const int64_t kC = p.x_dtype == kFloat32 ? 1 : 2;  // Word<T>::kC
   const int64_t nwords = p.dim / kC;
   const int64_t resident = static_cast<int64_t>(p.num_sms > 0 ? p.num_sms : 1) * kMinBlocks * kThreads;
   auto nthreads = [&](int64_t c) { return p.batch * ((p.seqlen + c - 1) / c) * nwords; };
@@ -244,28 +244,14 @@ bool launch(const ConvParams& p, cudaStream_t stream) {
   // 32-bit thread index; 32-bit word offsets within a chunk (the halo before it and the group
   // pointers the ring forms up to 4 * kG past it included)
   if (total > 0xffffffffLL - kThreads) return false;
-  if ((chunk + 4 * kG + kW) * std::max(xs, os) > 0x7fffffffLL) return false;
-  Geometry g;
+  if ((chunk + 4 * kG + p.width) * std::max(xs, os) > 0x7fffffffLL) return false;
   g.nwords = static_cast<uint32_t>(nwords);
   g.nchunks = static_cast<uint32_t>((p.seqlen + chunk - 1) / chunk);
   g.total = static_cast<uint32_t>(total);
   g.chunk = static_cast<int>(chunk);
   g.xs = static_cast<int>(xs);
   g.os = static_cast<int>(os);
-  const int64_t blocks = (total + kThreads - 1) / kThreads;
-  fwd_cl_fast_kernel<T, kW><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p, g);
-  CC1D_CUDA_LAUNCH_CHECK();
   return true;
-}
-
-template <typename T>
-bool launch_w(const ConvParams& p, cudaStream_t stream) {
-  switch (p.width) {
-    case 2: return launch<T, 2>(p, stream);
-    case 3: return launch<T, 3>(p, stream);
-    case 4: return launch<T, 4>(p, stream);
-    default: return false;
-  }
 }
 
 // 16-bit types: a word holds channels 2i, 2i+1 of one token, so every token row must start on a
@@ -278,27 +264,31 @@ bool words_ok(const void* ptr, int64_t bs, int64_t ls, int batch, int64_t seqlen
 
 }  // namespace
 
-bool fwd_cl_fast_enabled() {
-  // On by default; CAUSAL_CONV1D_FWD_CL_FAST=0 selects the general kernel (for comparisons and
-  // bisecting).
-  static const bool enabled = switch_on("CAUSAL_CONV1D_FWD_CL_FAST");
-  return enabled;
-}
+namespace fwd_cl_fast {
 
-bool launch_fwd_channel_last_fast(const ConvParams& p, cudaStream_t stream) {
-  if (p.x_cs != 1 || p.out_cs != 1 || p.seq_idx != nullptr) return false;
+// On unless CAUSAL_CONV1D_FWD_CL_FAST is off.
+bool eligible(const ConvParams& p) {
+  if (!p.channel_last || p.x_cs != 1 || p.out_cs != 1 || p.seq_idx != nullptr) return false;
   if (p.width < 2 || p.width > 4 || p.batch <= 0 || p.dim <= 0 || p.seqlen <= 0) return false;
   if (p.x_dtype != kFloat32) {
     if (p.dim % 2 != 0) return false;
     if (!words_ok(p.x, p.x_bs, p.x_ls, p.batch, p.seqlen) || !words_ok(p.out, p.out_bs, p.out_ls, p.batch, p.seqlen))
       return false;
   }
-  switch (p.x_dtype) {
-    case kFloat16: return launch_w<__half>(p, stream);
-    case kBFloat16: return launch_w<__nv_bfloat16>(p, stream);
-    case kFloat32: return launch_w<float>(p, stream);
-    default: return false;
-  }
+  Geometry g;
+  return geometry(p, g);
 }
 
+void launch(const ConvParams& p, cudaStream_t stream) {
+  Geometry g;
+  geometry(p, g);  // eligible(): it fits
+  const int64_t blocks = (static_cast<int64_t>(g.total) + kThreads - 1) / kThreads;
+  dispatch_dtype_width(p.x_dtype, p.width, Widths<2, 3, 4>{}, [&](auto tag, auto width) {
+    using T = typename decltype(tag)::type;
+    fwd_cl_fast_kernel<T, decltype(width)::value><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p, g);
+    CC1D_CUDA_LAUNCH_CHECK();
+  });
+}
+
+}  // namespace fwd_cl_fast
 }  // namespace causal_conv1d_cuda

@@ -1,7 +1,8 @@
 // CUDA implementations of the causal_conv1d ops (schemas: csrc/ops.cpp, docs/ARCHITECTURE.md).
 // Validates with csrc/checks.h, allocates outputs in x's layout, fills the plain parameter
-// structs of common.cuh and launches on the current stream. Kernels live in fwd.cu, bwd.cu and
-// update.cu (no torch there, so they compile fast and are the same in both op-layer builds).
+// structs of common.cuh and launches on the current stream through each op's dispatch table
+// (dispatch.cu; the kernel files have no torch, so they compile fast and are the same in both
+// op-layer builds).
 // Torch is seen through csrc/torch_api.h and cuda/torch_api_cuda.h (stable ABI or ATen).
 #include <cstdint>
 #include <optional>
@@ -73,6 +74,7 @@ void fill_common(k::ConvParams& p, const Tensor& x, const Tensor& weight,
   if (initial_states.has_value()) {
     bind_bdl(*initial_states, p.init, p.i_bs, p.i_cs, p.i_ls);
   }
+  p.channel_last = is_channel_last(x);
   p.num_sms = sm_count(device_index(x));
 }
 
@@ -113,7 +115,7 @@ std::tuple<Tensor, Tensor> fwd_cuda(const Tensor& x, const Tensor& weight,
     bind_bdl(final_states, p.final_out, p.f_bs, p.f_cs, p.f_ls);
   }
   p.vec_ok = vec_rows_ok(x, cl) && vec_rows_ok(out, cl);
-  k::run_fwd(p, cl, current_cuda_stream(device_index(x)));
+  k::run_fwd(p, current_cuda_stream(device_index(x)));
   return {out, final_states};
 }
 
@@ -161,11 +163,13 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cuda(
   p.vec_ok = vec_rows_ok(x, cl) && vec_rows_ok(dout, cl) && vec_rows_ok(dx, cl);
   // The backward is deterministic whether or not deterministic_requested(): per-block partial sums
   // reduced in a fixed order, no atomics (see bwd.cu).
-  p.nparts = k::bwd_num_parts(p, cl);
+  // The path first (dispatch.cu): the workspace is the size the chosen kernels write.
+  const causal_conv1d::KernelPath path = k::select_bwd(p);
+  p.nparts = k::bwd_num_parts(path, p);
   const int64_t kwp = k::bwd_padded_width(p.width);
   Tensor partial = alloc_empty({p.nparts * (kwp + 1) * D}, ScalarType::Float, x);
   p.partial = partial.mutable_data_ptr<float>();
-  k::run_bwd(p, cl, current_cuda_stream(device_index(x)));
+  k::run_bwd(path, p, current_cuda_stream(device_index(x)));
   return {dx, dweight, dbias, dinit};
 }
 

@@ -9,8 +9,7 @@
 // cache) gives a zero output and leaves the cache untouched.
 #include "launch_check.cuh"
 
-#include "common.cuh"
-#include "update_fast.cuh"
+#include "dispatch.cuh"
 
 namespace causal_conv1d_cuda {
 namespace {
@@ -191,25 +190,16 @@ void launch_update(const UpdateParams& p, cudaStream_t stream) {
   CC1D_CUDA_LAUNCH_CHECK();
 }
 
-template <typename T>
-void launch_update_w(const UpdateParams& p, cudaStream_t stream) {
-  if (p.width <= 4) {
-    launch_update<T, 4>(p, stream);
-  } else {
-    launch_update<T, 8>(p, stream);
-  }
-}
-
 }  // namespace
 
-void run_update(const UpdateParams& p, cudaStream_t stream) {
-  // fast decode path (update_fast.cu); false = not eligible, run the kernel below
-  if (update_fast_enabled() && launch_update_fast(p, stream)) return;
-  switch (p.x_dtype) {
-    case kFloat16: launch_update_w<__half>(p, stream); break;
-    case kBFloat16: launch_update_w<__nv_bfloat16>(p, stream); break;
-    default: launch_update_w<float>(p, stream); break;
-  }
+namespace update_general {
+
+// Every case the op accepts: widths 2-4 on the width-4 kernel, 5-8 on the width-8 one.
+void launch(const UpdateParams& p, cudaStream_t stream) {
+  dispatch_dtype_width(p.x_dtype, p.width, Widths<4, 8>{}, [&](auto tag, auto width) {
+    launch_update<typename decltype(tag)::type, decltype(width)::value>(p, stream);
+  });
 }
 
+}  // namespace update_general
 }  // namespace causal_conv1d_cuda

@@ -16,13 +16,10 @@
 //   out = act(bias + sum_k w[k] * window[k]), window = old_state[S - W + 1 ..] ++ x,
 // accumulated in the general kernel's order (same float results: tests/gpu/test_update_fast.py).
 // Eligible: seqlen 1, no cache_seqlens, width 2..4, state_len W - 1 or W, dim a multiple of kC,
-// the vector alignments above. Everything else returns false and runs the general kernel.
+// the vector alignments above. Everything else runs the general kernel (update.cu).
 #include "launch_check.cuh"
 
-#include <cstdlib>
-#include <cstring>
-
-#include "update_fast.cuh"
+#include "dispatch.cuh"
 #include "vec16.cuh"
 
 namespace causal_conv1d_cuda {
@@ -164,63 +161,51 @@ __global__ void __launch_bounds__(kThreads) update_fast_kernel(const UpdateParam
 }
 
 template <typename T, int kW, int kS>
-bool launch_s(const UpdateParams& p, cudaStream_t stream) {
+void launch_s(const UpdateParams& p, cudaStream_t stream) {
   constexpr int kC = Lanes<T>::kC;
-  const bool bsd = p.st_cs == 1;  // (B, S, D)-strided state (for S == 1 both forms read the same)
-  if (bsd) {
-    if (kS > 1 && p.st_ls % kC != 0) return false;
-  } else if (!(p.st_ls == 1 && p.st_cs == kS)) {
-    return false;
-  }
-  if (p.state_batch > 1 && p.st_bs % kC != 0) return false;
   const int vecs = p.dim / kC;
-  dim3 grid((vecs + kThreads - 1) / kThreads, p.batch);
-  if (grid.y > 65535u) return false;
-  if (bsd) {
+  const dim3 grid((vecs + kThreads - 1) / kThreads, p.batch);
+  if (p.st_cs == 1) {  // (B, S, D)-strided state (for S == 1 both forms read the same)
     update_fast_kernel<T, kW, kS, true><<<grid, kThreads, 0, stream>>>(p, vecs);
   } else {
     update_fast_kernel<T, kW, kS, false><<<grid, kThreads, 0, stream>>>(p, vecs);
   }
   CC1D_CUDA_LAUNCH_CHECK();
-  return true;
-}
-
-template <typename T, int kW>
-bool launch_w(const UpdateParams& p, cudaStream_t stream) {
-  if (p.state_len == kW - 1) return launch_s<T, kW, kW - 1>(p, stream);
-  if (p.state_len == kW) return launch_s<T, kW, kW>(p, stream);
-  return false;
-}
-
-template <typename T>
-bool launch_t(const UpdateParams& p, cudaStream_t stream) {
-  constexpr int kC = Lanes<T>::kC;
-  if (p.dim % kC != 0) return false;
-  if (p.x_cs != 1 || p.out_cs != 1) return false;
-  if (p.batch > 1 && (p.x_bs % kC != 0 || p.out_bs % kC != 0)) return false;
-  switch (p.width) {
-    case 2: return launch_w<T, 2>(p, stream);
-    case 3: return launch_w<T, 3>(p, stream);
-    case 4: return launch_w<T, 4>(p, stream);
-    default: return false;
-  }
 }
 
 }  // namespace
 
-bool update_fast_enabled() {
-  static const bool on = switch_on("CAUSAL_CONV1D_UPDATE_FAST");
-  return on;
-}
+namespace update_fast {
 
-bool launch_update_fast(const UpdateParams& p, cudaStream_t stream) {
+// On unless CAUSAL_CONV1D_UPDATE_FAST is off.
+bool eligible(const UpdateParams& p) {
   if (p.seqlen != 1 || p.cache_seqlens != nullptr) return false;
+  if (p.width < 2 || p.width > 4 || (p.state_len != p.width - 1 && p.state_len != p.width)) return false;
   if (!aligned_to(p.x, 16) || !aligned_to(p.out, 16) || !aligned_to(p.state, 16)) return false;
-  switch (p.x_dtype) {
-    case kFloat16: return launch_t<__half>(p, stream);
-    case kBFloat16: return launch_t<__nv_bfloat16>(p, stream);
-    default: return launch_t<float>(p, stream);
+  const int kC = p.x_dtype == kFloat32 ? 4 : 8;  // Lanes<T>::kC: elements per 16-byte vector
+  if (p.dim % kC != 0) return false;
+  if (p.x_cs != 1 || p.out_cs != 1) return false;
+  if (p.batch > 1 && (p.x_bs % kC != 0 || p.out_bs % kC != 0)) return false;
+  if (p.st_cs == 1) {  // (B, S, D)-strided state
+    if (p.state_len > 1 && p.st_ls % kC != 0) return false;
+  } else if (!(p.st_ls == 1 && p.st_cs == p.state_len)) {
+    return false;
   }
+  if (p.state_batch > 1 && p.st_bs % kC != 0) return false;
+  return p.batch <= 65535;  // grid.y
 }
 
+void launch(const UpdateParams& p, cudaStream_t stream) {
+  dispatch_dtype_width(p.x_dtype, p.width, Widths<2, 3, 4>{}, [&](auto tag, auto width) {
+    using T = typename decltype(tag)::type;
+    constexpr int kW = decltype(width)::value;
+    if (p.state_len == kW - 1) {
+      launch_s<T, kW, kW - 1>(p, stream);
+    } else {
+      launch_s<T, kW, kW>(p, stream);  // eligible(): state_len is width - 1 or width
+    }
+  });
+}
+
+}  // namespace update_fast
 }  // namespace causal_conv1d_cuda

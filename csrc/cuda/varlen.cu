@@ -19,8 +19,7 @@
 // query_start_loc is clamped into [0, total], num_accepted_tokens into [1, seqlen].
 #include "launch_check.cuh"
 
-#include "common.cuh"
-#include "varlen.cuh"
+#include "dispatch.cuh"
 
 namespace causal_conv1d_cuda {
 namespace {
@@ -201,7 +200,7 @@ __global__ void __launch_bounds__(kSpecThreads) spec_update_kernel(const SpecPar
   }
 }
 
-template <typename T>
+template <typename T, int kW>
 void launch_varlen(const VarlenParams& p, cudaStream_t stream) {
   // chunk >= 8 > width - 2: a sequence's first width-1 outputs spill at most into the next chunk
   const bool channel_last = p.x_ds == 1 && p.x_ts != 1;
@@ -216,41 +215,29 @@ void launch_varlen(const VarlenParams& p, cudaStream_t stream) {
     grid = dim3(static_cast<unsigned>((p.dim + kVarlenThreads - 1) / kVarlenThreads),
                 static_cast<unsigned>((p.total + chunk - 1) / chunk));
   }
-  if (p.width <= 4) {
-    varlen_fwd_kernel<T, 4><<<grid, kVarlenThreads, 0, stream>>>(p, chunk, token_major);
-  } else {
-    varlen_fwd_kernel<T, 8><<<grid, kVarlenThreads, 0, stream>>>(p, chunk, token_major);
-  }
-  CC1D_CUDA_LAUNCH_CHECK();
-}
-
-template <typename T>
-void launch_spec(const SpecParams& p, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>((p.dim + kSpecThreads - 1) / kSpecThreads), static_cast<unsigned>(p.batch));
-  if (p.width <= 4) {
-    spec_update_kernel<T, 4><<<grid, kSpecThreads, 0, stream>>>(p);
-  } else {
-    spec_update_kernel<T, 8><<<grid, kSpecThreads, 0, stream>>>(p);
-  }
+  varlen_fwd_kernel<T, kW><<<grid, kVarlenThreads, 0, stream>>>(p, chunk, token_major);
   CC1D_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace
 
-void run_varlen_fwd(const VarlenParams& p, cudaStream_t stream) {
-  switch (p.x_dtype) {
-    case kFloat16: launch_varlen<__half>(p, stream); break;
-    case kBFloat16: launch_varlen<__nv_bfloat16>(p, stream); break;
-    default: launch_varlen<float>(p, stream); break;
-  }
+// Both ops: widths 2-4 on the width-4 kernel, 5-8 on the width-8 one.
+namespace varlen_fwd {
+void launch(const VarlenParams& p, cudaStream_t stream) {
+  dispatch_dtype_width(p.x_dtype, p.width, Widths<4, 8>{}, [&](auto tag, auto width) {
+    launch_varlen<typename decltype(tag)::type, decltype(width)::value>(p, stream);
+  });
 }
+}  // namespace varlen_fwd
 
-void run_spec_update(const SpecParams& p, cudaStream_t stream) {
-  switch (p.x_dtype) {
-    case kFloat16: launch_spec<__half>(p, stream); break;
-    case kBFloat16: launch_spec<__nv_bfloat16>(p, stream); break;
-    default: launch_spec<float>(p, stream); break;
-  }
+namespace spec_update {
+void launch(const SpecParams& p, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((p.dim + kSpecThreads - 1) / kSpecThreads), static_cast<unsigned>(p.batch));
+  dispatch_dtype_width(p.x_dtype, p.width, Widths<4, 8>{}, [&](auto tag, auto width) {
+    spec_update_kernel<typename decltype(tag)::type, decltype(width)::value><<<grid, kSpecThreads, 0, stream>>>(p);
+    CC1D_CUDA_LAUNCH_CHECK();
+  });
 }
+}  // namespace spec_update
 
 }  // namespace causal_conv1d_cuda

@@ -7,6 +7,7 @@ package when it imports, else from the built library file.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import importlib
 import os
@@ -47,3 +48,20 @@ def ops():
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
     return load_ops()
+
+
+@contextlib.contextmanager
+def kernel_path(ops, path: str, state: int):
+    """Within the block, kernel path ``path`` (csrc/kernel_paths.h) is forced on (1) or off (0),
+    whatever its CAUSAL_CONV1D_*_FAST variable says; afterwards the variable decides again."""
+    ops._set_kernel_path(path, state)
+    try:
+        yield
+    finally:
+        ops._set_kernel_path(path, -1)
+
+
+def path_ran(ops, op: str, want: str) -> list[str]:
+    """[] when the last launch of ``op`` ran kernel path ``want``, else the message saying which ran."""
+    got = ops._last_kernel_path(op)
+    return [] if got == want else [f"{op} ran kernel path {got}, expected {want}"]

@@ -2,7 +2,8 @@
 
     compute-sanitizer --tool memcheck --error-exitcode 1 python tests/gpu/sanitize_driver.py
 
-Exits non-zero when a result is wrong; the sanitizer reports bad accesses and races itself.
+Exits non-zero when a result is wrong or a kernel path (``_kernel_paths``) was not run (each call's
+path is read back with ``_last_kernel_path``); the sanitizer reports bad accesses and races itself.
 """
 
 from __future__ import annotations
@@ -15,6 +16,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conftest import load_ops  # noqa: E402
 from ref import conv_ref, rel_err, tol_for, update_ref  # noqa: E402
+
+
+SEEN: set[str] = set()  # the kernel paths the calls ran
+
+
+def ran(ops, op: str) -> None:
+    SEEN.add(ops._last_kernel_path(op))
 
 
 def serving_checks(ops, dev: str, dtype: torch.dtype) -> tuple[int, int]:
@@ -37,6 +45,7 @@ def serving_checks(ops, dev: str, dtype: torch.dtype) -> tuple[int, int]:
             seq[1, 40:] = 2
             seq[1, L - 3 :] = -1
             out, _ = ops.fwd(x, w, b, seq, init, False, True)
+            ran(ops, "fwd")
             ref = causal_conv1d_ref(x.float(), w.float(), b.float(), init.float(), activation="silu", seq_idx=seq)
             n += 1
             bad += rel_err(out, ref) >= tol_for(dtype)
@@ -51,6 +60,7 @@ def serving_checks(ops, dev: str, dtype: torch.dtype) -> tuple[int, int]:
             hi = torch.tensor([1, 0, 1, 1, 1, 0], device=dev, dtype=torch.bool)
             st_ref = st.clone()
             out_v = ops.varlen_fwd(xv, w, b, st, q, ci, hi, True, -1)
+            ran(ops, "varlen_fwd")
             ref_v = causal_conv1d_varlen_ref(xv, w, b, st_ref, q, ci, hi)
             n += 1
             bad += (not torch.equal(st, st_ref)) or rel_err(out_v, ref_v) >= tol_for(dtype)
@@ -61,6 +71,7 @@ def serving_checks(ops, dev: str, dtype: torch.dtype) -> tuple[int, int]:
             na = torch.tensor([2, 1, 4], device=dev, dtype=torch.int32)
             ss_ref = ss.clone()
             out_s = ops.spec_update(xs, ss, w, b, True, ix, na, -1)
+            ran(ops, "spec_update")
             ref_s = causal_conv1d_update_spec_ref(xs, ss_ref, w, b, "silu", ix, na)
             n += 1
             bad += (not torch.equal(ss, ss_ref)) or rel_err(out_s, ref_s) >= tol_for(dtype)
@@ -88,15 +99,20 @@ def main() -> int:
                     init = torch.randn(B, D, W - 1, device=dev, dtype=dtype)
                     dfin = torch.randn(B, D, W - 1, device=dev, dtype=dtype)
                     out, fin = ops.fwd(x, w, b, None, init, True, True)
+                    ran(ops, "fwd")
                     ref, _ = conv_ref(x, w, b, initial_states=init, silu=True)
                     n += 1
                     bad += rel_err(out, ref) >= tol_for(dtype)
                     dout = torch.randn_like(out)
                     dx, dw, db, di = ops.bwd(x, w, b, dout, None, init, dfin, True, True)
+                    ran(ops, "bwd")
+                    ops.bwd(x, w, b, dout, None, None, None, False, True)  # no states: the fast paths
+                    ran(ops, "bwd")
                     seq = torch.zeros(B, L, device=dev, dtype=torch.int32)
                     seq[:, L // 2 :] = 1
                     seq[:, L - 1 :] = -1
                     out_s, _ = ops.fwd(x, w, b, seq, None, False, False)
+                    ran(ops, "fwd")
                     ref_s, _ = conv_ref(x, w, b, seq_idx=seq)
                     n += 1
                     bad += rel_err(out_s, ref_s) >= tol_for(dtype)
@@ -111,6 +127,14 @@ def main() -> int:
             st_ref = state.clone()
             ref = update_ref(x, st_ref, w, None, True, cs, ix)
             out = ops.update(x, state, w, None, True, cs, ix)
+            ran(ops, "update")
+            n += 1
+            bad += (not torch.equal(state, st_ref)) or rel_err(out, ref) >= tol_for(dtype)
+            x1 = x[:, :, :1].contiguous()  # one token: the fast decode path where S is W - 1 or W
+            st_ref = state.clone()
+            ref = update_ref(x1, st_ref, w, None, True, None, ix)
+            out = ops.update(x1, state, w, None, True, None, ix)
+            ran(ops, "update")
             n += 1
             bad += (not torch.equal(state, st_ref)) or rel_err(out, ref) >= tol_for(dtype)
         n_s, bad_s = serving_checks(ops, dev, dtype)
@@ -118,7 +142,9 @@ def main() -> int:
         bad += bad_s
     torch.cuda.synchronize()
     print(f"sanitize driver: {n - bad}/{n} checks passed")
-    return 1 if bad else 0
+    missing = sorted(set(ops._kernel_paths()) - SEEN)
+    print(f"kernel paths run: {', '.join(sorted(SEEN))}" + (f"; NOT run: {', '.join(missing)}" if missing else ""))
+    return 1 if bad or missing else 0
 
 
 if __name__ == "__main__":

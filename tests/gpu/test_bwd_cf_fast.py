@@ -1,7 +1,7 @@
 """The fast channel-first backward (csrc/cuda/bwd_cf_fast.cu; on unless CAUSAL_CONV1D_BWD_FAST=0).
 
-The kernel reads the environment variable once per process, so the cases run in a child process
-with the variable set to 1 (whatever the parent's environment). Every case in ``cases()`` is
+The cases run with the path forced on in process (``kernel_path``, whatever the environment says)
+and each asserts that the fast path ran (``_last_kernel_path``). Every case in ``cases()`` is
 eligible for the fast path (channel-first, 16-byte aligned rows, seqlen a multiple of 16 bytes,
 width 2..4, no seq_idx / states). Rows are short (one vector), several warps long, and end inside a
 warp (lanes and vectors past the row), or exactly at a warp boundary. dx is checked element by
@@ -11,23 +11,22 @@ bit-identical results. ``check_path()`` asserts (through the profiler's kernel n
 kernel ran for an eligible case and the general one for an ineligible case.
 
 compute-sanitizer over the same cases:
-    CAUSAL_CONV1D_BWD_FAST=1 compute-sanitizer --tool memcheck --error-exitcode 1 \
+    compute-sanitizer --tool memcheck --error-exitcode 1 \
         python -c "import sys; sys.path.insert(0, 'tests/gpu'); import test_bwd_cf_fast as t; sys.exit(min(t.run_cases(), 100))"
 """
 
 from __future__ import annotations
 
 import itertools
-import os
 from pathlib import Path
 
 import pytest
-from _child import run_child
+from conftest import kernel_path, path_ran
 
 pytestmark = pytest.mark.gpu
 
 HERE = Path(__file__).resolve().parent
-ENV_VAR = "CAUSAL_CONV1D_BWD_FAST"
+PATH = "bwd_cf_fast"
 FAST_KERNEL = "bwd_cf_fast_kernel"
 
 # rounding of the stored result (dx in x's dtype, dweight / dbias in weight's dtype), relative to |ref|
@@ -126,17 +125,18 @@ def _bad(got, ref, absum, rtol: float, atol: float, zerr=0.0):
     return ((got.double() - ref).abs() > rtol * ref.abs() + atol * absum + zerr + floor).nonzero()
 
 
-def check_bwd(ops, x, dout, w, b, silu: bool, dts: str, wts: str, unit_axis: int) -> list[str]:
-    """Run the backward twice (no states) and check it: dx, dweight, dbias against the float64
+def check_bwd(ops, x, dout, w, b, silu: bool, dts: str, wts: str, unit_axis: int, path: str) -> list[str]:
+    """Run the backward twice (no states) and check it: the kernel path that ran, dx, dweight, dbias
+    against the float64
     reference with the tolerances above, empty dbias / dinitial_states where they must be, dx in x's
     layout (unit stride on unit_axis), gradient dtypes, and bit-identical results across the two runs.
     Returns the failure messages (empty when all is right)."""
     import torch
 
     dx, dw, db, dinit = ops.bwd(x, w, b, dout, None, None, None, False, silu)
+    msg = path_ran(ops, "bwd", path)
     again = ops.bwd(x, w, b, dout, None, None, None, False, silu)
     (rdx, rdw, rdb), (adx, adw, adb), (zdx, zdw, zdb) = _reference(x, dout, w, b, silu)
-    msg = []
     checks = [
         ("dx", dx, rdx, adx, zdx, ROUND_TOL[dts], ABS_TOL_DX),
         ("dweight", dw, rdw, adw, zdw, ROUND_TOL[wts], ABS_TOL_DW),
@@ -161,16 +161,15 @@ def check_bwd(ops, x, dout, w, b, silu: bool, dts: str, wts: str, unit_axis: int
 
 
 def run_cases() -> int:
-    """Child process: run every case on the GPU; print failures; exit status = number failed."""
+    """Run every case on the GPU; print failures; return the number failed."""
     import torch
     from conftest import load_ops
 
-    assert os.environ.get(ENV_VAR) == "1", f"run with {ENV_VAR}=1"
     ops = load_ops()
     failed = 0
     for n, (dts, wk, W, B, D, L, strided, silu, bias) in enumerate(cases()):
         x, dout, w, b = _inputs(n, dts, wk, W, B, D, L, strided, bias)
-        msg = check_bwd(ops, x, dout, w, b, silu, dts, "fp32" if wk == "fp32" else dts, unit_axis=2)
+        msg = check_bwd(ops, x, dout, w, b, silu, dts, "fp32" if wk == "fp32" else dts, unit_axis=2, path=PATH)
         if msg:
             failed += 1
             print(
@@ -183,7 +182,7 @@ def run_cases() -> int:
 
 
 def check_path() -> int:
-    """Child process: the fast kernel runs for an eligible case, the general one otherwise.
+    """The profiler's view: the fast kernel runs for an eligible case, the general one otherwise.
 
     Returns the number of failed checks; 0 (with a note) when the profiler records no kernels
     (no CUPTI), since the check cannot be made then.
@@ -207,7 +206,11 @@ def check_path() -> int:
         return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
 
     eligible = kernels(x, w, b, dout, None, None, None, False, True)
+    recorded = path_ran(ops, "bwd", PATH)
     ineligible = kernels(x, w, b, dout, None, init, None, True, True)  # initial_states: general kernel
+    recorded += path_ran(ops, "bwd", "bwd_general")
+    for m in recorded:
+        print(f"FAIL {m}")
     if not eligible and not ineligible:
         print("note: the profiler recorded no CUDA kernels (no CUPTI?); path check skipped")
         return 0
@@ -219,9 +222,10 @@ def check_path() -> int:
         print(f"FAIL ineligible case (initial_states) ran {FAST_KERNEL}: {ineligible}")
         failed += 1
     print(f"path check: {2 - failed}/2 passed")
-    return failed
+    return failed + len(recorded)
 
 
-def test_bwd_cf_fast_path(ops):  # noqa: ARG001 - the fixture skips without a GPU
-    proc = run_child("test_bwd_cf_fast", "t.run_cases() + t.check_path()", {ENV_VAR: "1"}, timeout=900)
-    assert proc.returncode == 0, f"fast-path cases failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+def test_bwd_cf_fast_path(ops):
+    with kernel_path(ops, PATH, 1):
+        failed = run_cases() + check_path()
+    assert failed == 0, f"{failed} fast-path cases failed (printed above)"

@@ -1,7 +1,7 @@
 """The fast channel-last backward (csrc/cuda/bwd_cl_fast.cu; on unless CAUSAL_CONV1D_BWD_CL_FAST=0).
 
-The kernel reads the environment variable once per process, so the cases run in a child process
-with the variable set to 1 (whatever the parent's environment). Every case in ``cases()`` is
+The cases run with the path forced on in process (``kernel_path``, whatever the environment says)
+and each asserts that the fast path ran (``_last_kernel_path``). Every case in ``cases()`` is
 eligible for the fast path (channel-last x / dout / dx, width 2..4, no seq_idx / states, for 16-bit
 x an even dim and even token pitches). x is a (B, L, P) buffer viewed as (B, D, L) with token pitch
 P >= D; dout is either a dense channel-last tensor or a view with its own pitch. The shapes cover:
@@ -11,28 +11,27 @@ shapes where the slices are long (T ~ 110 tokens: the unchecked interior steps o
 small grids the launcher shortens the slices to fill the GPU). dx is checked element by element,
 dweight and dbias per channel against a float64 autograd reference (tolerances and reference shared
 with test_bwd_cf_fast.py); every case runs twice and must give bit-identical results.
-``check_path()`` asserts (through the profiler's kernel names) that the fast kernel runs for an
-eligible case and the general one for ineligible cases, and that CAUSAL_CONV1D_BWD_CL_FAST=0 turns
-it off.
+``check_path()`` asserts (the recorded path and the profiler's kernel names) that the fast kernel
+runs for an eligible case and the general one for ineligible cases, and that turning the path off
+turns it off.
 
 compute-sanitizer over the same cases:
-    CAUSAL_CONV1D_BWD_CL_FAST=1 compute-sanitizer --tool memcheck --error-exitcode 1 \\
+    compute-sanitizer --tool memcheck --error-exitcode 1 \\
         python -c "import sys; sys.path.insert(0, 'tests/gpu'); import test_bwd_cl_fast as t; sys.exit(min(t.run_cases(max_elems=1 << 20), 100))"
 """
 
 from __future__ import annotations
 
 import itertools
-import os
 from pathlib import Path
 
 import pytest
-from _child import run_child
+from conftest import kernel_path, path_ran
 
 pytestmark = pytest.mark.gpu
 
 HERE = Path(__file__).resolve().parent
-ENV_VAR = "CAUSAL_CONV1D_BWD_CL_FAST"
+PATH = "bwd_cl_fast"
 FAST_KERNEL = "bwd_cl_fast_kernel"
 
 
@@ -83,13 +82,12 @@ def _inputs(n: int, dts: str, wk: str, W: int, B: int, D: int, L: int, P: int, d
 
 
 def run_cases(max_elems: int = 0) -> int:
-    """Child process: run every case on the GPU (only those with B * D * L <= max_elems when it is
-    positive: the small ones, for compute-sanitizer); print failures; exit status = number failed."""
+    """Run every case on the GPU (only those with B * D * L <= max_elems when it is positive: the
+    small ones, for compute-sanitizer); print failures; return the number failed."""
     import torch
     from conftest import load_ops
     from test_bwd_cf_fast import check_bwd
 
-    assert os.environ.get(ENV_VAR) == "1", f"run with {ENV_VAR}=1"
     ops = load_ops()
     failed = 0
     for n, (dts, wk, W, B, D, L, P, dpitch, silu, bias) in enumerate(cases()):
@@ -97,7 +95,7 @@ def run_cases(max_elems: int = 0) -> int:
             continue
         x, dout, w, b = _inputs(n, dts, wk, W, B, D, L, P, dpitch, bias)
         assert x.stride(1) == 1 and dout.stride(1) == 1 and x.stride(2) == P
-        msg = check_bwd(ops, x, dout, w, b, silu, dts, "fp32" if wk == "fp32" else dts, unit_axis=1)
+        msg = check_bwd(ops, x, dout, w, b, silu, dts, "fp32" if wk == "fp32" else dts, unit_axis=1, path=PATH)
         if msg:
             failed += 1
             print(
@@ -110,8 +108,9 @@ def run_cases(max_elems: int = 0) -> int:
     return failed
 
 
-def check_path() -> int:
-    """Child process: which kernel runs, with the variable at 1 (fast where eligible) or 0 (never).
+def check_path(on: bool) -> int:
+    """Which kernel runs (the recorded path and the profiler's kernel names), with the path forced on
+    (fast where eligible) or off (never).
 
     Returns the number of failed checks; 0 (with a note) when the profiler records no kernels
     (no CUPTI), since the check cannot be made then.
@@ -121,7 +120,6 @@ def check_path() -> int:
     from torch.profiler import ProfilerActivity, profile
 
     ops = load_ops()
-    on = os.environ.get(ENV_VAR) == "1"
 
     def cl(*shape, dtype=torch.bfloat16):  # (B, D, L) channel-last
         B, D, L = shape
@@ -143,28 +141,35 @@ def check_path() -> int:
         return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
 
     eligible = kernels(x, w, b, dout, None, None, None, False, True)
+    recorded = path_ran(ops, "bwd", PATH if on else "bwd_general")
     with_states = kernels(x, w, b, dout, None, init, None, True, True)
+    recorded += path_ran(ops, "bwd", "bwd_general")
     odd_dim = kernels(xo, wo, None, cl(2, 63, 512), None, None, None, False, True)
+    recorded += path_ran(ops, "bwd", "bwd_general")
+    for m in recorded:
+        print(f"FAIL {m}")
     if not eligible and not with_states and not odd_dim:
-        print("note: the profiler recorded no CUDA kernels (no CUPTI?); path check skipped")
-        return 0
-    failed = 0
+        print("note: the profiler recorded no CUDA kernels (no CUPTI?); profiler check skipped")
+        return len(recorded)
+    failed = len(recorded)
     if on != any(FAST_KERNEL in k for k in eligible):
-        print(f"FAIL {ENV_VAR}={int(on)}: eligible case ran {eligible}")
+        print(f"FAIL {PATH} on={on}: eligible case ran {eligible}")
         failed += 1
     for name, ks in (("initial_states", with_states), ("odd dim", odd_dim)):
         if any(FAST_KERNEL in k for k in ks):
             print(f"FAIL ineligible case ({name}) ran {FAST_KERNEL}: {ks}")
             failed += 1
-    print(f"path check ({ENV_VAR}={int(on)}): {3 - failed}/3 passed")
+    print(f"path check ({PATH} on={on}): {failed} failed")
     return failed
 
 
-def test_bwd_cl_fast_path(ops):  # noqa: ARG001 - the fixture skips without a GPU
-    proc = run_child("test_bwd_cl_fast", "t.run_cases() + t.check_path()", {ENV_VAR: "1"}, timeout=1800)
-    assert proc.returncode == 0, f"fast-path cases failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+def test_bwd_cl_fast_path(ops):
+    with kernel_path(ops, PATH, 1):
+        failed = run_cases() + check_path(on=True)
+    assert failed == 0, f"{failed} fast-path cases failed (printed above)"
 
 
-def test_bwd_cl_fast_env_off(ops):  # noqa: ARG001 - the fixture skips without a GPU
-    proc = run_child("test_bwd_cl_fast", "t.check_path()", {ENV_VAR: "0"}, timeout=1800)
-    assert proc.returncode == 0, f"{ENV_VAR}=0 check failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+def test_bwd_cl_fast_off(ops):
+    with kernel_path(ops, PATH, 0):
+        failed = check_path(on=False)
+    assert failed == 0, f"{failed} checks failed with {PATH} off (printed above)"

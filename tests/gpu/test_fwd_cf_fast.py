@@ -1,28 +1,27 @@
 """The fast channel-first forward (csrc/cuda/fwd_cf_fast.cu; on unless CAUSAL_CONV1D_FWD_FAST=0).
 
-The kernel reads the environment variable once per process, so the cases run in a child process
-with the variable set to 1 (whatever the parent's environment): every case here is eligible for the
+The cases run with the path forced on in process (``kernel_path``, whatever the environment says)
+and each asserts that the fast path ran (``_last_kernel_path``): every case here is eligible for the
 fast path (channel-first, 16-byte aligned rows, seqlen a multiple of 16 bytes, width 2..4, no
 seq_idx). Rows are short (one vector), fill whole warps (L = 2048) or span several warps, the last
 one partly past the row; outputs are checked element by element (a wrong halo at a lane, vector or
 warp boundary shows as a few bad tokens), final_states bit for bit.
 
-``check_path()`` asserts through the profiler's kernel names that the fast kernel ran.
+``check_path()`` also asserts through the profiler's kernel names that the fast kernel ran.
 """
 
 from __future__ import annotations
 
 import itertools
-import os
 from pathlib import Path
 
 import pytest
-from _child import run_child
+from conftest import kernel_path, path_ran
 
 pytestmark = pytest.mark.gpu
 
 HERE = Path(__file__).resolve().parent
-ENV_VAR = "CAUSAL_CONV1D_FWD_FAST"
+PATH = "fwd_cf_fast"
 
 
 def cases() -> list[tuple]:
@@ -40,12 +39,11 @@ def cases() -> list[tuple]:
 
 
 def run_cases() -> int:
-    """Child process: run every case on the GPU; print failures; exit status = number failed."""
+    """Run every case on the GPU (the path forced on); print failures; return the number failed."""
     import torch
     from conftest import load_ops
     from ref import conv_ref, tol_for
 
-    assert os.environ.get(ENV_VAR) == "1", f"run with {ENV_VAR}=1"
     ops = load_ops()
     dts_map = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
     failed = 0
@@ -61,10 +59,10 @@ def run_cases() -> int:
         b = torch.randn(D, device="cuda", generator=g).to(wd) if bias else None
         init = torch.randn(B, D, W - 1, device="cuda", dtype=dtype, generator=g) if states else None
         out, fin = ops.fwd(x, w, b, None, init, states, silu)
+        msg = path_ran(ops, "fwd", PATH)
         ref, ref_fin = conv_ref(x, w, b, initial_states=init, silu=silu)
         tol = tol_for(dtype, wd)
         bad = ((out.double() - ref).abs() > tol * (1.0 + ref.abs())).nonzero()
-        msg = []
         if bad.numel():
             i = tuple(bad[0].tolist())
             msg.append(f"{bad.shape[0]} bad outputs, first at {i}: got {out[i].item()}, want {ref[i].item()}")
@@ -86,7 +84,7 @@ def run_cases() -> int:
 
 
 def check_path() -> int:
-    """Child process: an eligible case (a 16-bit row of 4096 tokens) runs fwd_cf_fast_kernel.
+    """An eligible case (a 16-bit row of 4096 tokens) runs fwd_cf_fast_kernel (the profiler's view).
     0 (with a note) when the profiler records no kernels (no CUPTI)."""
     import torch
     from conftest import load_ops
@@ -111,6 +109,7 @@ def check_path() -> int:
     return 0
 
 
-def test_fwd_cf_fast_path(ops):  # noqa: ARG001 - the fixture skips without a GPU
-    proc = run_child("test_fwd_cf_fast", "t.run_cases() + t.check_path()", {ENV_VAR: "1"}, timeout=600)
-    assert proc.returncode == 0, f"fast-path cases failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+def test_fwd_cf_fast_path(ops):
+    with kernel_path(ops, PATH, 1):
+        failed = run_cases() + check_path()
+    assert failed == 0, f"{failed} fast-path cases failed (printed above)"

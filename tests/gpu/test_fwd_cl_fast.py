@@ -1,7 +1,7 @@
 """The fast channel-last forward (csrc/cuda/fwd_cl_fast.cu; on unless CAUSAL_CONV1D_FWD_CL_FAST=0).
 
-The kernel reads the environment variable once per process, so the cases run in a child process
-with the variable set to 1 (whatever the parent's environment). A thread of the kernel owns one
+The cases run with the path forced on in process (``kernel_path``, whatever the environment says)
+and each asserts which path ran (``_last_kernel_path``). A thread of the kernel owns one
 4-byte word of a token (2 channels of fp16 / bf16, 1 of fp32) and walks a chunk of tokens (8 to 128,
 chosen from the grid size) with the width-1 tokens before the chunk as its halo. The cases cover:
 x views with a token pitch larger than dim (a slice of a wider projection, also at a non-zero
@@ -13,27 +13,26 @@ final_states (bit for bit). The ``BIG`` cases are sized so that an H200 (132 SMs
 16, 32, 64 and 128 tokens. ``FALLBACK`` cases are not eligible (odd dim, a 2-byte-aligned base or an
 odd token pitch for 16-bit x, width 5, seq_idx): the launcher must decline them (a 4-byte access
 there would fault) and the general kernel must give the right answer. ``check_path()`` asserts
-through the profiler's kernel names that the fast kernel runs exactly for the eligible cases, and
-``check_disabled()`` (a second child with the variable set to 0) that the switch turns it off.
+through the profiler's kernel names too that the fast kernel runs exactly for the eligible cases, and
+``check_disabled()`` (the path forced off) that the switch turns it off.
 
 compute-sanitizer over the same cases:
-    CAUSAL_CONV1D_FWD_CL_FAST=1 compute-sanitizer --tool memcheck --error-exitcode 1 \
+    compute-sanitizer --tool memcheck --error-exitcode 1 \
         python -c "import sys; sys.path.insert(0, 'tests/gpu'); import test_fwd_cl_fast as t; sys.exit(min(t.run_cases(max_elems=1 << 20), 100))"
 """
 
 from __future__ import annotations
 
 import itertools
-import os
 from pathlib import Path
 
 import pytest
-from _child import run_child
+from conftest import kernel_path, path_ran
 
 pytestmark = pytest.mark.gpu
 
 HERE = Path(__file__).resolve().parent
-ENV_VAR = "CAUSAL_CONV1D_FWD_CL_FAST"
+PATH = "fwd_cl_fast"
 FAST_KERNEL = "fwd_cl_fast_kernel"
 
 # Layouts of x (B, D, L) with x.stride(1) == 1:
@@ -158,13 +157,12 @@ def _check(out, fin, ref, ref_fin, dtype, wd, want_final: bool) -> list[str]:
 
 
 def run_cases(max_elems: int = 0) -> int:
-    """Child process: run every case on the GPU (only those with B * D * L <= max_elems when it is
-    positive: the small ones, for compute-sanitizer); print failures; exit status = number failed."""
+    """Run every case on the GPU (only those with B * D * L <= max_elems when it is positive: the
+    small ones, for compute-sanitizer); print failures; return the number failed."""
     import torch
     from conftest import load_ops
     from ref import conv_ref
 
-    assert os.environ.get(ENV_VAR) == "1", f"run with {ENV_VAR}=1"
     ops = load_ops()
     failed = 0
     all_cases = cases()
@@ -185,8 +183,9 @@ def run_cases(max_elems: int = 0) -> int:
                 init = torch.randn(B, D, W - 1, device="cuda", dtype=dtype, generator=g)
         want_final = states in (1, 3)
         out, fin = ops.fwd(x, w, b, None, init, want_final, silu)
+        ran = path_ran(ops, "fwd", PATH)
         ref, ref_fin = conv_ref(x, w, b, initial_states=init, silu=silu)
-        msg = _check(out, fin, ref, ref_fin, dtype, wd, want_final)
+        msg = ran + _check(out, fin, ref, ref_fin, dtype, wd, want_final)
         del ref, ref_fin
         if msg:
             failed += 1
@@ -205,8 +204,9 @@ def run_cases(max_elems: int = 0) -> int:
             seq = torch.cat([torch.zeros(B, L // 3), torch.ones(B, L - L // 3)], dim=1).to("cuda", torch.int32)
         want_final = not use_seq  # return_final_states is refused with seq_idx
         out, fin = ops.fwd(x, w, b, seq, None, want_final, True)
+        ran = path_ran(ops, "fwd", "fwd_general")
         ref, ref_fin = conv_ref(x, w, b, seq_idx=seq, silu=True)
-        msg = _check(out, fin, ref, ref_fin, dtype, dtype, want_final)
+        msg = ran + _check(out, fin, ref, ref_fin, dtype, dtype, want_final)
         if msg:
             failed += 1
             print(f"FAIL fallback {dts} W={W} B={B} D={D} L={L} layout={layout} seq_idx={use_seq}: " + "; ".join(msg))
@@ -216,15 +216,18 @@ def run_cases(max_elems: int = 0) -> int:
     return failed
 
 
-def _kernels(fn) -> list[str]:
+def _kernels(fn) -> tuple[list[str], str]:
+    """The CUDA kernels fn launched (the profiler's names) and the kernel path the op recorded."""
     import torch
+    from conftest import load_ops
     from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         fn()
         torch.cuda.synchronize()
-    return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    return names, load_ops()._last_kernel_path("fwd")
 
 
 def _path_inputs():
@@ -258,18 +261,22 @@ def _path_inputs():
 
 
 def check_path() -> int:
-    """Child process: the fast kernel runs for the eligible cases and only for them.
+    """The fast kernel runs for the eligible cases and only for them (recorded path and profiler).
 
     Returns the number of failed checks; 0 (with a note) when the profiler records no kernels
     (no CUPTI), since the check cannot be made then.
     """
     items = _path_inputs()
-    runs = [(name, eligible, _kernels(fn)) for name, eligible, fn in items]
-    if not any(k for _, _, k in runs):
-        print("note: the profiler recorded no CUDA kernels (no CUPTI?); path check skipped")
-        return 0
+    runs = [(name, eligible, *_kernels(fn)) for name, eligible, fn in items]
     failed = 0
-    for name, eligible, ks in runs:
+    for name, eligible, _, path in runs:
+        if path != (PATH if eligible else "fwd_general"):
+            failed += 1
+            print(f"FAIL recorded path: {name}: {'eligible' if eligible else 'not eligible'} but ran {path}")
+    if not any(k for _, _, k, _ in runs):
+        print("note: the profiler recorded no CUDA kernels (no CUPTI?); profiler check skipped")
+        return failed
+    for name, eligible, ks, _ in runs:
         ran = any(FAST_KERNEL in k for k in ks)
         if ran != eligible:
             failed += 1
@@ -279,17 +286,17 @@ def check_path() -> int:
 
 
 def check_disabled() -> int:
-    """Child process with the variable set to 0: the fast kernel never runs, results still right."""
+    """With the path off: the fast kernel never runs (recorded path and profiler), results still right."""
     import torch
     from ref import conv_ref
 
-    assert os.environ.get(ENV_VAR) == "0", f"run with {ENV_VAR}=0"
     items = _path_inputs()
-    runs = [(name, _kernels(fn)) for name, _, fn in items]
-    failed = sum(1 for name, ks in runs if any(FAST_KERNEL in k for k in ks))
-    for name, ks in runs:
-        if any(FAST_KERNEL in k for k in ks):
-            print(f"FAIL disabled: {name} ran {FAST_KERNEL}: {ks}")
+    runs = [(name, *_kernels(fn)) for name, _, fn in items]
+    failed = 0
+    for name, ks, path in runs:
+        if any(FAST_KERNEL in k for k in ks) or path != "fwd_general":
+            failed += 1
+            print(f"FAIL disabled: {name} ran path {path}, kernels {ks}")
     g = torch.Generator(device="cuda").manual_seed(3)
     x = make_x(2, 64, 100, torch.bfloat16, "pitch", g)
     w = torch.randn(64, 4, device="cuda", generator=g).to(torch.bfloat16)
@@ -305,11 +312,13 @@ def check_disabled() -> int:
     return failed
 
 
-def test_fwd_cl_fast_path(ops):  # noqa: ARG001 - the fixture skips without a GPU
-    proc = run_child("test_fwd_cl_fast", "t.run_cases() + t.check_path()", {ENV_VAR: "1"}, timeout=900)
-    assert proc.returncode == 0, f"fast-path cases failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+def test_fwd_cl_fast_path(ops):
+    with kernel_path(ops, PATH, 1):
+        failed = run_cases() + check_path()
+    assert failed == 0, f"{failed} fast-path cases failed (printed above)"
 
 
-def test_fwd_cl_fast_disabled(ops):  # noqa: ARG001 - the fixture skips without a GPU
-    proc = run_child("test_fwd_cl_fast", "t.check_disabled()", {ENV_VAR: "0"}, timeout=900)
-    assert proc.returncode == 0, f"disabled check failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+def test_fwd_cl_fast_disabled(ops):
+    with kernel_path(ops, PATH, 0):
+        failed = check_disabled()
+    assert failed == 0, f"{failed} checks failed with {PATH} off (printed above)"

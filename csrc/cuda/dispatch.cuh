@@ -1,0 +1,116 @@
+// How a CUDA op picks and launches a kernel path (issue 14): each path is a row of its op's table
+// (dispatch.cu) with an eligible() test and a launcher; a launcher instantiates its kernel over
+// dtype x width with dispatch_dtype_width(), so a path's widths are listed once (its Widths<...>).
+// Host code only; no torch (csrc/kernel_paths.h has the path names, switches and the record).
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "common.cuh"
+#include "kernel_paths.h"
+#include "varlen.cuh"
+
+namespace causal_conv1d_cuda {
+
+using causal_conv1d::KernelPath;
+
+template <typename T>
+struct TypeTag {
+  using type = T;
+};
+
+// The kernel widths a path is compiled for, ascending.
+template <int... Ws>
+struct Widths {};
+
+// Calls f(TypeTag<T>{}, std::integral_constant<int, kW>{}): T the element type of dtype code
+// `dtype` (float for anything but fp16/bf16: the op layer admits no other), kW the first of Ws not
+// below `width` (so Widths<4, 8> runs widths 2-4 on the width-4 kernel, padded taps masked, and
+// Widths<2, 3, 4> each width on its own). A width above the last of Ws calls nothing: a path's
+// eligible() admits only widths its list covers.
+template <int... Ws, typename F>
+void dispatch_dtype_width(int dtype, int width, Widths<Ws...>, F&& f) {
+  auto by_width = [&](auto tag) { (void)((width <= Ws ? (f(tag, std::integral_constant<int, Ws>{}), true) : false) || ...); };
+  switch (dtype) {
+    case kFloat16: by_width(TypeTag<__half>{}); break;
+    case kBFloat16: by_width(TypeTag<__nv_bfloat16>{}); break;
+    default: by_width(TypeTag<float>{}); break;
+  }
+}
+
+// One row of an op's dispatch table. The last row of a table is its general path: no switch, no
+// eligible() (nullptr), every case the op's checks accept. num_parts: the backward paths' workspace.
+template <typename Params>
+struct PathRow {
+  KernelPath path;
+  bool (*eligible)(const Params& p);
+  void (*launch)(const Params& p, cudaStream_t stream);
+  int64_t (*num_parts)(const Params& p) = nullptr;
+};
+
+// The row that runs `p`: the first whose switch is on and that is eligible, else the last.
+template <typename Params, int N>
+const PathRow<Params>& select_path(const PathRow<Params> (&table)[N], const Params& p) {
+  for (int i = 0; i + 1 < N; ++i)
+    if (causal_conv1d::kernel_path_enabled(table[i].path) && table[i].eligible(p)) return table[i];
+  return table[N - 1];
+}
+
+// The row of `path` (a path the table has: the op layer passes back what select_path chose).
+template <typename Params, int N>
+const PathRow<Params>& path_row(const PathRow<Params> (&table)[N], KernelPath path) {
+  for (int i = 0; i + 1 < N; ++i)
+    if (table[i].path == path) return table[i];
+  return table[N - 1];
+}
+
+// The paths (one file each; each launcher assumes its eligible() held). The backward paths also
+// size the weight-gradient workspace: num_parts() rows of (padded width + 1) x dim floats.
+namespace fwd_cf_fast {
+bool eligible(const ConvParams& p);
+void launch(const ConvParams& p, cudaStream_t stream);
+}  // namespace fwd_cf_fast
+namespace fwd_cl_fast {
+bool eligible(const ConvParams& p);
+void launch(const ConvParams& p, cudaStream_t stream);
+}  // namespace fwd_cl_fast
+namespace fwd_general {
+void launch(const ConvParams& p, cudaStream_t stream);
+}  // namespace fwd_general
+
+namespace bwd_cf_fast {
+bool eligible(const ConvParams& p);
+int64_t num_parts(const ConvParams& p);
+void launch(const ConvParams& p, cudaStream_t stream);
+}  // namespace bwd_cf_fast
+namespace bwd_cl_fast {
+bool eligible(const ConvParams& p);
+int64_t num_parts(const ConvParams& p);
+void launch(const ConvParams& p, cudaStream_t stream);
+}  // namespace bwd_cl_fast
+namespace bwd_general {
+int64_t num_parts(const ConvParams& p);
+void launch(const ConvParams& p, cudaStream_t stream);
+}  // namespace bwd_general
+// The fixed-order reduce of the fast backward paths (bwd_cf_fast.cu): dweight[d, k] (k < width)
+// and dbias[d] = sums over i < nparts of p.partial[(i * (width + 1) + k) * dim + d], cast to
+// weight's / bias's dtype (dbias only when p.dbias is set). Same order every run: bit-identical.
+void launch_bwd_fast_reduce(const ConvParams& p, int64_t nparts, cudaStream_t stream);
+
+namespace update_fast {
+bool eligible(const UpdateParams& p);
+void launch(const UpdateParams& p, cudaStream_t stream);
+}  // namespace update_fast
+namespace update_general {
+void launch(const UpdateParams& p, cudaStream_t stream);
+}  // namespace update_general
+
+namespace varlen_fwd {
+void launch(const VarlenParams& p, cudaStream_t stream);
+}  // namespace varlen_fwd
+namespace spec_update {
+void launch(const SpecParams& p, cudaStream_t stream);
+}  // namespace spec_update
+
+}  // namespace causal_conv1d_cuda
