@@ -15,6 +15,9 @@ The same steps cibuildwheel runs in its containers, without containers:
 6. the wheel checks (:mod:`build_matrix.wheelcheck`); a failed check fails the build;
 7. the wheel is moved into DIR atomically. On any failure DIR gets nothing.
 
+Steps 1-2 are :mod:`build_matrix.build_venv`; the build cache of the tests and the rehearsal
+(``cached_wheel``) is :mod:`build_matrix.wheel_cache`.
+
 Errors are :class:`build_matrix.errors.BuildError` (exit 10) and, for a wheel that fails a
 check, :class:`build_matrix.errors.CheckError` (exit 11); an unknown job is ``UnknownJob`` (3).
 """
@@ -35,26 +38,20 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from packaging.version import InvalidVersion, Version
-
 from build_matrix import repair, wheelcheck
+from build_matrix.build_venv import ensure_venv, install_torch, say, torch_facts, verify_torch
 from build_matrix.errors import BuildError, CheckError
 from build_support.contract import REPO_ROOT, contract
-from build_support.net import index_reachable
 
 __all__ = [
     "BuildOptions",
     "BuildReport",
     "build_job",
     "default_max_jobs",
-    "source_hash",
-    "cached_wheel",
     "configure_parser",
     "run",
 ]
 
-#: Build-environment packages besides torch: pyproject's [build-system] requires plus ninja.
-BUILD_TOOLS = ("setuptools>=77.0.3,<85", "wheel", "packaging>=24", "ninja")
 GB_PER_CUDA_JOB = 4.0  #: peak memory of one nvcc job on these kernels, with headroom
 GB_PER_CXX_JOB = 1.5
 
@@ -94,10 +91,6 @@ class BuildReport:
     checks: list[dict[str, str]] = dataclasses.field(default_factory=list)
 
 
-def _say(msg: str) -> None:
-    print(f"[build] {msg}", flush=True)
-
-
 def _mem_available_gb() -> Optional[float]:
     try:
         with open("/proc/meminfo", encoding="ascii") as fh:
@@ -118,130 +111,6 @@ def default_max_jobs(cuda: bool) -> int:
     return max(1, min(cores, by_mem))
 
 
-def _run(cmd: list[str], *, what: str, env: Optional[dict[str, str]] = None, cwd: Optional[Path] = None,
-         fix: str = "") -> subprocess.CompletedProcess[str]:
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
-    except OSError as exc:
-        raise BuildError(f"{what} failed: cannot run {cmd[0]!r} ({exc}).{(' ' + fix) if fix else ''}") from None
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
-        raise BuildError(f"{what} failed (exit {proc.returncode}).{(' ' + fix) if fix else ''}\n{tail}")
-    return proc
-
-
-def _venv_python(venv: Path) -> Path:
-    return venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-
-
-def _ensure_venv(venv: Path, python: str) -> Path:
-    py = _venv_python(venv)
-    if py.exists():
-        _say(f"reusing venv {venv}")
-        return py
-    _say(f"creating venv {venv} ({python})")
-    _run([python, "-m", "venv", str(venv)], what=f"creating a venv with {python}",
-         fix="Install the venv module (apt-get install python3-venv) or pass --python.")
-    return py
-
-
-def _torch_spec(job: Any, opts: BuildOptions) -> str:
-    return opts.torch_spec or f"torch=={job.torch_version}"
-
-
-def _reachable(url: str, timeout: float = 8.0) -> bool:
-    return index_reachable(url, timeout)
-
-
-def _index_args(job: Any, opts: BuildOptions) -> list[str]:
-    """``--extra-index-url`` for torch: an explicit --torch-index-url always; the job's PyTorch
-    index only when it answers (an unreachable index costs pip several retries per package)."""
-    if opts.torch_index_url is not None:
-        return ["--extra-index-url", opts.torch_index_url] if opts.torch_index_url else []
-    url = job.torch_index_url
-    if url and not _reachable(url):
-        _say(f"the job's torch index {url} is unreachable from here: using pip's configured indexes "
-             "(the installed torch is verified against the job below; --torch-index-url overrides)")
-        return []
-    return ["--extra-index-url", url] if url else []
-
-
-def _install(py: Path, job: Any, opts: BuildOptions) -> None:
-    spec = _torch_spec(job, opts)
-    index = _index_args(job, opts)
-    _say(f"installing {spec} and the build tools {' '.join(BUILD_TOOLS)}"
-         + (f" (extra index {index[1]})" if index else " (pip's configured indexes)"))
-    start = time.monotonic()
-    _run([str(py), "-m", "pip", "install", "--disable-pip-version-check", "--upgrade", *BUILD_TOOLS],
-         what="installing the build tools", fix="Check pip's index configuration (pip config list).")
-    _run(
-        [str(py), "-m", "pip", "install", "--disable-pip-version-check", *index, spec],
-        what=f"installing {spec}",
-        fix=(
-            f"Check that {spec} exists for this Python/platform; override with --torch-spec "
-            f"(e.g. 'torch=={job.torch_version}+{job.accel}') and --torch-index-url "
-            f"(e.g. https://download.pytorch.org/whl/{job.accel}; '' for pip's configured indexes)."
-        ),
-    )
-    _say(f"installed in {time.monotonic() - start:.0f} s")
-
-
-def _torch_facts(py: Path) -> dict[str, Any]:
-    code = (
-        "import json, torch; print(json.dumps({'version': torch.__version__, 'cuda': torch.version.cuda, "
-        "'cxx11_abi': bool(torch._C._GLIBCXX_USE_CXX11_ABI), 'hip': getattr(torch.version, 'hip', None)}))"
-    )
-    proc = _run([str(py), "-c", code], what="importing torch in the build venv",
-                fix="The torch that pip installed does not import; try another --torch-spec.")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def _verify_torch(job: Any, facts: dict[str, Any], opts: BuildOptions) -> None:
-    if getattr(job, "stable_abi", False):
-        return _verify_stable_torch(job, facts)
-    variant = job.variant
-    try:
-        v = Version(facts["version"])
-    except InvalidVersion:
-        raise BuildError(f"torch reports an invalid version {facts['version']!r}") from None
-    problems = []
-    if (v.major, v.minor) != tuple(variant.torch_minor):
-        problems.append(f"torch {facts['version']} is not torch {variant.torch}")
-    accel = contract.accel_from_cuda(facts["cuda"]) if not facts.get("hip") else "rocm"
-    if accel != variant.accel:
-        problems.append(f"torch {facts['version']} is a {accel} build, the job needs {variant.accel}")
-    if facts["cxx11_abi"] != variant.abi:
-        problems.append(f"torch {facts['version']} uses cxx11 ABI={facts['cxx11_abi']}, {variant} needs {variant.abi}")
-    if problems:
-        raise BuildError(
-            "the installed torch does not match job " + job.id + ": " + "; ".join(problems)
-            + f". Pass --torch-spec 'torch=={variant.torch}.*+{variant.accel}' --torch-index-url "
-            f"https://download.pytorch.org/whl/{variant.accel} (or a local wheel path as --torch-spec)."
-        )
-
-
-def _verify_stable_torch(job: Any, facts: dict[str, Any]) -> None:
-    """A stable-ABI job compiles against any torch >= the target of the wheel's family: the
-    planned one (job.torch_version), or another one given with --torch-spec (the C++ ABI does not matter)."""
-    variant = job.variant
-    try:
-        v = Version(facts["version"])
-    except InvalidVersion:
-        raise BuildError(f"torch reports an invalid version {facts['version']!r}") from None
-    running = contract.Variant((v.major, v.minor), contract.accel_from_cuda(facts["cuda"]) if not facts.get("hip") else "cpu")
-    problem = None if not facts.get("hip") else f"torch {facts['version']} is a ROCm build"
-    problem = problem or variant.refusal(facts["version"], facts["cuda"])
-    if problem is None and running.torch_minor != tuple(job.build_variant.torch_minor):
-        _say(f"building {variant} against torch {facts['version']} instead of the planned {job.torch_version} "
-             "(any torch >= the stable target of the wheel's family builds the same ABI)")
-    if problem:
-        raise BuildError(
-            f"the installed torch does not match job {job.id}: {problem}. Pass --torch-spec "
-            f"'torch=={job.torch_version}' --torch-index-url https://download.pytorch.org/whl/{job.accel} "
-            "(or a local torch wheel of that family as --torch-spec)."
-        )
-
-
 def _preflight(py: Path, env: dict[str, str], build_dir: Path) -> dict[str, Any]:
     """``build_support.toolchain.diagnose()`` run inside the build venv; fatal problems raise."""
     code = (
@@ -257,7 +126,7 @@ def _preflight(py: Path, env: dict[str, str], build_dir: Path) -> dict[str, Any]
         raise BuildError(f"the build pre-flight (build_support.toolchain.diagnose) crashed:\n{tail}")
     facts = json.loads(proc.stdout.strip().splitlines()[-1])
     for line in facts["report"].splitlines():
-        _say(line)
+        say(line)
     if facts["fatal"]:
         raise BuildError("this machine cannot build the job:\n" + "\n".join(facts["fatal"]))
     return facts
@@ -282,13 +151,13 @@ def _add_math_headers(py: Path, env: dict[str, str]) -> None:
     dirs = sorted({str(h.parent) for pattern in ("lib/python*/site-packages/nvidia/*/include",)
                    for inc in venv.glob(pattern) for h in inc.glob("*.h") if h.name in MATH_HEADERS})
     if not dirs:
-        _say(f"warning: no {', '.join(MATH_HEADERS)} in the toolkit or the build venv; sources that include "
+        say(f"warning: no {', '.join(MATH_HEADERS)} in the toolkit or the build venv; sources that include "
              "ATen/cuda/CUDAContext.h will not compile (install the toolkit's libcublas/libcusparse/libcusolver "
              "development packages)")
         return
     current = [p for p in env.get("CPATH", "").split(os.pathsep) if p]
     env["CPATH"] = os.pathsep.join(current + [d for d in dirs if d not in current])
-    _say(f"cuBLAS/cuSPARSE/cuSOLVER headers from the build venv's NVIDIA wheels: {', '.join(dirs)}")
+    say(f"cuBLAS/cuSPARSE/cuSOLVER headers from the build venv's NVIDIA wheels: {', '.join(dirs)}")
 
 
 def _ccache_env(tmp: Path, env: dict[str, str], nvcc: Optional[str]) -> bool:
@@ -314,7 +183,7 @@ _PROGRESS_RE = re.compile(r"^\[\d+/\d+\]|error|Error|warning: unused|Building wh
 def _compile(py: Path, env: dict[str, str], dist: Path, log: Path) -> float:
     cmd = [str(py), "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--disable-pip-version-check",
            "-v", "-w", str(dist), str(REPO_ROOT)]
-    _say("compiling: " + " ".join(cmd))
+    say("compiling: " + " ".join(cmd))
     start = time.monotonic()
     with open(log, "w", encoding="utf-8") as fh:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
@@ -348,7 +217,7 @@ def _compile(py: Path, env: dict[str, str], dist: Path, log: Path) -> float:
         tail = "\n".join(lines[-15:])
         raise BuildError(f"compiling the wheel failed (exit {rc}) after {elapsed:.0f} s; full log: {log}\n"
                          f"{first}last lines:\n{tail}")
-    _say(f"compile time: {elapsed:.0f} s")
+    say(f"compile time: {elapsed:.0f} s")
     return elapsed
 
 
@@ -419,11 +288,11 @@ def build_job(job: Any, opts: BuildOptions) -> BuildReport:
     tmp = Path(tempfile.mkdtemp(prefix=f"causal-conv1d-{job.id}-"))
     ok = False
     try:
-        py = _ensure_venv(opts.venv or tmp / "venv", opts.python)
-        _install(py, job, opts)
-        facts = _torch_facts(py)
-        _say(f"torch {facts['version']} (CUDA {facts['cuda']}, cxx11 ABI {facts['cxx11_abi']})")
-        _verify_torch(job, facts, opts)
+        py = ensure_venv(opts.venv or tmp / "venv", opts.python)
+        install_torch(py, job, opts)
+        facts = torch_facts(py)
+        say(f"torch {facts['version']} (CUDA {facts['cuda']}, cxx11 ABI {facts['cxx11_abi']})")
+        verify_torch(job, facts, opts)
         report.torch = facts["version"]
 
         cuda = job.cuda is not None
@@ -452,7 +321,7 @@ def build_job(job: Any, opts: BuildOptions) -> BuildReport:
             )
         report.ccache = _ccache_env(tmp, env, nvcc)
         report.cuda_archs, report.max_jobs, report.nvcc_threads = archs, jobs, threads
-        _say(f"job {job.id}: variant {job.variant}, local version {env[contract.ENV_LOCAL_VERSION]}, "
+        say(f"job {job.id}: variant {job.variant}, local version {env[contract.ENV_LOCAL_VERSION]}, "
              f"archs {archs or '-'}, MAX_JOBS={jobs}, NVCC_THREADS={threads}, ccache {'on' if report.ccache else 'off'}")
 
         dist = tmp / "dist"
@@ -461,10 +330,10 @@ def build_job(job: Any, opts: BuildOptions) -> BuildReport:
         if len(built) != 1:
             raise BuildError(f"pip wheel produced {len(built)} wheels in {dist}, expected 1: {[w.name for w in built]}")
 
-        _say(f"repairing {built[0].name}")
+        say(f"repairing {built[0].name}")
         result = repair.repair_linux(built[0], tmp / "repaired")
         report.platform, report.repaired, report.repair_note = result.platform, result.repaired, result.note
-        _say(result.note)
+        say(result.note)
 
         expectation = wheelcheck.Expectation(
             variant=job.variant, arch=job.arch,
@@ -482,7 +351,7 @@ def build_job(job: Any, opts: BuildOptions) -> BuildReport:
         final = _atomic_move(result.wheel, opts.out)
         report.wheel = str(final)
         report.total_s = time.monotonic() - started
-        _say(f"wrote {final} (compile {report.compile_s:.0f} s, total {report.total_s:.0f} s)")
+        say(f"wrote {final} (compile {report.compile_s:.0f} s, total {report.total_s:.0f} s)")
         ok = True
         return report
     finally:
@@ -494,74 +363,7 @@ def build_job(job: Any, opts: BuildOptions) -> BuildReport:
         if ok and not opts.keep_temp:
             shutil.rmtree(tmp, ignore_errors=True)
         else:
-            _say(f"temporary files kept in {tmp}" + ("" if ok else " (build log: build.log)"))
-
-
-# --------------------------------------------------------------------------------------------
-# A build cache for tests and local rehearsals
-
-#: What a wheel is built from; the cache key hashes these (ignored build products excluded).
-SOURCE_PATHS = ("csrc", "causal_conv1d", "setup.py", "build_support")
-_SKIP_PARTS = ("__pycache__", ".egg-info")
-_SKIP_SUFFIXES = (".pyc", ".pyo", ".so", ".pyd", ".o")
-
-
-def source_hash(root: Path = REPO_ROOT) -> str:
-    """sha256 (16 hex) over the paths and bytes of :data:`SOURCE_PATHS`, build products excluded."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    for rel in SOURCE_PATHS:
-        base = root / rel
-        files = [base] if base.is_file() else sorted(p for p in base.rglob("*") if p.is_file())
-        for path in files:
-            name = path.relative_to(root).as_posix()
-            if any(part in name for part in _SKIP_PARTS) or name.endswith(_SKIP_SUFFIXES):
-                continue
-            if path.name == contract.BUILD_INFO_FILENAME:
-                continue
-            digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()[:16]
-
-
-def cached_wheel(job_id: str, cache_root: Path, *, cuda_archs: Optional[str] = None,
-                 torch_index_url: Optional[str] = None, extra_args: tuple[str, ...] = (),
-                 timeout: float = 3600) -> Path:
-    """The wheel of ``job_id`` for the current sources, built natively on first use.
-
-    Cached under ``cache_root/<source hash>/<job>[-archs<...>]/`` (so a rerun with unchanged
-    sources is instant); the build venv is kept in ``cache_root/venvs/<job>`` across source
-    changes. ``torch_index_url`` is passed as ``--torch-index-url`` (``""``: pip's configured
-    indexes only, as the test suite does). Concurrent callers wait on a lock file instead of building twice. Raises
-    BuildError with the build log's tail when the build fails.
-    """
-    import fcntl
-
-    key = job_id + (f"-archs{cuda_archs.replace(';', '_').replace('+', 'p')}" if cuda_archs else "")
-    out = cache_root / source_hash() / key
-    found = sorted(out.glob("*.whl"))
-    if len(found) == 1:
-        return found[0]
-    cache_root.mkdir(parents=True, exist_ok=True)
-    with open(cache_root / f".{key}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        found = sorted(out.glob("*.whl"))
-        if len(found) == 1:
-            return found[0]
-        log = cache_root / f"{key}.log"
-        cmd = [sys.executable, "-m", "build_matrix", "build", "--job", job_id, "--native", "--out", str(out),
-               "--venv", str(cache_root / "venvs" / job_id), "--report", str(out.parent / f"{key}.report.json"),
-               *(["--cuda-archs", cuda_archs] if cuda_archs else []),
-               *(["--torch-index-url", torch_index_url] if torch_index_url is not None else []), *extra_args]
-        with open(log, "w") as fh:
-            proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=REPO_ROOT, timeout=timeout)
-        if proc.returncode != 0:
-            tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
-            raise BuildError(f"native build of {job_id} failed (exit {proc.returncode}); log {log}:\n{tail}")
-        found = sorted(out.glob("*.whl"))
-        if len(found) != 1:
-            raise BuildError(f"native build of {job_id} left {len(found)} wheels in {out}")
-        return found[0]
+            say(f"temporary files kept in {tmp}" + ("" if ok else " (build log: build.log)"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -622,7 +424,7 @@ def run(args: argparse.Namespace) -> int:
 
     job = resolve_job(compat.load(getattr(args, "data", None)), args.job)
     if not job.stable_abi and job.build_variant.torch_minor >= contract.STABLE_TARGET:
-        _say(f"note: {job.id} is not in the release plan (torch >= {contract.STABLE_TARGET[0]}.{contract.STABLE_TARGET[1]} "
+        say(f"note: {job.id} is not in the release plan (torch >= {contract.STABLE_TARGET[0]}.{contract.STABLE_TARGET[1]} "
              f"is served by the stable-ABI job stable{contract.STABLE_TARGET[0]}.{contract.STABLE_TARGET[1]}-{job.family}-{job.platform}); "
              "building the per-minor (legacy op layer) wheel as asked")
     opts = BuildOptions(

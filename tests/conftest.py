@@ -33,9 +33,9 @@ def cpu_wheel() -> Path:
     """A real CPU wheel of this project (job torch2.13-cpu-linux-x86_64), built by native mode.
 
     Built once per source state and cached under build/test-wheels/<hash of csrc, causal_conv1d,
-    setup.py, build_support>/, so reruns are instant (see build_matrix.native.cached_wheel).
+    setup.py, build_support>/, so reruns are instant (see build_matrix.wheel_cache.cached_wheel).
     """
-    from build_matrix.native import cached_wheel
+    from build_matrix.wheel_cache import cached_wheel
 
     root = Path(__file__).resolve().parent.parent
     # torch from pip's configured indexes only: tests reach no index but PyPI (and local mirrors).

@@ -225,7 +225,7 @@ def timings() -> Iterator[dict[str, float]]:
 @pytest.fixture(scope="session")
 def cuda_wheel(timings: dict[str, float]) -> Path:
     """The CUDA 13.0 wheel (one arch) built natively, cached like ``cpu_wheel``."""
-    from build_matrix.native import cached_wheel
+    from build_matrix.wheel_cache import cached_wheel
 
     start = time.monotonic()
     wheel = cached_wheel(CUDA_JOB, CACHE, cuda_archs=CUDA_TEST_ARCHS, torch_index_url="")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from build_matrix import native, repair, wheelcheck
+from build_matrix import build_venv, native, repair, wheelcheck
 from build_matrix.plan import make_plan
 from build_support.contract import contract
 
@@ -63,14 +63,14 @@ def test_verify_torch_of_a_stable_job(tmp_path: Path) -> None:
     job = make_plan().job("stable2.10-cpu-linux-x86_64")
     # the planned torch, and any other CPU torch >= 2.10 (the rehearsal builds against 2.13): accepted
     for version in ("2.14.1+cpu", "2.13.0+cpu", "2.10.0"):
-        native._verify_torch(job, {"version": version, "cuda": None, "cxx11_abi": True}, _opts(tmp_path))
-    native._verify_torch(job, {"version": "2.13.0+cpu", "cuda": None, "cxx11_abi": False}, _opts(tmp_path))
+        build_venv.verify_torch(job, {"version": version, "cuda": None, "cxx11_abi": True}, _opts(tmp_path))
+    build_venv.verify_torch(job, {"version": "2.13.0+cpu", "cuda": None, "cxx11_abi": False}, _opts(tmp_path))
     with pytest.raises(native.BuildError, match="needs torch >= 2.10"):
-        native._verify_torch(job, {"version": "2.9.1+cpu", "cuda": None, "cxx11_abi": True}, _opts(tmp_path))
+        build_venv.verify_torch(job, {"version": "2.9.1+cpu", "cuda": None, "cxx11_abi": True}, _opts(tmp_path))
     cu13 = make_plan().job("stable2.10-cu13-linux-x86_64")
-    native._verify_torch(cu13, {"version": "2.14.1+cu130", "cuda": "13.0", "cxx11_abi": True}, _opts(tmp_path))
+    build_venv.verify_torch(cu13, {"version": "2.14.1+cu130", "cuda": "13.0", "cxx11_abi": True}, _opts(tmp_path))
     with pytest.raises(native.BuildError, match="for CUDA 13 torch, but the installed torch 2.14.1\\+cu126 is a CUDA 12"):
-        native._verify_torch(cu13, {"version": "2.14.1+cu126", "cuda": "12.6", "cxx11_abi": True}, _opts(tmp_path))
+        build_venv.verify_torch(cu13, {"version": "2.14.1+cu126", "cuda": "12.6", "cxx11_abi": True}, _opts(tmp_path))
 
 
 def test_ccache_shims_compilers(tmp_path: Path, monkeypatch) -> None:
@@ -106,9 +106,9 @@ def test_default_max_jobs_bounded_by_cores_and_memory(monkeypatch) -> None:
 
 def test_verify_torch_names_every_mismatch(plan, tmp_path: Path) -> None:
     job = plan.job("torch2.13-cpu-linux-x86_64")
-    native._verify_torch(job, {"version": "2.13.0+cpu", "cuda": None, "cxx11_abi": True}, _opts(tmp_path))
+    build_venv.verify_torch(job, {"version": "2.13.0+cpu", "cuda": None, "cxx11_abi": True}, _opts(tmp_path))
     with pytest.raises(native.BuildError) as err:
-        native._verify_torch(job, {"version": "2.12.1+cu126", "cuda": "12.6", "cxx11_abi": False}, _opts(tmp_path))
+        build_venv.verify_torch(job, {"version": "2.12.1+cu126", "cuda": "12.6", "cxx11_abi": False}, _opts(tmp_path))
     text = str(err.value)
     assert "is not torch 2.13" in text and "cu126 build, the job needs cpu" in text and "needs True" in text
     assert "--torch-spec" in text

@@ -173,7 +173,7 @@ def test_no_cuda_toolkit(cuda_wheel: Path, run_cli, tmp_path: Path, clean_env: d
 
 
 def test_source_hash_tracks_sources(tmp_path: Path) -> None:
-    from build_matrix.native import source_hash
+    from build_matrix.wheel_cache import source_hash
 
     for rel in ("csrc", "causal_conv1d", "build_support"):
         (tmp_path / rel).mkdir()
