@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from build_matrix import repair, wheelcheck
+from build_matrix.binaries import find_cuobjdump
 from build_matrix.build_venv import ensure_venv, install_torch, say, torch_facts, verify_torch
 from build_matrix.errors import BuildError, CheckError
 from build_support.contract import REPO_ROOT, contract
@@ -313,7 +314,7 @@ def build_job(job: Any, opts: BuildOptions) -> BuildReport:
         # The cuda-archs check needs cuobjdump: find it now, not after a long compile.
         search = [*([Path(env["CUDA_HOME"]) / "bin"] if env.get("CUDA_HOME") else []), py.parent,
                   *sorted(py.parent.parent.glob("lib/python*/site-packages/nvidia/cu*/bin"))]
-        cuobjdump = wheelcheck.find_cuobjdump(search)
+        cuobjdump = find_cuobjdump(search)
         if cuda and cuobjdump is None:
             raise BuildError(
                 "cuobjdump not found (needed to check the CUDA archs embedded in the wheel): "

@@ -20,6 +20,9 @@ Checks (each failure names its check):
 ``cxx11-abi``     the C++ ABI the binary uses, read from its symbols, equals the label's.
 ``abi3``          abi3audit finds no symbol outside the stable ABI of the tagged Python.
 ``cuda-archs``    the SASS/PTX embedded (cuobjdump) equals the planned arch list.
+
+The binaries are read through :mod:`build_matrix.binaries` (DT_NEEDED, symbols, C++ ABI, torch
+imports, embedded CUDA archs).
 """
 
 from __future__ import annotations
@@ -28,20 +31,26 @@ import argparse
 import dataclasses
 import email.parser
 import json
-import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Optional
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 
+from build_matrix.binaries import (
+    binary_cxx11_abi,
+    embedded_cuda_archs,
+    find_cuobjdump,
+    needed_and_symbols,
+    torch_cxx_imports,
+)
 from build_matrix.errors import EXIT_USAGE, BuildMatrixError, CheckError
 from build_support.contract import contract
 
@@ -53,9 +62,7 @@ __all__ = [
     "Expectation",
     "WheelUnreadable",
     "parse_arch_list",
-    "find_cuobjdump",
     "check_wheel",
-    "torch_cxx_imports",
     "configure_parser",
     "run",
 ]
@@ -71,12 +78,6 @@ CONTENTS_IGNORE = ("W002",)
 BUILD_TOOLS = frozenset(
     {"ninja", "setuptools", "wheel", "packaging", "cmake", "pybind11", "build", "cibuildwheel", "auditwheel"}
 )
-
-_OLD_ABI_RE = re.compile(r"^_ZNK?Ss|(?:RK|PK|R|P|O)Ss(?:[0-9A-Z_E]|$)")
-_NEW_ABI_MARKERS = ("St7__cxx11", "B5cxx11")
-_ELF_ARCH_RE = re.compile(r"\bsm_(\d+)([af]?)\b")
-_PTX_ARCH_RE = re.compile(r"\bsm_(\d+)([af]?)\b|\bcompute_(\d+)([af]?)\b")
-
 
 class WheelUnreadable(CheckError):
     """The file is not a wheel that can be opened."""
@@ -119,25 +120,6 @@ def _arch_key(arch: str) -> str:
     base = arch.replace("+PTX", "")
     major, minor = base.split(".")
     return f"{major}{minor}"
-
-
-def find_cuobjdump(extra_dirs: Iterable[Path] = ()) -> Optional[str]:
-    """cuobjdump from PATH, CUDA_HOME/CUDA_PATH, the nvidia-cuda-cuobjdump pip package or triton."""
-    found = shutil.which("cuobjdump")
-    if found:
-        return found
-    candidates: list[Path] = [Path(d) / "cuobjdump" for d in extra_dirs]
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(var):
-            candidates.append(Path(os.environ[var]) / "bin" / "cuobjdump")
-    for entry in sys.path:
-        base = Path(entry)
-        candidates += sorted(base.glob("nvidia/cu*/bin/cuobjdump"))
-        candidates.append(base / "triton" / "backends" / "nvidia" / "bin" / "cuobjdump")
-    for cand in candidates:
-        if cand.is_file() and os.access(cand, os.X_OK):
-            return str(cand)
-    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -378,23 +360,6 @@ def _elf_files(w: _Wheel) -> list[Path]:
     return out
 
 
-def _needed_and_symbols(path: Path) -> tuple[list[str], list[str]]:
-    from elftools.elf.dynamic import DynamicSection
-    from elftools.elf.elffile import ELFFile
-    from elftools.elf.sections import SymbolTableSection
-
-    needed: list[str] = []
-    symbols: list[str] = []
-    with open(path, "rb") as fh:
-        elf = ELFFile(fh)
-        for section in elf.iter_sections():
-            if isinstance(section, DynamicSection):
-                needed += [t.needed for t in section.iter_tags() if t.entry.d_tag == "DT_NEEDED"]
-            elif isinstance(section, SymbolTableSection):
-                symbols += [s.name for s in section.iter_symbols() if s.name]
-    return needed, symbols
-
-
 def _check_needed(w: _Wheel, exp: Expectation) -> CheckResult:
     elves = _elf_files(w)
     if not elves:
@@ -404,7 +369,7 @@ def _check_needed(w: _Wheel, exp: Expectation) -> CheckResult:
     problems = []
     summary = []
     for elf in elves:
-        needed, _ = _needed_and_symbols(elf)
+        needed, _ = needed_and_symbols(elf)
         rel = elf.relative_to(w.root).as_posix()
         summary.append(f"{rel}: {' '.join(needed)}")
         for lib in needed:
@@ -415,24 +380,6 @@ def _check_needed(w: _Wheel, exp: Expectation) -> CheckResult:
     if problems:
         return CheckResult("needed", "fail", "; ".join(problems))
     return CheckResult("needed", "pass", "; ".join(summary))
-
-
-def binary_cxx11_abi(symbols: Sequence[str]) -> Optional[bool]:
-    """The C++ ABI a binary uses, from its (mangled) symbols: True (cxx11), False (pre-cxx11), None.
-
-    cxx11 strings live in ``std::__cxx11`` (mangled ``St7__cxx11``) or carry the ``[abi:cxx11]`` tag
-    (``B5cxx11``); the old copy-on-write string is ``Ss`` (``_ZNSs…``, ``RKSs`` parameters).
-    Raises ValueError when both appear (a mixed binary).
-    """
-    new = [s for s in symbols if any(m in s for m in _NEW_ABI_MARKERS)]
-    old = [s for s in symbols if s.startswith("_Z") and _OLD_ABI_RE.search(s)]
-    if new and old:
-        raise ValueError(f"both ABIs in one binary, e.g. {new[0]} and {old[0]}")
-    if new:
-        return True
-    if old:
-        return False
-    return None
 
 
 def _check_cxx11_abi(w: _Wheel, exp: Expectation) -> CheckResult:
@@ -447,7 +394,7 @@ def _check_cxx11_abi(w: _Wheel, exp: Expectation) -> CheckResult:
     found = []
     for elf in elves:
         rel = elf.relative_to(w.root).as_posix()
-        _, symbols = _needed_and_symbols(elf)
+        _, symbols = needed_and_symbols(elf)
         try:
             abi = binary_cxx11_abi(symbols)
         except ValueError as exc:
@@ -471,7 +418,7 @@ def _check_stable_cxx11_abi(w: _Wheel, elves: list[Path]) -> CheckResult:
     for elf in elves:
         rel = elf.relative_to(w.root).as_posix()
         try:
-            abi = binary_cxx11_abi(_needed_and_symbols(elf)[1])
+            abi = binary_cxx11_abi(needed_and_symbols(elf)[1])
         except ValueError as exc:
             return CheckResult("cxx11-abi", "fail", f"{rel}: {exc}")
         seen.append(f"{rel}: {'-' if abi is None else ('cxx11' if abi else 'pre-cxx11')}")
@@ -514,20 +461,6 @@ def _check_abi3(w: _Wheel, exp: Expectation) -> CheckResult:
 
 def _pyver(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", str(text))[:2])
-
-
-def embedded_cuda_archs(cuobjdump: str, binary: Path) -> tuple[set[str], set[str]]:
-    """(SASS archs, PTX archs) embedded in a binary, as cuobjdump keys (``"90"``, ``"90a"``)."""
-    sass: set[str] = set()
-    ptx: set[str] = set()
-    for flag, dest in (("--list-elf", sass), ("--list-ptx", ptx)):
-        proc = subprocess.run([cuobjdump, flag, str(binary)], capture_output=True, text=True)
-        text = proc.stdout + proc.stderr
-        if proc.returncode != 0 and "does not contain device code" not in text:
-            raise RuntimeError(f"{cuobjdump} {flag} failed (exit {proc.returncode}): {text.strip()[-400:]}")
-        for m in _PTX_ARCH_RE.finditer(proc.stdout):
-            dest.add((m.group(1) or m.group(3)) + (m.group(2) or m.group(4) or ""))
-    return sass, ptx
 
 
 def _check_cuda_archs(w: _Wheel, exp: Expectation, cuobjdump: Optional[str]) -> CheckResult:
@@ -576,58 +509,6 @@ def _check_cuda_archs(w: _Wheel, exp: Expectation, cuobjdump: Optional[str]) -> 
 
 # --------------------------------------------------------------------------------------------
 # stable-abi: a LibTorch stable-ABI binary imports torch's C shims only
-
-
-#: Namespaces of torch's C++ API; a stable-ABI binary imports no symbol of theirs.
-_TORCH_CXX_PREFIXES = ("c10::", "at::", "torch::", "caffe2::")
-_TORCH_CXX_RE = re.compile(r"(?:^|[^\w:])(?:c10|at|torch|caffe2)::")
-#: Their mangled nested-name components (used where c++filt is not installed).
-_TORCH_MANGLED_RE = re.compile(r"(?<![0-9])(?:3c10|2at|5torch|6caffe2)(?=[0-9A-Z])")
-
-
-def _undefined_dynamic_symbols(path: Path) -> list[str]:
-    """``nm -D --undefined-only``: the names the binary imports from other libraries."""
-    from elftools.elf.elffile import ELFFile
-    from elftools.elf.sections import SymbolTableSection
-
-    names: list[str] = []
-    with open(path, "rb") as fh:
-        section = ELFFile(fh).get_section_by_name(".dynsym")
-        if isinstance(section, SymbolTableSection):
-            names = [s.name for s in section.iter_symbols() if s.name and s.entry.st_shndx == "SHN_UNDEF"]
-    return names
-
-
-def _demangle(names: list[str]) -> Optional[list[str]]:
-    """The names demangled by c++filt (one process for all), or None when it is not installed."""
-    tool = shutil.which("c++filt")
-    if tool is None or not names:
-        return None if tool is None else []
-    proc = subprocess.run([tool], input="\n".join(names) + "\n", capture_output=True, text=True, timeout=60)
-    out = proc.stdout.splitlines()
-    return out if proc.returncode == 0 and len(out) == len(names) else None
-
-
-def torch_cxx_imports(path: Path) -> tuple[list[str], list[str]]:
-    """(torch C++ symbols the ELF binary imports, demangled; the torch C shims it imports).
-
-    A binary built on the LibTorch stable ABI imports only C functions from torch (``aoti_torch_*``,
-    ``torch_*``) besides libc, libstdc++, the CUDA runtime and Python; any ``c10::``, ``at::`` or
-    ``torch::`` symbol ties it to one torch build.
-    """
-    names = _undefined_dynamic_symbols(path)
-    demangled = _demangle(names)
-    offending = []
-    for i, name in enumerate(names):
-        if not name.startswith("_Z"):
-            continue
-        if demangled is not None:
-            if _TORCH_CXX_RE.search(demangled[i]):
-                offending.append(demangled[i])
-        elif _TORCH_MANGLED_RE.search(name):
-            offending.append(name)
-    shims = sorted(n for n in names if n.startswith(("aoti_torch_", "torch_")))
-    return offending, shims
 
 
 def _is_stable_build(w: _Wheel) -> Optional[bool]:

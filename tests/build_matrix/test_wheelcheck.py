@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from build_matrix import wheelcheck
+from build_matrix import binaries, wheelcheck
 from build_support.contract import contract
 
 
@@ -113,12 +113,12 @@ def test_unreadable_file_raises(tmp_path: Path) -> None:
     ],
 )
 def test_binary_cxx11_abi_from_symbols(symbols: list[str], expected) -> None:
-    assert wheelcheck.binary_cxx11_abi(symbols) is expected
+    assert binaries.binary_cxx11_abi(symbols) is expected
 
 
 def test_mixed_abi_symbols_are_an_error() -> None:
     with pytest.raises(ValueError, match="both ABIs"):
-        wheelcheck.binary_cxx11_abi(["_ZNSsD1Ev", "_ZNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEED1Ev"])
+        binaries.binary_cxx11_abi(["_ZNSsD1Ev", "_ZNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEED1Ev"])
 
 
 @pytest.mark.parametrize("bad", ["9", "sm_90", "9.0+ptx", "abc"])
@@ -141,7 +141,7 @@ def _nvcc() -> str | None:
 @pytest.fixture(scope="module")
 def cuda_object(tmp_path_factory) -> Path:
     nvcc = _nvcc()
-    if nvcc is None or wheelcheck.find_cuobjdump() is None:
+    if nvcc is None or binaries.find_cuobjdump() is None:
         pytest.skip("needs nvcc and cuobjdump (pip install nvidia-cuda-cuobjdump)")
     d = tmp_path_factory.mktemp("cu")
     (d / "k.cu").write_text("__global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n")
@@ -153,7 +153,7 @@ def cuda_object(tmp_path_factory) -> Path:
 
 
 def test_embedded_cuda_archs_read_by_cuobjdump(cuda_object: Path) -> None:
-    sass, ptx = wheelcheck.embedded_cuda_archs(wheelcheck.find_cuobjdump(), cuda_object)
+    sass, ptx = binaries.embedded_cuda_archs(binaries.find_cuobjdump(), cuda_object)
     assert sass == {"80", "90"}
     assert ptx == {"90"}
 
@@ -321,11 +321,11 @@ def test_torch_cxx_imports_without_cxxfilt(make_wheel, tmp_path: Path, monkeypat
     """Without c++filt the mangled names are matched instead: the same verdicts."""
     legacy = make_wheel(imports="torch_cxx")
     stable = make_wheel(imports="c_shims", filename="causal_conv1d-1.7.0+cpu.torch2.12-cp39-abi3-linux_x86_64.whl")
-    monkeypatch.setattr(wheelcheck, "_demangle", lambda names: None)
+    monkeypatch.setattr(binaries, "_demangle", lambda names: None)
     for wheel, n_bad in ((legacy, 2), (stable, 0)):
         out = tmp_path / wheel.stem
         with zipfile.ZipFile(wheel) as zf:
             zf.extractall(out)
-        offending, _ = wheelcheck.torch_cxx_imports(out / "causal_conv1d" / "_C.abi3.so")
+        offending, _ = binaries.torch_cxx_imports(out / "causal_conv1d" / "_C.abi3.so")
         assert len(offending) == n_bad, offending
         assert all(name.startswith("_Z") for name in offending)

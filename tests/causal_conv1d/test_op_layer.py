@@ -45,9 +45,9 @@ def test_loaded_library_imports_match_the_op_layer() -> None:
     """A stable _C imports no C++ symbol of torch (only the C shims); a legacy one does."""
     if str(_REPO) not in sys.path:
         sys.path.append(str(_REPO))
-    from build_matrix import wheelcheck
+    from build_matrix import binaries
 
-    offending, shims = wheelcheck.torch_cxx_imports(_loaded_library())
+    offending, shims = binaries.torch_cxx_imports(_loaded_library())
     if OP_LAYER == "stable":
         assert offending == [], offending[:10]
         assert any(s.startswith("aoti_torch_") for s in shims) and "torch_parallel_for" in shims
