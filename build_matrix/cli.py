@@ -114,7 +114,7 @@ def _plan(args: argparse.Namespace) -> Any:
 def _write(args: argparse.Namespace, text: str) -> None:
     out = getattr(args, "output", None)
     if out:
-        from build_matrix.compat import write_atomic
+        from build_matrix.compat_write import write_atomic
 
         write_atomic(out, text)
     else:

@@ -5,8 +5,8 @@ versions it ships for, which accelerator builds exist on which platform, and whe
 comes from. Per CUDA version: the arch list we compile for. Per C++ ABI: the manylinux policy.
 
 Every malformed value raises :class:`build_matrix.errors.DataError` naming the file, the key
-(``torch."2.7".builds.cu128[1]``) and the value. ``dump`` writes the same format back
-(``refresh`` uses it), so a load/dump round trip is stable.
+(``torch."2.7".builds.cu128[1]``) and the value. ``build_matrix.compat_write.dumps``
+writes the same format back (``refresh`` uses it), so a load/dump round trip is stable.
 
 Which file: ``load(path)``; else ``$BUILD_MATRIX_DATA``; else the packaged ``data/compat.toml``.
 """
@@ -46,9 +46,7 @@ __all__ = [
     "default_path",
     "load",
     "parse",
-    "to_raw",
-    "dumps",
-    "write_atomic",
+    "toml_key",
     "validate_archs",
     "python_key",
     "minor_key",
@@ -292,7 +290,8 @@ class _V:
         return tuple(value)
 
 
-def _quoted(name: str) -> str:
+def toml_key(name: str) -> str:
+    """A TOML key as written: bare when it can be, else quoted."""
     return name if re.match(r"^[A-Za-z0-9_-]+$", name) else json.dumps(name)
 
 
@@ -358,7 +357,7 @@ def parse(raw: Mapping[str, Any], path: object = "<data>") -> CompatData:
         if name not in plats_raw:
             raise v.fail(f"platforms.{name}", None, "missing platform table")
     for name, p in plats_raw.items():
-        key = f"platforms.{_quoted(name)}"
+        key = f"platforms.{toml_key(name)}"
         if name not in PLATFORMS:
             raise v.fail(key, name, f"unknown platform (expected one of {', '.join(PLATFORMS)})")
         if not isinstance(p, dict):
@@ -388,7 +387,7 @@ def parse(raw: Mapping[str, Any], path: object = "<data>") -> CompatData:
     cuda_raw = v.table(raw, "", "cuda")
     cuda: dict[str, CudaInfo] = {}
     for version, c in cuda_raw.items():
-        key = f"cuda.{_quoted(version)}"
+        key = f"cuda.{toml_key(version)}"
         if not _CUDA_RE.match(version):
             raise v.fail(key, version, "expected a CUDA 'MAJOR.MINOR' key")
         if not isinstance(c, dict):
@@ -410,7 +409,7 @@ def parse(raw: Mapping[str, Any], path: object = "<data>") -> CompatData:
         raise v.fail("torch", {}, "no torch releases")
     releases: list[TorchRelease] = []
     for minor, t in torch_raw.items():
-        key = f"torch.{_quoted(minor)}"
+        key = f"torch.{toml_key(minor)}"
         if not _MINOR_RE.match(minor):
             raise v.fail(key, minor, "expected a torch 'X.Y' key")
         if not isinstance(t, dict):
@@ -419,7 +418,7 @@ def parse(raw: Mapping[str, Any], path: object = "<data>") -> CompatData:
                  "availability_source", "confidence", "note"}
         for name in t:
             if name not in known:
-                raise v.fail(f"{key}.{_quoted(name)}", t[name], f"unknown key (expected one of {', '.join(sorted(known))})")
+                raise v.fail(f"{key}.{toml_key(name)}", t[name], f"unknown key (expected one of {', '.join(sorted(known))})")
         latest = v.string(t, key, "latest", pattern=_PATCH_RE)
         if minor_key(".".join(latest.split(".")[:2])) != minor_key(minor):
             raise v.fail(f"{key}.latest", latest, f"not a {minor}.x release")
@@ -432,7 +431,7 @@ def parse(raw: Mapping[str, Any], path: object = "<data>") -> CompatData:
             raise v.fail(f"{key}.builds", {}, "no accelerator builds")
         builds: dict[str, tuple[str, ...]] = {}
         for accel, _plats in builds_raw.items():
-            bkey = f"{key}.builds.{_quoted(accel)}"
+            bkey = f"{key}.builds.{toml_key(accel)}"
             try:
                 cuda_version = contract.cuda_from_accel(accel)
             except contract.InvalidVariant as exc:
@@ -447,7 +446,7 @@ def parse(raw: Mapping[str, Any], path: object = "<data>") -> CompatData:
         overrides_raw = v.table(t, key, "python_overrides", required=False)
         overrides: dict[str, tuple[str, ...]] = {}
         for okey, _pys in overrides_raw.items():
-            full = f"{key}.python_overrides.{_quoted(okey)}"
+            full = f"{key}.python_overrides.{toml_key(okey)}"
             accel, _, plat = okey.partition("/")
             if plat not in PLATFORMS and plat != "*":
                 raise v.fail(full, okey, "expected 'ACCEL/PLATFORM' with a known platform (or '*')")
@@ -483,89 +482,3 @@ def parse(raw: Mapping[str, Any], path: object = "<data>") -> CompatData:
         cuda=dict(sorted(cuda.items(), key=lambda kv: _cuda_key(kv[0]))),
         torch={r.minor: r for r in releases},
     )
-
-
-def to_raw(data: CompatData) -> dict[str, Any]:
-    """The document ``parse`` accepts, for ``dumps`` (``parse(to_raw(d))`` equals ``d``)."""
-    raw: dict[str, Any] = {"schema": SCHEMA}
-    if data.meta:
-        raw["meta"] = dict(data.meta)
-    raw["defaults"] = {"torch_index_base": data.torch_index_base}
-    b = data.build
-    raw["build"] = {
-        "max_jobs_cpu": b.max_jobs_cpu,
-        "max_jobs_cuda": b.max_jobs_cuda,
-        "nvcc_threads": b.nvcc_threads,
-        "build_requires": list(b.build_requires),
-    }
-    raw["platforms"] = {
-        p.name: {"os": p.os, "arch": p.arch, "cibw_arch": p.cibw_arch, "runs_on": p.runs_on}
-        for p in data.platforms.values()
-    }
-    raw["abi"] = {a.name: {"manylinux": a.manylinux, "glibc": a.glibc, "source": a.source} for a in data.abi.values()}
-    raw["cuda"] = {}
-    for c in data.cuda.values():
-        entry: dict[str, Any] = {"archs": c.archs, "archs_aarch64": c.archs_aarch64, "source": c.source,
-                                 "confidence": c.confidence}
-        if c.note:
-            entry["note"] = c.note
-        raw["cuda"][c.version] = entry
-    raw["torch"] = {}
-    for r in data.torch.values():
-        entry = {"latest": r.latest, "cpp_std": r.cpp_std, "pythons": list(r.pythons), "source": r.source}
-        if r.availability_source:
-            entry["availability_source"] = r.availability_source
-        entry["confidence"] = r.confidence
-        if r.note:
-            entry["note"] = r.note
-        entry["builds"] = {accel: list(plats) for accel, plats in r.builds.items()}
-        if r.python_overrides:
-            entry["python_overrides"] = {k: list(vals) for k, vals in r.python_overrides.items()}
-        raw["torch"][r.minor] = entry
-    return raw
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
-    raise TypeError(f"cannot write {type(value).__name__} to TOML: {value!r}")
-
-
-def _toml_table(lines: list[str], prefix: str, table: Mapping[str, Any]) -> None:
-    scalars = [(k, val) for k, val in table.items() if not isinstance(val, dict)]
-    tables = [(k, val) for k, val in table.items() if isinstance(val, dict)]
-    if prefix and (scalars or not tables):
-        lines.append("")
-        lines.append(f"[{prefix}]")
-    for k, val in scalars:
-        lines.append(f"{_quoted(k)} = {_toml_value(val)}")
-    for k, val in tables:
-        _toml_table(lines, f"{prefix}.{_quoted(k)}" if prefix else _quoted(k), val)
-
-
-def dumps(data: CompatData, *, header: str = "") -> str:
-    """The data as TOML, in the canonical layout of the packaged file."""
-    lines = [f"# {line}" if line else "#" for line in header.splitlines()]
-    _toml_table(lines, "", to_raw(data))
-    return "\n".join(lines).lstrip("\n") + "\n"
-
-
-def write_atomic(path: os.PathLike[str] | str, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and ``os.replace``."""
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    finally:
-        if tmp.exists():
-            tmp.unlink()

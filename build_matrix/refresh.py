@@ -35,7 +35,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.exceptions import ConnectTimeoutError, ReadTimeoutError
 from urllib3.util.retry import Retry
 
-from build_matrix import compat
+from build_matrix import compat, compat_write
 from build_matrix.errors import FetchError
 from build_support.contract import contract
 
@@ -327,7 +327,7 @@ def rebuild(data: compat.CompatData, observations: Sequence[Observation], *, sou
     meta["updated"] = datetime.date.today().isoformat()
     new = dataclasses.replace(data, torch=ordered, meta=meta)
     # Validate the result exactly as a loaded file would be.
-    compat.parse(compat.to_raw(new), data.path)
+    compat.parse(compat_write.to_raw(new), data.path)
     return new, warnings
 
 
@@ -398,7 +398,7 @@ def refresh(data_path: Optional[str] = None, *, base: Optional[str] = None, extr
     target = Path(output) if output else path
     written = False
     if not dry_run and (changes or target != path or not target.exists()):
-        compat.write_atomic(target, compat.dumps(new, header=_header(path)))
+        compat_write.write_atomic(target, compat_write.dumps(new, header=_header(path)))
         written = True
     return RefreshResult(old=data, new=new, changes=changes, warnings=warnings, written=written,
                          pages=pages, wheels=len(observations))
