@@ -42,20 +42,16 @@ from build_matrix import repair, wheelcheck
 from build_matrix.binaries import find_cuobjdump
 from build_matrix.build_venv import ensure_venv, install_torch, say, torch_facts, verify_torch
 from build_matrix.errors import BuildError, CheckError
+from build_support import toolchain
 from build_support.contract import REPO_ROOT, contract
 
 __all__ = [
     "BuildOptions",
     "BuildReport",
     "build_job",
-    "default_max_jobs",
     "configure_parser",
     "run",
 ]
-
-GB_PER_CUDA_JOB = 4.0  #: peak memory of one nvcc job on these kernels, with headroom
-GB_PER_CXX_JOB = 1.5
-
 
 @dataclasses.dataclass(frozen=True)
 class BuildOptions:
@@ -90,26 +86,6 @@ class BuildReport:
     compile_s: Optional[float] = None
     total_s: Optional[float] = None
     checks: list[dict[str, str]] = dataclasses.field(default_factory=list)
-
-
-def _mem_available_gb() -> Optional[float]:
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) / (1024 * 1024)
-    except OSError:
-        return None
-    return None
-
-
-def default_max_jobs(cuda: bool) -> int:
-    """Parallel compile jobs: limited by cores and by free memory (nvcc jobs take GBs)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    mem = _mem_available_gb()
-    per_job = GB_PER_CUDA_JOB if cuda else GB_PER_CXX_JOB
-    by_mem = cores if mem is None else max(1, int(mem // per_job))
-    return max(1, min(cores, by_mem))
 
 
 def _preflight(py: Path, env: dict[str, str], build_dir: Path) -> dict[str, Any]:
@@ -300,7 +276,7 @@ def build_job(job: Any, opts: BuildOptions) -> BuildReport:
         archs = opts.cuda_archs or (job.cuda_archs if cuda else None)
         if cuda and archs:
             wheelcheck.parse_arch_list(archs)  # validates: a clear error before a long build
-        jobs = opts.max_jobs or (int(os.environ["MAX_JOBS"]) if os.environ.get("MAX_JOBS", "").isdigit() else default_max_jobs(cuda))
+        jobs = opts.max_jobs or (int(os.environ["MAX_JOBS"]) if os.environ.get("MAX_JOBS", "").isdigit() else toolchain.max_jobs(cuda))
         cores = os.cpu_count() or 1
         threads = opts.nvcc_threads or max(1, min(4, cores // jobs))
         env = _build_env(job, opts, tmp, archs, jobs, threads)

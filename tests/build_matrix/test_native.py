@@ -95,15 +95,6 @@ def test_no_ccache_leaves_env_alone(tmp_path: Path, monkeypatch) -> None:
     assert env == {"PATH": str(tmp_path)}
 
 
-def test_default_max_jobs_bounded_by_cores_and_memory(monkeypatch) -> None:
-    monkeypatch.setattr(native, "_mem_available_gb", lambda: 9.0)
-    monkeypatch.setattr(native.os, "sched_getaffinity", lambda _pid: set(range(16)), raising=False)
-    assert native.default_max_jobs(cuda=True) == 2  # 9 GB / 4 GB per nvcc job
-    assert native.default_max_jobs(cuda=False) == 6  # 9 GB / 1.5 GB per c++ job
-    monkeypatch.setattr(native, "_mem_available_gb", lambda: 0.5)
-    assert native.default_max_jobs(cuda=True) == 1  # never zero
-
-
 def test_verify_torch_names_every_mismatch(plan, tmp_path: Path) -> None:
     job = plan.job("torch2.13-cpu-linux-x86_64")
     build_venv.verify_torch(job, {"version": "2.13.0+cpu", "cuda": None, "cxx11_abi": True}, _opts(tmp_path))

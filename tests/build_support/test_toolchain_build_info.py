@@ -48,6 +48,9 @@ def test_max_jobs_bounded_by_cores_and_memory(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(toolchain, "_mem_available_gb", lambda: 9.0)
     cores = len(os.sched_getaffinity(0))
     assert toolchain.max_jobs(cuda=True) == max(1, min(cores, 2))  # 9 GB / 4 GB per nvcc job
+    monkeypatch.setattr(toolchain.os, "sched_getaffinity", lambda _pid: set(range(16)), raising=False)
+    assert toolchain.max_jobs(cuda=True) == 2
+    assert toolchain.max_jobs(cuda=False) == 6  # 9 GB / 1.5 GB per c++ job (the native build's default too)
     monkeypatch.setattr(toolchain, "_mem_available_gb", lambda: 1.0)
     assert toolchain.max_jobs(cuda=True) == 1
 
