@@ -18,7 +18,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Optional
 
@@ -251,6 +251,17 @@ class _V:
             raise self.fail(full, value, "expected a table")
         return value
 
+    def entries(self, section: str, raw: Mapping[str, Any], valid: Any, expected: str) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
+        """(name, key, table) of each entry of a section: a name ``valid`` refuses or a value that
+        is not a table fails (naming ``expected``)."""
+        for name, value in raw.items():
+            key = f"{section}.{toml_key(name)}"
+            if not valid(name):
+                raise self.fail(key, name, expected)
+            if not isinstance(value, dict):
+                raise self.fail(key, value, "expected a table")
+            yield name, key, value
+
     def string(self, raw: Mapping[str, Any], key: str, name: str, *, default: Optional[str] = None,
                pattern: Optional[re.Pattern[str]] = None, choices: Optional[tuple[str, ...]] = None) -> str:
         full = f"{key}.{name}" if key else name
@@ -356,12 +367,8 @@ def parse(raw: Mapping[str, Any], path: object = "<data>") -> CompatData:
     for name in PLATFORMS:
         if name not in plats_raw:
             raise v.fail(f"platforms.{name}", None, "missing platform table")
-    for name, p in plats_raw.items():
-        key = f"platforms.{toml_key(name)}"
-        if name not in PLATFORMS:
-            raise v.fail(key, name, f"unknown platform (expected one of {', '.join(PLATFORMS)})")
-        if not isinstance(p, dict):
-            raise v.fail(key, p, "expected a table")
+    for name, key, p in v.entries("platforms", plats_raw, PLATFORMS.__contains__,
+                                  f"unknown platform (expected one of {', '.join(PLATFORMS)})"):
         platforms[name] = Platform(
             name=name,
             os=v.string(p, key, "os", choices=("linux", "windows")),
@@ -386,12 +393,7 @@ def parse(raw: Mapping[str, Any], path: object = "<data>") -> CompatData:
 
     cuda_raw = v.table(raw, "", "cuda")
     cuda: dict[str, CudaInfo] = {}
-    for version, c in cuda_raw.items():
-        key = f"cuda.{toml_key(version)}"
-        if not _CUDA_RE.match(version):
-            raise v.fail(key, version, "expected a CUDA 'MAJOR.MINOR' key")
-        if not isinstance(c, dict):
-            raise v.fail(key, c, "expected a table")
+    for version, key, c in v.entries("cuda", cuda_raw, _CUDA_RE.match, "expected a CUDA 'MAJOR.MINOR' key"):
         info = CudaInfo(
             version=version,
             archs=v.string(c, key, "archs"),
@@ -408,12 +410,7 @@ def parse(raw: Mapping[str, Any], path: object = "<data>") -> CompatData:
     if not torch_raw:
         raise v.fail("torch", {}, "no torch releases")
     releases: list[TorchRelease] = []
-    for minor, t in torch_raw.items():
-        key = f"torch.{toml_key(minor)}"
-        if not _MINOR_RE.match(minor):
-            raise v.fail(key, minor, "expected a torch 'X.Y' key")
-        if not isinstance(t, dict):
-            raise v.fail(key, t, "expected a table")
+    for minor, key, t in v.entries("torch", torch_raw, _MINOR_RE.match, "expected a torch 'X.Y' key"):
         known = {"latest", "cpp_std", "pythons", "builds", "python_overrides", "source",
                  "availability_source", "confidence", "note"}
         for name in t:
