@@ -52,7 +52,7 @@ def test_setuptools_range_is_bounded_and_supports_pep639() -> None:
 
 def test_every_place_installs_the_same_setuptools() -> None:
     want = str(_setuptools_requirement().specifier)
-    files = ["requirements-dev.txt", "build_matrix/native.py", "build_matrix/data/compat.toml",
+    files = ["requirements-dev.txt", "build_matrix/build_venv.py", "build_matrix/data/compat.toml",
              ".github/workflows/release.yml", "pyproject.toml", "benchmarks/sdist_install_bench.py"]
     for rel in files:
         text = (REPO / rel).read_text(encoding="utf-8")
