@@ -14,9 +14,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import load_ops  # noqa: E402
+from gpu_ops import load_ops  # noqa: E402
 from ref import conv_ref, rel_err, tol_for, update_ref  # noqa: E402
-
 
 SEEN: set[str] = set()  # the kernel paths the calls ran
 
