@@ -53,7 +53,11 @@ def serving_checks(ops, dev: str, dtype: torch.dtype) -> tuple[int, int]:
             lens = [63, 1, 0, 3, 80, 2]
             q = torch.tensor([0] + torch.tensor(lens).cumsum(0).tolist(), device=dev, dtype=torch.int32)
             total = int(q[-1]) + 5
-            xv = torch.randn(D, total, device=dev, dtype=dtype) if layout == "cf" else torch.randn(total, D, device=dev, dtype=dtype).t()
+            xv = (
+                torch.randn(D, total, device=dev, dtype=dtype)
+                if layout == "cf"
+                else torch.randn(total, D, device=dev, dtype=dtype).t()
+            )
             st = torch.randn(8, 5, D, device=dev, dtype=dtype).transpose(1, 2)  # (lines, D, S=5), (B, S, D) memory
             ci = torch.tensor([3, 0, 6, -1, 7, 1], device=dev, dtype=torch.int32)
             hi = torch.tensor([1, 0, 1, 1, 1, 0], device=dev, dtype=torch.bool)
