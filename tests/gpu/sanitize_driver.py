@@ -145,7 +145,7 @@ def main() -> int:
         bad += bad_s
     torch.cuda.synchronize()
     print(f"sanitize driver: {n - bad}/{n} checks passed")
-    missing = sorted(set(ops._kernel_paths()) - SEEN)
+    missing = sorted(set(ops._kernel_paths().split(",")) - SEEN)
     print(f"kernel paths run: {', '.join(sorted(SEEN))}" + (f"; NOT run: {', '.join(missing)}" if missing else ""))
     return 1 if bad or missing else 0
 
