@@ -16,7 +16,6 @@
 
 #include <string>
 #include <tuple>
-#include <vector>
 
 #include "kernel_paths.h"
 
@@ -56,7 +55,7 @@ CC1D_LIBRARY(causal_conv1d, m) {
       "Tensor? conv_state_indices, Tensor? num_accepted_tokens, int pad_slot_id) -> Tensor");
   // Debug ops of the CUDA kernel paths (csrc/kernel_paths.h): which paths exist, which one the
   // last launch of an op ran, and an in-process override of a path's switch (tests). Not API.
-  m.def("_kernel_paths() -> str[]");
+  m.def("_kernel_paths() -> str");  // comma-separated (a str, not str[]: one shim less to rely on)
   m.def("_last_kernel_path(str op) -> str");
   m.def("_set_kernel_path(str path, int state) -> ()");
 }
@@ -64,9 +63,12 @@ CC1D_LIBRARY(causal_conv1d, m) {
 namespace causal_conv1d {
 namespace {
 
-std::vector<std::string> kernel_paths_op() {
-  std::vector<std::string> names;
-  for (int i = 1; i < static_cast<int>(KernelPath::kCount); ++i) names.emplace_back(kKernelPaths[i].name);
+std::string kernel_paths_op() {
+  std::string names;
+  for (int i = 1; i < static_cast<int>(KernelPath::kCount); ++i) {
+    if (!names.empty()) names += ",";
+    names += kKernelPaths[i].name;
+  }
   return names;
 }
 

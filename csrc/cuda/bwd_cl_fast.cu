@@ -275,12 +275,17 @@ __device__ __forceinline__ void walk(const ConvParams& p, const TokenPitch& pitc
   {
     const int n_out = left < T_slice ? static_cast<int>(left) : T_slice;
     const int n_in = left < T_slice + kH ? static_cast<int>(left) : T_slice + kH;
-    // every lane of the warp writes the same values (the lanes walk the same tokens); read back by the
-    // writing thread only
-    sm->n_out = n_out;
-    sm->n_in = n_in;
-    sm->n_fast = n_out < n_in - (kStages - kBatch) ? n_out : n_in - (kStages - kBatch);
-    sm->steps = n_out + kH;  // the last dx (token t0 + n_out - 1) completes at step n_out - 1 + kH
+    // the same values for every lane of the warp (the lanes walk the same tokens): the first active
+    // lane writes them, the others read them after the warp barrier (racecheck flagged every lane
+    // writing the word that the other lanes read, although the values were equal)
+    const unsigned active = __activemask();  // the lanes with a word inside the row (the caller's test)
+    if (lane == __ffs(active) - 1) {
+      sm->n_out = n_out;
+      sm->n_in = n_in;
+      sm->n_fast = n_out < n_in - (kStages - kBatch) ? n_out : n_in - (kStages - kBatch);
+      sm->steps = n_out + kH;  // the last dx (token t0 + n_out - 1) completes at step n_out - 1 + kH
+    }
+    __syncwarp(active);
   }
 
   const int64_t x0 = static_cast<int64_t>(b) * p.x_bs + c0 + t0 * p.x_ls;

@@ -14,9 +14,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import load_ops  # noqa: E402
+from gpu_ops import load_ops  # noqa: E402
 from ref import conv_ref, rel_err, tol_for, update_ref  # noqa: E402
-
 
 SEEN: set[str] = set()  # the kernel paths the calls ran
 
@@ -54,7 +53,11 @@ def serving_checks(ops, dev: str, dtype: torch.dtype) -> tuple[int, int]:
             lens = [63, 1, 0, 3, 80, 2]
             q = torch.tensor([0] + torch.tensor(lens).cumsum(0).tolist(), device=dev, dtype=torch.int32)
             total = int(q[-1]) + 5
-            xv = torch.randn(D, total, device=dev, dtype=dtype) if layout == "cf" else torch.randn(total, D, device=dev, dtype=dtype).t()
+            xv = (
+                torch.randn(D, total, device=dev, dtype=dtype)
+                if layout == "cf"
+                else torch.randn(total, D, device=dev, dtype=dtype).t()
+            )
             st = torch.randn(8, 5, D, device=dev, dtype=dtype).transpose(1, 2)  # (lines, D, S=5), (B, S, D) memory
             ci = torch.tensor([3, 0, 6, -1, 7, 1], device=dev, dtype=torch.int32)
             hi = torch.tensor([1, 0, 1, 1, 1, 0], device=dev, dtype=torch.bool)
@@ -142,7 +145,7 @@ def main() -> int:
         bad += bad_s
     torch.cuda.synchronize()
     print(f"sanitize driver: {n - bad}/{n} checks passed")
-    missing = sorted(set(ops._kernel_paths()) - SEEN)
+    missing = sorted(set(ops._kernel_paths().split(",")) - SEEN)
     print(f"kernel paths run: {', '.join(sorted(SEEN))}" + (f"; NOT run: {', '.join(missing)}" if missing else ""))
     return 1 if bad or missing else 0
 

@@ -21,7 +21,7 @@ import itertools
 from pathlib import Path
 
 import pytest
-from conftest import kernel_path, path_ran
+from gpu_ops import kernel_path, path_ran
 
 pytestmark = pytest.mark.gpu
 
@@ -163,7 +163,7 @@ def check_bwd(ops, x, dout, w, b, silu: bool, dts: str, wts: str, unit_axis: int
 def run_cases() -> int:
     """Run every case on the GPU; print failures; return the number failed."""
     import torch
-    from conftest import load_ops
+    from gpu_ops import load_ops
 
     ops = load_ops()
     failed = 0
@@ -188,7 +188,7 @@ def check_path() -> int:
     (no CUPTI), since the check cannot be made then.
     """
     import torch
-    from conftest import load_ops
+    from gpu_ops import load_ops
     from torch.profiler import ProfilerActivity, profile
 
     ops = load_ops()

@@ -26,7 +26,7 @@ import itertools
 from pathlib import Path
 
 import pytest
-from conftest import kernel_path, path_ran
+from gpu_ops import kernel_path, path_ran
 
 pytestmark = pytest.mark.gpu
 
@@ -85,7 +85,7 @@ def run_cases(max_elems: int = 0) -> int:
     """Run every case on the GPU (only those with B * D * L <= max_elems when it is positive: the
     small ones, for compute-sanitizer); print failures; return the number failed."""
     import torch
-    from conftest import load_ops
+    from gpu_ops import load_ops
     from test_bwd_cf_fast import check_bwd
 
     ops = load_ops()
@@ -116,7 +116,7 @@ def check_path(on: bool) -> int:
     (no CUPTI), since the check cannot be made then.
     """
     import torch
-    from conftest import load_ops
+    from gpu_ops import load_ops
     from torch.profiler import ProfilerActivity, profile
 
     ops = load_ops()

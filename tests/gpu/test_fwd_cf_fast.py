@@ -16,7 +16,7 @@ import itertools
 from pathlib import Path
 
 import pytest
-from conftest import kernel_path, path_ran
+from gpu_ops import kernel_path, path_ran
 
 pytestmark = pytest.mark.gpu
 
@@ -41,7 +41,7 @@ def cases() -> list[tuple]:
 def run_cases() -> int:
     """Run every case on the GPU (the path forced on); print failures; return the number failed."""
     import torch
-    from conftest import load_ops
+    from gpu_ops import load_ops
     from ref import conv_ref, tol_for
 
     ops = load_ops()
@@ -87,7 +87,7 @@ def check_path() -> int:
     """An eligible case (a 16-bit row of 4096 tokens) runs fwd_cf_fast_kernel (the profiler's view).
     0 (with a note) when the profiler records no kernels (no CUPTI)."""
     import torch
-    from conftest import load_ops
+    from gpu_ops import load_ops
     from torch.profiler import ProfilerActivity, profile
 
     ops = load_ops()

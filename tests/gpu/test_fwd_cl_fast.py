@@ -27,7 +27,7 @@ import itertools
 from pathlib import Path
 
 import pytest
-from conftest import kernel_path, path_ran
+from gpu_ops import kernel_path, path_ran
 
 pytestmark = pytest.mark.gpu
 
@@ -160,7 +160,7 @@ def run_cases(max_elems: int = 0) -> int:
     """Run every case on the GPU (only those with B * D * L <= max_elems when it is positive: the
     small ones, for compute-sanitizer); print failures; return the number failed."""
     import torch
-    from conftest import load_ops
+    from gpu_ops import load_ops
     from ref import conv_ref
 
     ops = load_ops()
@@ -219,7 +219,7 @@ def run_cases(max_elems: int = 0) -> int:
 def _kernels(fn) -> tuple[list[str], str]:
     """The CUDA kernels fn launched (the profiler's names) and the kernel path the op recorded."""
     import torch
-    from conftest import load_ops
+    from gpu_ops import load_ops
     from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.synchronize()
@@ -233,7 +233,7 @@ def _kernels(fn) -> tuple[list[str], str]:
 def _path_inputs():
     """(name, eligible, thunk) for the path checks."""
     import torch
-    from conftest import load_ops
+    from gpu_ops import load_ops
 
     ops = load_ops()
     g = torch.Generator(device="cuda").manual_seed(7)
@@ -300,7 +300,7 @@ def check_disabled() -> int:
     g = torch.Generator(device="cuda").manual_seed(3)
     x = make_x(2, 64, 100, torch.bfloat16, "pitch", g)
     w = torch.randn(64, 4, device="cuda", generator=g).to(torch.bfloat16)
-    from conftest import load_ops
+    from gpu_ops import load_ops
 
     out, fin = load_ops().fwd(x, w, None, None, None, True, True)
     ref, ref_fin = conv_ref(x, w, None, silu=True)

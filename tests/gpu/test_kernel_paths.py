@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 from _child import run_child
-from conftest import kernel_path
+from gpu_ops import kernel_path
 
 pytestmark = pytest.mark.gpu
 
@@ -70,7 +70,7 @@ def kernels_of(fn) -> list[str]:
 
 
 def test_every_path_is_listed(ops):
-    listed = set(ops._kernel_paths())
+    listed = set(ops._kernel_paths().split(","))
     assert set(FAST_PATHS) | set(GENERAL_KERNELS) | {"varlen_fwd", "spec_update"} == listed
 
 
@@ -104,7 +104,7 @@ def test_override_reset_returns_to_the_environment(ops):
 
 def env_off_child() -> int:
     """Child process with every switch at 0: each eligible case runs the general path."""
-    from conftest import load_ops
+    from gpu_ops import load_ops
 
     ops = load_ops()
     failed = 0
@@ -125,7 +125,7 @@ def test_environment_switches_turn_paths_off(ops):  # noqa: ARG001 - the fixture
 
 def invalid_value_child() -> int:
     """Child process with CAUSAL_CONV1D_FWD_FAST=maybe: the forward fails naming the variable."""
-    from conftest import load_ops
+    from gpu_ops import load_ops
 
     ops = load_ops()
     try:

@@ -15,7 +15,7 @@ import itertools
 from pathlib import Path
 
 import pytest
-from conftest import kernel_path, path_ran
+from gpu_ops import kernel_path, path_ran
 
 pytestmark = pytest.mark.gpu
 
@@ -47,7 +47,7 @@ def expect_fast(case: tuple) -> bool:
 def run_cases(fast: bool) -> tuple[int, list]:
     """Run every case with the fast path on or off; print failures; return (failed, outputs and states)."""
     import torch
-    from conftest import load_ops
+    from gpu_ops import load_ops
     from ref import tol_for, update_ref
 
     ops = load_ops()
