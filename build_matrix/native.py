@@ -37,9 +37,10 @@ from typing import Any, Optional
 
 from packaging.version import InvalidVersion, Version
 
+import causal_conv1d_contract as contract
 from build_matrix import repair, wheelcheck
 from build_matrix.errors import BuildError, CheckError
-from build_support.contract import REPO_ROOT, contract
+from build_support import REPO_ROOT
 from build_support.net import index_reachable
 
 __all__ = [
@@ -501,7 +502,7 @@ def build_job(job: Any, opts: BuildOptions) -> BuildReport:
 # A build cache for tests and local rehearsals
 
 #: What a wheel is built from; the cache key hashes these (ignored build products excluded).
-SOURCE_PATHS = ("csrc", "causal_conv1d", "setup.py", "build_support")
+SOURCE_PATHS = ("csrc", "causal_conv1d", "causal_conv1d_contract", "setup.py", "build_support")
 _SKIP_PARTS = ("__pycache__", ".egg-info")
 _SKIP_SUFFIXES = (".pyc", ".pyo", ".so", ".pyd", ".o")
 

@@ -35,9 +35,9 @@ from requests.adapters import HTTPAdapter
 from urllib3.exceptions import ConnectTimeoutError, ReadTimeoutError
 from urllib3.util.retry import Retry
 
+import causal_conv1d_contract as contract
 from build_matrix import compat
 from build_matrix.errors import FetchError
-from build_support.contract import contract
 
 __all__ = [
     "PEP691_JSON",

@@ -42,8 +42,8 @@ from typing import Optional
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 
+import causal_conv1d_contract as contract
 from build_matrix.errors import EXIT_USAGE, BuildMatrixError, CheckError
-from build_support.contract import contract
 
 __all__ = [
     "CHECKS",

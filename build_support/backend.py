@@ -32,8 +32,8 @@ from typing import Any, Optional
 
 from setuptools import build_meta as _st
 
+import causal_conv1d_contract as contract
 from build_support import prebuilt
-from build_support.contract import contract
 
 __all__ = [
     "get_requires_for_build_sdist", "build_sdist",

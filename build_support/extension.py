@@ -4,7 +4,7 @@ setup.py calls :func:`install_requires`, :func:`ext_modules` and :func:`cmdclass
 ``torch.utils.cpp_extension`` are imported inside these functions only, so that setup.py (and
 ``build_support.toolchain``) can prepare the environment (CUDA_HOME, PATH, ...) first.
 
-Environment variables honoured here (names from causal_conv1d/_contract.py where shared):
+Environment variables honoured here (names from causal_conv1d_contract where shared):
 
 * ``CAUSAL_CONV1D_SKIP_CUDA_BUILD=TRUE``: build the CPU kernels only, even with a CUDA torch.
 * ``CAUSAL_CONV1D_STABLE_ABI=TRUE/FALSE``: build the op layer on the LibTorch stable ABI (one library
@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-from build_support.contract import contract
+import causal_conv1d_contract as contract
 
 __all__ = [
     "install_requires",

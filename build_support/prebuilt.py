@@ -42,13 +42,14 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 from packaging import tags as _tags
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from build_support.contract import contract
+import causal_conv1d_contract as contract
 from build_support.toolchain import TorchInfo, torch_info
 
 __all__ = [
@@ -211,7 +212,7 @@ def _forced_abi() -> Optional[bool]:
     return contract.env_flag(contract.ENV_FORCE_CXX11_ABI)
 
 
-def target_variant(info: TorchInfo) -> Any:
+def target_variant(info: TorchInfo) -> contract.Variant:
     """The variant for a torch (``contract.Variant``); raises IndexError_ when there is none."""
     if not info.importable or not info.version:
         raise IndexError_("no torch found to pick a variant for")
@@ -384,7 +385,8 @@ def fetch_candidates(page_url: str) -> list[Candidate]:
     return parse_page(body, ctype, final)
 
 
-def select(candidates: list[Candidate], variant: Any, supported: Optional[list[Any]] = None) -> tuple[Optional[Candidate], str]:
+def select(candidates: list[Candidate], variant: Union[contract.BuildVariant, Sequence[contract.BuildVariant]],
+           supported: Optional[list[_tags.Tag]] = None) -> tuple[Optional[Candidate], str]:
     """(the best candidate or None, why none). ``variant``: the accepted wheel variant, or a tuple of
     them (a Variant and its StableVariant); at the same tag rank a stable-ABI wheel wins."""
     accepted = tuple(variant) if isinstance(variant, (tuple, list)) else (variant,)
@@ -427,7 +429,7 @@ def select(candidates: list[Candidate], variant: Any, supported: Optional[list[A
     return None, "no wheel"
 
 
-def lookups(variant: Any, base: str) -> list[tuple[str, tuple[Any, ...]]]:
+def lookups(variant: contract.Variant, base: str) -> list[tuple[str, tuple[contract.BuildVariant, ...]]]:
     """The project pages to ask, in order, and the wheel variants each may give (see the module docstring)."""
     stable = None
     try:
@@ -442,7 +444,7 @@ def lookups(variant: Any, base: str) -> list[tuple[str, tuple[Any, ...]]]:
     return pages
 
 
-def find_candidate(variant: Any, base: str) -> tuple[Optional[Candidate], str, list[str]]:
+def find_candidate(variant: contract.Variant, base: str) -> tuple[Optional[Candidate], str, list[str]]:
     """(the wheel to use or None, the page it is on, why not: one line per page asked)."""
     why: list[str] = []
     for page, accepted in lookups(variant, base):
@@ -456,7 +458,7 @@ def find_candidate(variant: Any, base: str) -> tuple[Optional[Candidate], str, l
     return None, "", why
 
 
-def _check_wheel(path: Path, variant: Any) -> None:
+def _check_wheel(path: Path, variant: contract.BuildVariant) -> None:
     """A readable zip whose build record names the variant (the file name already did)."""
     try:
         with zipfile.ZipFile(path) as zf:
@@ -472,7 +474,7 @@ def _check_wheel(path: Path, variant: Any) -> None:
         raise IndexError_(f"not a valid wheel ({exc})") from None
 
 
-def download(c: Candidate, dest_dir: Path, variant: Any) -> Path:
+def download(c: Candidate, dest_dir: Path, variant: contract.BuildVariant) -> Path:
     """Download, verify and atomically place ``c`` in dest_dir. Raises IndexError_."""
     if not c.sha256:
         raise IndexError_(f"the index publishes no sha256 for {c.filename}; refusing an unverifiable wheel")
@@ -677,7 +679,7 @@ def will_build_locally() -> bool:
     return cand is None
 
 
-def probe(variant: Any, base: Optional[str] = None, timeout: float = 5.0) -> tuple[Optional[bool], str]:
+def probe(variant: contract.Variant, base: Optional[str] = None, timeout: float = 5.0) -> tuple[Optional[bool], str]:
     """One request: does the index have this version's wheel for the variant on this platform?
 
     (True/False, detail), or (None, why unknown) when the index cannot be reached. For doctor.

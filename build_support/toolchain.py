@@ -30,7 +30,8 @@ import sysconfig
 from pathlib import Path
 from typing import Any, Optional
 
-from build_support.contract import REPO_ROOT, contract
+import causal_conv1d_contract as contract
+from build_support import REPO_ROOT
 
 __all__ = [
     "Problem", "TorchInfo", "CudaToolkit", "Compiler", "Diagnosis",

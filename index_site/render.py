@@ -11,8 +11,8 @@ from typing import Any
 import jinja2
 from packaging.version import Version
 
-from build_support.commands import commands as install_cmds
-from build_support.contract import contract
+import causal_conv1d_contract as contract
+from causal_conv1d_contract import commands as install_cmds
 from index_site.coverage import (
     COVERAGE_NAME,
     PLATFORMS,
@@ -127,7 +127,7 @@ def _family_label(family: str) -> str:
     return "CPU" if family == "cpu" else f"CUDA {family[2:]}.x"
 
 
-def _newer_torch(per_minor: list[str], stable: list[Any]) -> str:
+def _newer_torch(per_minor: list[str], stable: list[contract.StableVariant]) -> str:
     """The first torch minor after every one the site knows: the chooser's "X.Y or newer" entry,
     served by the stable family pages (``whl/stable2.10-cu13/``)."""
     known = [contract.Variant.parse(n).torch_minor for n in per_minor]
@@ -135,7 +135,7 @@ def _newer_torch(per_minor: list[str], stable: list[Any]) -> str:
     return f"{newest[0]}.{newest[1] + 1}"
 
 
-def _pytorch_accel(sv: Any, per_minor: list[str]) -> str:
+def _pytorch_accel(sv: contract.StableVariant, per_minor: list[str]) -> str:
     """PyTorch's index for a family's newest known build (``cu132`` for cu13): where the "X.Y or newer"
     entry's command takes torch from."""
     of_family = {contract.Variant.parse(n).accel for n in per_minor}
@@ -180,18 +180,18 @@ def _variant_commands(site_url: str, variant_name: str) -> dict[str, Any]:
     v = contract.Variant.parse(variant_name)
     spec = f"=={v.torch}.*"
     return {
-        "wheel": install_cmds.install_commands(contract, site_url, v, spec),
-        "source": install_cmds.source_commands(contract, v.accel, spec),
+        "wheel": install_cmds.install_commands(site_url, v, spec),
+        "source": install_cmds.source_commands(v.accel, spec),
     }
 
 
-def _stable_commands(site_url: str, sv: Any, newer: str, torch_accel: str) -> dict[str, Any]:
+def _stable_commands(site_url: str, sv: contract.StableVariant, newer: str, torch_accel: str) -> dict[str, Any]:
     """The "X.Y or newer" entry's commands: torch ``>=X.Y`` from PyTorch's index of the family's newest
     build and our wheel from the family page, which serves every torch >= its target."""
     spec = f">={newer}"
     return {
-        "wheel": install_cmds.install_commands(contract, site_url, sv, spec, torch_accel=torch_accel),
-        "source": install_cmds.source_commands(contract, torch_accel, spec),
+        "wheel": install_cmds.install_commands(site_url, sv, spec, torch_accel=torch_accel),
+        "source": install_cmds.source_commands(torch_accel, spec),
     }
 
 
@@ -254,7 +254,7 @@ def _landing(entries: list[Entry], rows: list[CoverageRow], site_url: str) -> by
             any_stable=any(c.wheel and c.stable for c in cells.values()),
             stable_pages=[f"{site_url}whl/{sv.name}/" for sv in stable],
             data=data,
-            noscript_command=install_cmds.install_commands(contract, site_url, example, f"=={example.torch}.*")["pip"],
+            noscript_command=install_cmds.install_commands(site_url, example, f"=={example.torch}.*")["pip"],
             noscript_variant=example.name,
         )
     )

@@ -20,7 +20,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Callable, Optional
 
-from build_support.contract import contract
+import causal_conv1d_contract as contract
 from index_site.coverage import COVERAGE_NAME, CoverageRow, read_coverage
 from index_site.errors import BadInputError, IndexSiteError, ManifestError, Problem
 from index_site.manifest import MANIFEST_NAME, Entry, Manifest, load_manifest, resolve_now

@@ -16,7 +16,7 @@ import zipfile
 from pathlib import Path
 from typing import IO, Any, Optional
 
-from build_support.contract import contract
+import causal_conv1d_contract as contract
 from index_site.coverage import COVERAGE_NAME, CoverageRow, page_entries, read_coverage
 from index_site.errors import IndexSiteError, Problem
 from index_site.manifest import MANIFEST_NAME, Entry, parse_manifest

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any, Callable, Optional
 
-from build_support.contract import contract
+import causal_conv1d_contract as contract
 from build_support.net import index_reachable
 from release import install as inst
 from release.commands import Process, Runner
@@ -87,7 +87,7 @@ def _cuda_job(job: Any) -> bool:
     return bool(job.get("cuda"))
 
 
-def _stable(variant: Any) -> bool:
+def _stable(variant: object) -> bool:
     return isinstance(variant, contract.StableVariant)
 
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Optional
 
-from build_support.contract import contract
+import causal_conv1d_contract as contract
 from release import install as inst
 from release.commands import Runner
 from release.errors import StepFailed, UsageError

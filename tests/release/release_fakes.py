@@ -13,7 +13,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from build_support.contract import contract  # noqa: E402
+import causal_conv1d_contract as contract  # noqa: E402
 from release.commands import CommandResult  # noqa: E402
 from release.errors import CommandFailed  # noqa: E402
 from release.machine import Machine  # noqa: E402

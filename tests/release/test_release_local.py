@@ -10,7 +10,7 @@ from typing import Any, Optional
 import pytest
 from release_fakes import FakeRunner, arg_after, doctor_json, machine, make_plan, smoke_json, write_fake_wheel
 
-from build_support.contract import contract
+import causal_conv1d_contract as contract
 from release.local import LocalOptions, LocalRelease
 
 PORT = 5555

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from build_support.contract import contract
+import causal_conv1d_contract as contract
 
 from .conftest import CPU_VARIANT, REPO, clean_env, run
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from build_support.contract import contract
+import causal_conv1d_contract as contract
 from index_site._testing import write_wheel
 
 from .conftest import REPO
