@@ -226,7 +226,7 @@ def target_variant(info: TorchInfo) -> contract.Variant:
 
 
 def index_base() -> str:
-    return os.environ.get(contract.ENV_INDEX_URL, "").strip() or contract.DEFAULT_INDEX_URL
+    return contract.index_base()
 
 
 def settings_skip_reason() -> Optional[str]:

@@ -457,7 +457,7 @@ def max_jobs(cuda: bool) -> int:
 
 def _index_hint() -> str:
     return (f"or install a prebuilt wheel: see the variants at "
-            f"{os.environ.get(contract.ENV_INDEX_URL, '').strip() or contract.DEFAULT_INDEX_URL}whl/ "
+            f"{contract.index_base()}{contract.WHEELS_DIR}/ "
             f"(python -m causal_conv1d doctor prints the exact command)")
 
 

@@ -28,7 +28,6 @@ from index_site.render import render_pages
 from index_site.wheels import WheelFile, WheelProblem, scan_wheels, sha256_file
 
 FILES_DIR = "files"
-WHL_DIR = "whl"
 _RENAME_EXCHANGE = 2  # linux/fs.h
 
 
@@ -59,7 +58,7 @@ def _url_for(files_url: Optional[str]) -> Callable[[str], str]:
     parts = urllib.parse.urlsplit(files_url)
     if parts.scheme not in ("http", "https", "file") or (parts.scheme != "file" and not parts.netloc):
         raise IndexSiteError(f"Invalid --files-url (expected an absolute http(s):// URL): {files_url!r}")
-    base = files_url if files_url.endswith("/") else files_url + "/"
+    base = contract.site_base(files_url)
     return lambda filename: base + contract.quote_path(filename)
 
 
@@ -327,7 +326,7 @@ def _normalise_site_url(url: str) -> str:
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https", "file") or (parts.scheme != "file" and not parts.netloc):
         raise IndexSiteError(f"Invalid --site-url (expected an absolute http(s):// or file:// URL): {url!r}")
-    return url if url.endswith("/") else url + "/"
+    return contract.site_base(url)
 
 
 def _coverage(out: Path, path: Optional[Path], problems: list[Problem]) -> list[CoverageRow]:

@@ -380,7 +380,7 @@ class LocalRelease:
             if _stable(variant) and variant.family == "cpu" and _pinned_minor(self.o.cpu_torch_spec):
                 pages.append(f"torch{_pinned_minor(self.o.cpu_torch_spec)}-cpu")  # the page we install from
             for name in pages:
-                page = self.site_dir / "whl" / name / contract.PROJECT_NAME / "index.html"
+                page = self.site_dir / contract.project_path(name) / "index.html"
                 if not page.is_file():
                     missing.append(str(page))
                 elif contract.quote_path(wheel.name) not in page.read_text(encoding="utf-8"):
@@ -388,7 +388,7 @@ class LocalRelease:
         if missing:
             raise StepFailed("publish", f"index_site build wrote no project page at {', '.join(missing)}")
         variants = sorted({contract.parse_wheel_name(w.name).variant.name for w in self.wheels.values()})
-        pages = sorted(p.name for p in (self.site_dir / "whl").iterdir() if p.is_dir())
+        pages = sorted(p.name for p in (self.site_dir / contract.WHEELS_DIR).iterdir() if p.is_dir())
         return (f"site at {self.site_dir}: {len(variants)} variant(s) ({', '.join(variants)}) on {len(pages)} "
                 f"page(s) ({', '.join(pages)})")
 
@@ -402,7 +402,7 @@ class LocalRelease:
         argv = self._tool("index_site", "serve", self.site_dir, "--port", str(self.port))
         self.server = self.runner.start(argv, log=self._log("serve"), cwd=REPO_ROOT)
         deadline = time.monotonic() + self.o.server_timeout
-        url = self._install_index() + contract.PROJECT_NAME + "/"
+        url = contract.project_page_url(self.base_url, self._install_page())
         while True:
             if self.server.poll() is not None:
                 raise StepFailed(
@@ -422,14 +422,18 @@ class LocalRelease:
         self._run("serve", self._tool("index_site", "verify", self.base_url), env=_local_env())
         return f"{self.base_url} answers and verifies (pid {getattr(self.server, 'pid', '?')})"
 
-    def _install_index(self) -> str:
-        """The index pip installs from: the wheel's variant page; for the stable CPU wheel the page of
-        the torch minor it is installed with (``whl/torch2.13-cpu/``): existing commands keep working."""
+    def _install_page(self) -> contract.BuildVariant:
+        """The variant whose index pip installs from: the wheel's; for the stable CPU wheel the torch
+        minor it is installed with (``whl/torch2.13-cpu/``): existing commands keep working."""
         variant = contract.parse_wheel_name(self.wheels[self._install_job_id()].name).variant
         minor = _pinned_minor(self.o.cpu_torch_spec)
         if _stable(variant) and variant.family == "cpu" and minor:
-            return contract.variant_index_url(self.base_url, contract.Variant.parse(f"torch{minor}-cpu"))
-        return contract.variant_index_url(self.base_url, variant)
+            return contract.Variant.parse(f"torch{minor}-cpu")
+        return variant
+
+    def _install_index(self) -> str:
+        """The index pip installs from (``<site>/whl/<variant>/``, see :meth:`_install_page`)."""
+        return contract.variant_index_url(self.base_url, self._install_page())
 
     def _install_job_id(self) -> str:
         assert self.selection is not None
