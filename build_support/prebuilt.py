@@ -111,10 +111,6 @@ def _tell_user(msg: str) -> None:
         pass  # no controlling terminal
 
 
-def _truthy(name: str) -> bool:
-    return contract.env_flag(name) is True
-
-
 class IndexError_(Exception):  # noqa: N801  (not the builtin IndexError)
     """The index could not give a usable answer; the message is one line for the user."""
 
@@ -231,11 +227,11 @@ def index_base() -> str:
 
 def settings_skip_reason() -> Optional[str]:
     """Why the index must not be used for this build, or None."""
-    if _truthy(contract.ENV_FORCE_BUILD):
+    if contract.env_flag(contract.ENV_FORCE_BUILD):
         return f"{contract.ENV_FORCE_BUILD}=TRUE: not looking for a prebuilt wheel; building locally"
     if os.environ.get(contract.ENV_LOCAL_VERSION, "").strip():
         return f"{contract.ENV_LOCAL_VERSION} is set (a release build): building locally"
-    if _truthy(contract.ENV_SKIP_CUDA_BUILD):
+    if contract.env_flag(contract.ENV_SKIP_CUDA_BUILD):
         return f"{contract.ENV_SKIP_CUDA_BUILD}=TRUE asks for a CPU-only local build: not using prebuilt wheels"
     return None
 
@@ -615,7 +611,7 @@ def _set_version(metadata: bytes, version: str) -> bytes:
 def _fall_back(reason: str) -> None:
     """Say why there is no prebuilt wheel and what happens next: compiling, or (PREBUILT_ONLY) the stop
     that the backend raises with this reason -- not both."""
-    if _truthy(ENV_PREBUILT_ONLY):
+    if contract.env_flag(ENV_PREBUILT_ONLY):
         _say(reason)
     else:
         _tell_user(f"{reason}; building locally")

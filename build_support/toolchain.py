@@ -126,10 +126,6 @@ class Diagnosis:
         return dataclasses.asdict(self)
 
 
-def _truthy(name: str) -> bool:
-    return contract.env_flag(name) is True
-
-
 # --- torch ---------------------------------------------------------------------------------------
 
 _TORCH_PROBE = r"""
@@ -493,7 +489,7 @@ def diagnose(build_dir: Optional[Path] = None) -> Diagnosis:
     notes: list[str] = []
     env: dict[str, str] = {}
     t = torch_info()
-    skip_cuda = _truthy(contract.ENV_SKIP_CUDA_BUILD)
+    skip_cuda = contract.env_flag(contract.ENV_SKIP_CUDA_BUILD) is True
     tk: Optional[CudaToolkit] = None
     archs: Optional[str] = None
     archs_source = "n/a (CPU build)"
