@@ -13,7 +13,6 @@ Runs on broken installs: it needs neither the compiled extension nor ``packaging
 
 from __future__ import annotations
 
-import html.parser
 import json
 import os
 import platform
@@ -22,14 +21,12 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import urllib.error
-import urllib.parse
-import urllib.request
 from typing import Any, Optional
 
 import causal_conv1d_contract as contract
 from causal_conv1d import _guard
 from causal_conv1d_contract import commands as _commands
+from causal_conv1d_contract import index_client
 
 __all__ = ["collect", "format_text", "main", "INDEX_TIMEOUT_S"]
 
@@ -152,17 +149,6 @@ def _import_failure(err: BaseException) -> dict[str, Any]:
     return {"ok": False, "error": f"{type(err).__name__}: {err}", "build_mismatch": isinstance(err, _guard.BuildMismatch)}
 
 
-class _Anchors(html.parser.HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.hrefs: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, Optional[str]]]) -> None:
-        href = dict(attrs).get("href") if tag == "a" else None
-        if href:
-            self.hrefs.append(href)
-
-
 def _compatible_platforms() -> Optional[set[str]]:
     """This interpreter's platform tags (``packaging``), or None where it is not installed."""
     try:
@@ -203,38 +189,30 @@ def _parse_wheel(filename: str) -> Optional[tuple[contract.BuildVariant, str, li
 
 def index_check(variant: contract.BuildVariant, base: str, timeout: float = INDEX_TIMEOUT_S,
                 accept: Optional[tuple[contract.BuildVariant, ...]] = None) -> dict[str, Any]:
-    """One GET of the variant's project page: is this version's wheel there for this platform?
+    """One GET of the variant's project page (``causal_conv1d_contract.index_client``: proxies from the
+    environment, file:// read directly): is this version's wheel there for this platform?
     ``accept``: the wheel variants that count (default: ``variant`` itself)."""
     accept = (variant,) if accept is None else accept
     url = contract.project_page_url(base, variant)
     result: dict[str, Any] = {"url": url, "has_wheel": None, "wheel": None, "detail": None}
-    parsed = urllib.parse.urlparse(url)
     try:
-        if parsed.scheme == "file":
-            p = urllib.request.url2pathname(parsed.path)
-            with open(os.path.join(p, "index.html"), "rb") as fh:
-                body = fh.read(20 << 20)
+        resp = index_client.fetch_page(url, accept=index_client.ACCEPT_HTML, timeout=timeout, retries=1,
+                                       user_agent="causal-conv1d-doctor")
+    except index_client.IndexClientError as exc:
+        if exc.status is not None:
+            result["has_wheel"] = False if exc.status == 404 else None
+            result["detail"] = f"HTTP {exc.status}"
         else:
-            req = urllib.request.Request(url, headers={"Accept": "text/html", "User-Agent": "causal-conv1d-doctor"})
-            with urllib.request.build_opener(urllib.request.ProxyHandler()).open(req, timeout=timeout) as resp:
-                body = resp.read(20 << 20)
-    except urllib.error.HTTPError as exc:
-        result["has_wheel"] = False if exc.code == 404 else None
-        result["detail"] = f"HTTP {exc.code}"
+            result["detail"] = f"index unreachable ({exc}); offline?"
         return result
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        result["detail"] = f"index unreachable ({reason}); offline?"
-        return result
-    parser = _Anchors()
     try:
-        parser.feed(body.decode("utf-8", "replace"))
-    except Exception as exc:  # noqa: BLE001
+        page = index_client.parse_page(resp.body, resp.content_type, resp.url)
+    except index_client.IndexClientError as exc:
         result["detail"] = f"unparsable page ({exc})"
         return result
     platforms = _compatible_platforms()
-    for href in parser.hrefs:
-        name = urllib.parse.unquote(urllib.parse.urlparse(href).path.rsplit("/", 1)[-1])
+    for link in page.links:
+        name = link.filename
         parsed_name = _parse_wheel(name)
         if parsed_name is None:
             continue

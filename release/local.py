@@ -22,13 +22,13 @@ import socket
 import sys
 import time
 import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any, Callable, Optional
 
 import causal_conv1d_contract as contract
 from build_support.net import index_reachable
+from causal_conv1d_contract import index_client
 from release import install as inst
 from release.commands import Process, Runner
 from release.errors import CommandFailed, StepFailed, UsageError
@@ -76,10 +76,6 @@ def free_port() -> int:
 
 def _reachable(url: str, timeout: float = 5.0) -> bool:
     return index_reachable(url, timeout)
-
-
-def _no_proxy_opener() -> urllib.request.OpenerDirector:
-    return urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def _cuda_job(job: Any) -> bool:
@@ -411,13 +407,16 @@ class LocalRelease:
             try:
                 page = self.http_get(url)
                 break
-            except (OSError, urllib.error.URLError):
+            except (OSError, urllib.error.URLError, index_client.IndexClientError):
                 if time.monotonic() > deadline:
                     raise StepFailed("serve", f"no answer from {url} within {self.o.server_timeout:.0f} s") from None
                 time.sleep(0.2)
         wheel = self.wheels[self._install_job_id()]
-        quoted = contract.quote_path(wheel.name)
-        if quoted not in page and wheel.name not in page:
+        try:
+            listed = {link.filename for link in index_client.parse_page(page, "text/html", url).links}
+        except index_client.IndexClientError as exc:
+            raise StepFailed("serve", f"{url} is not a project page ({exc})") from None
+        if wheel.name not in listed:
             raise StepFailed("serve", f"{url} does not list {wheel.name}")
         self._run("serve", self._tool("index_site", "verify", self.base_url), env=_local_env())
         return f"{self.base_url} answers and verifies (pid {getattr(self.server, 'pid', '?')})"
@@ -533,8 +532,9 @@ class LocalRelease:
             self.server = None
 
     def _http_get(self, url: str) -> str:
-        with _no_proxy_opener().open(url, timeout=5) as resp:
-            return resp.read().decode("utf-8", "replace")
+        """The page (the local server: no proxy, one short attempt; the caller retries until its deadline)."""
+        page = index_client.fetch_page(url, accept=index_client.ACCEPT_HTML, timeout=5, retries=1, proxies={})
+        return page.body.decode("utf-8", "replace")
 
     def _write_report(self, result: PipelineResult) -> None:
         report = {

@@ -36,8 +36,10 @@ def unpacked(real_cpu_wheel: Path, tmp_path: Path) -> Path:
         zf.extractall(dest)
     # This tree's Python files over the wheel's (the wheel may be a cached build of an older tree);
     # the compiled extension and the build record stay the wheel's.
-    for src in (REPO / contract.DIST_NAME).glob("*.py"):
-        shutil.copy2(src, dest / contract.DIST_NAME / src.name)
+    for package in (contract.DIST_NAME, contract.__name__):  # the package and the contracts it imports
+        (dest / package).mkdir(exist_ok=True)
+        for src in (REPO / package).glob("*.py"):
+            shutil.copy2(src, dest / package / src.name)
     return dest
 
 
@@ -202,9 +204,10 @@ def user_venv(torch_venv, real_cpu_wheel: Path):
     torch_venv.uninstall()
     torch_venv.pip("install", "--no-deps", "-q", str(real_cpu_wheel))
     site = Path(run([torch_venv.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip())
-    pkg = site / contract.DIST_NAME
-    for src in (REPO / contract.DIST_NAME).glob("*.py"):
-        shutil.copy2(src, pkg / src.name)
+    for package in (contract.DIST_NAME, contract.__name__):  # the package and the contracts it imports
+        (site / package).mkdir(exist_ok=True)
+        for src in (REPO / package).glob("*.py"):
+            shutil.copy2(src, site / package / src.name)
     assert run([torch_venv.python, "-c", "import packaging"], check=False).returncode != 0  # as a user's venv
     yield torch_venv
     torch_venv.uninstall()
