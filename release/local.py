@@ -127,6 +127,9 @@ class LocalRelease:
         self.port_picker = port_picker
         self.reachable = reachable or _reachable
         self.work = options.work_dir.resolve()  # commands run in other folders (the smoke test's scratch)
+        # the work folder's layout
+        self.wheels_dir, self.site_dir, self.venv_dir = self.work / "wheels", self.work / "site", self.work / "venv"
+        self.report_path, self.coverage_path = self.work / "report.json", self.work / "coverage.json"
         self.plan: Optional[dict[str, Any]] = None
         self.selection: Optional[Selection] = None
         self.wheels: dict[str, Path] = {}  # job id -> wheel in work/wheels
@@ -138,18 +141,6 @@ class LocalRelease:
         self._step_no = 0
 
     # -- paths ---------------------------------------------------------------------------------
-    @property
-    def wheels_dir(self) -> Path:
-        return self.work / "wheels"
-
-    @property
-    def site_dir(self) -> Path:
-        return self.work / "site"
-
-    @property
-    def venv_dir(self) -> Path:
-        return self.work / "venv"
-
     def _log(self, key: str) -> Path:
         return self.work / "logs" / f"{self._step_no:02d}-{key}.log"
 
@@ -196,14 +187,6 @@ class LocalRelease:
         self._write_report(result)
         self._summary()
         return result
-
-    @property
-    def report_path(self) -> Path:
-        return self.work / "report.json"
-
-    @property
-    def coverage_path(self) -> Path:
-        return self.work / "coverage.json"
 
     def serve_command(self) -> str:
         """The command that serves the site again, on the port its landing page's commands name."""

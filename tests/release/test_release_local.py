@@ -299,28 +299,19 @@ def test_a_failing_command_stops_at_its_step(world: World, key: str, step: str) 
     assert report["ok"] is False and report["failed_step"] == step
 
 
-def test_install_from_elsewhere_is_a_failure(world: World) -> None:
-    world.installed_from = "https://pypi.org/packages/causal_conv1d-1.7.0+cpu.torch2.13-cp39-abi3-linux_x86_64.whl"
+@pytest.mark.parametrize("attr,value,step,message", [
+    # installed from elsewhere
+    ("installed_from", "https://pypi.org/packages/causal_conv1d-1.7.0+cpu.torch2.13-cp39-abi3-linux_x86_64.whl",
+     "install", "not from the local index"),
+    ("smoke_ok", False, "run", "differs from the reference"),  # wrong numbers
+    ("doctor_status", "mismatch", "run", "import guard reports the build record as 'mismatch'"),
+])
+def test_a_wrong_result_fails_its_step(world: World, attr: str, value: object, step: str, message: str) -> None:
+    setattr(world, attr, value)
     rel, _ = world.release(nvcc=False)
     result = rel.run()
-    assert result.failed is not None and result.failed.key == "install"
-    assert "not from the local index" in result.failed.detail
-
-
-def test_wrong_numbers_fail_the_run_step(world: World) -> None:
-    world.smoke_ok = False
-    rel, _ = world.release(nvcc=False)
-    result = rel.run()
-    assert result.failed is not None and result.failed.key == "run"
-    assert "differs from the reference" in result.failed.detail
-
-
-def test_import_guard_mismatch_fails_the_run_step(world: World) -> None:
-    world.doctor_status = "mismatch"
-    rel, _ = world.release(nvcc=False)
-    result = rel.run()
-    assert result.failed is not None and result.failed.key == "run"
-    assert "import guard reports the build record as 'mismatch'" in result.failed.detail
+    assert result.failed is not None and result.failed.key == step
+    assert message in result.failed.detail
 
 
 def test_server_that_dies_fails_serve(world: World) -> None:
