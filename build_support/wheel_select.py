@@ -26,7 +26,7 @@ from causal_conv1d_contract.index_client import IndexClientError as IndexError_
 
 __all__ = ["Candidate", "parse_page", "fetch_candidates", "select", "lookups", "find_candidate"]
 
-#: The client's defaults as the index-first step uses them (prebuilt passes its own settings).
+#: The overall deadline of one project page (the timeout per socket operation and the retries: prebuilt's).
 PAGE_DEADLINE_S = 30.0
 
 
