@@ -1,6 +1,6 @@
 """Build script for causal-conv1d.
 
-Kept thin: the contracts live in causal_conv1d/_contract.py, the extension definition in
+Kept thin: the contracts live in causal_conv1d_contract/, the extension definition in
 build_support/extension.py, the machine diagnosis in build_support/toolchain.py and the
 index-first wheel step in build_support/prebuilt.py. See README.md ("Installing") for the
 environment variables this honours.
@@ -17,8 +17,8 @@ sys.path.insert(0, str(ROOT))
 
 from setuptools import find_packages, setup  # noqa: E402
 
+import causal_conv1d_contract as contract  # noqa: E402
 from build_support import build_info, extension, toolchain  # noqa: E402
-from build_support.contract import contract  # noqa: E402
 
 #: setup.py commands that compile: only these diagnose the machine and need torch. Metadata and
 #: sdist commands (egg_info, dist_info, sdist) work without torch.
@@ -56,9 +56,11 @@ EXT_MODULES, CMDCLASS = prepare_build()
 setup(
     name=contract.PROJECT_NAME,
     version=package_version(),
-    packages=find_packages(include=["causal_conv1d", "causal_conv1d.*"]),
+    # causal_conv1d_contract: the shared contracts, torch-free and stdlib-only (this build, build_matrix,
+    # index_site, the import guard and doctor all import it), shipped next to the package.
+    packages=find_packages(include=["causal_conv1d", "causal_conv1d.*", "causal_conv1d_contract"]),
     py_modules=["causal_conv1d_cuda"],  # upstream's extension-module name, kept for `import causal_conv1d_cuda`
-    package_data={"causal_conv1d": [contract.BUILD_INFO_FILENAME]},
+    package_data={"causal_conv1d": [contract.BUILD_INFO_FILENAME], "causal_conv1d_contract": ["py.typed"]},
     # The sdist's PKG-INFO must not pin the torch of the machine that made it (uv reads it as static
     # metadata): unpinned there; wheels and prepared metadata pin the torch they are built against.
     install_requires=["torch"] if "sdist" in sys.argv[1:] else extension.install_requires(),

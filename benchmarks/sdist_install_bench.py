@@ -31,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from build_support.contract import contract  # noqa: E402
+import causal_conv1d_contract as contract  # noqa: E402
 
 TARGET_S = 10.0
 

@@ -19,6 +19,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any, Callable, NoReturn, Optional
 
+import causal_conv1d_contract as contract
 from build_matrix import errors
 from build_matrix.errors import BuildMatrixError, perhaps
 
@@ -71,10 +72,6 @@ def _shard_size(text: str) -> int:
     if not 1 <= value <= 256:
         raise argparse.ArgumentTypeError(f"invalid shard size (GitHub allows 1..256 jobs per matrix): {value}")
     return value
-
-
-def _truthy(value: Optional[str]) -> bool:
-    return (value or "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -372,7 +369,11 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the CLI; returns the exit code (see build_matrix.errors)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
-    show_tb = "--traceback" in args_list or _truthy(os.environ.get(TRACEBACK_ENV))
+    try:  # the one settings parser (TRUE/FALSE, 1/0, ON/OFF, YES/NO; anything else names the variable)
+        show_tb = "--traceback" in args_list or contract.env_flag(TRACEBACK_ENV) is True
+    except contract.InvalidSetting as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return errors.EXIT_USAGE
     try:
         parser = build_parser(args_list)
         args = parser.parse_args(args_list)

@@ -28,7 +28,7 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.9/3.10
     import tomli as tomllib
-from build_support.contract import contract
+import causal_conv1d_contract as contract
 
 __all__ = [
     "DATA_ENV",

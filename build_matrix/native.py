@@ -38,12 +38,12 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+import causal_conv1d_contract as contract
 from build_matrix import repair, wheelcheck
 from build_matrix.binaries import find_cuobjdump
 from build_matrix.build_venv import ensure_venv, install_torch, say, torch_facts, verify_torch
 from build_matrix.errors import BuildError, CheckError
-from build_support import toolchain
-from build_support.contract import REPO_ROOT, contract
+from build_support import REPO_ROOT, toolchain
 
 __all__ = [
     "BuildOptions",

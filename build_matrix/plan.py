@@ -40,9 +40,9 @@ from typing import Any, Optional, Union
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
+import causal_conv1d_contract as contract
 from build_matrix import compat, repair
 from build_matrix.errors import UnknownJob, UnknownValue
-from build_support.contract import contract
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -128,7 +128,7 @@ class Job:
     """
 
     id: str
-    variant: Any  # contract.Variant (loaded by path, so not importable as a type here)
+    variant: contract.Variant
     platform: str
     os: str
     arch: str
@@ -146,7 +146,7 @@ class Job:
     covers_pythons: tuple[str, ...]
     environment: dict[str, str]
     stable_abi: bool = False
-    build_variant: Any = None  # contract.Variant of the torch compiled against (defaults to variant)
+    build_variant: Optional[contract.Variant] = None  # the torch compiled against (defaults to variant)
     serves: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -331,7 +331,7 @@ def _index_base(data: compat.CompatData, override: Optional[str]) -> str:
     return base.rstrip("/")
 
 
-def _environment(data: compat.CompatData, *, job_id: str, variant: Any, platform: compat.Platform,
+def _environment(data: compat.CompatData, *, job_id: str, variant: contract.Variant, platform: compat.Platform,
                  python: str, torch_version: str, index_url: str, cuda: Optional[str], archs: str,
                  manylinux: Optional[str], wheel_filename: str, stable: bool = False) -> dict[str, str]:
     """The complete cibuildwheel configuration of one job (every CIBW_* it depends on)."""
@@ -391,7 +391,7 @@ def _environment(data: compat.CompatData, *, job_id: str, variant: Any, platform
 class StableBuild:
     """How one stable-ABI wheel (family x platform) is built and what it serves."""
 
-    variant: Any  # contract.StableVariant
+    variant: contract.StableVariant
     platform: str
     build_minor: str  # the torch minor compiled against, "2.14"
     build_accel: str  # its accelerator, "cu132" | "cpu"
@@ -468,7 +468,7 @@ def _classify(data: compat.CompatData, rel: compat.TorchRelease, accel: str, pyt
     return None
 
 
-def _job(data: compat.CompatData, *, variant: Any, build_variant: Any, rel: compat.TorchRelease, plat_name: str,
+def _job(data: compat.CompatData, *, variant: contract.Variant, build_variant: contract.Variant, rel: compat.TorchRelease, plat_name: str,
          base: str, archs: str, serves_pythons: tuple[str, ...], stable: bool, serves: tuple[str, ...]) -> Job:
     plat = data.platforms[plat_name]
     accel = build_variant.accel

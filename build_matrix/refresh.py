@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import html.parser
 import json
 import os
 import urllib.parse
@@ -35,9 +34,10 @@ from requests.adapters import HTTPAdapter
 from urllib3.exceptions import ConnectTimeoutError, ReadTimeoutError
 from urllib3.util.retry import Retry
 
+import causal_conv1d_contract as contract
 from build_matrix import compat, compat_write
 from build_matrix.errors import FetchError
-from build_support.contract import contract
+from causal_conv1d_contract.index_client import IndexClientError, parse_anchors
 
 __all__ = [
     "PEP691_JSON",
@@ -109,35 +109,12 @@ def page_url(base: str, accel: str) -> str:
     return f"{base.rstrip('/')}/{accel}/torch/"
 
 
-class _Anchors(html.parser.HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.hrefs: list[tuple[str, str]] = []
-        self._href: Optional[str] = None
-        self._text: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, Optional[str]]]) -> None:
-        if tag == "a":
-            self._href = dict(attrs).get("href") or ""
-            self._text = []
-
-    def handle_data(self, data: str) -> None:
-        if self._href is not None:
-            self._text.append(data)
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "a" and self._href is not None:
-            self.hrefs.append((self._href, "".join(self._text).strip()))
-            self._href = None
-
-
 def filenames_from_html(text: str) -> list[str]:
     """File names of a PEP 503 page: the last path segment of each ``<a href>`` (URL-unquoted)."""
-    parser = _Anchors()
-    parser.feed(text)
-    parser.close()
+    anchors, _meta = parse_anchors(text)  # the project's one anchor parser
     names = []
-    for href, label in parser.hrefs:
+    for a in anchors:
+        href, label = a.href, a.text
         path = urllib.parse.urlsplit(href).path
         name = urllib.parse.unquote(path.rsplit("/", 1)[-1]) if path else ""
         names.append(name or label)
@@ -229,7 +206,7 @@ def fetch_filenames(session: requests.Session, url: str, *, timeout: tuple[float
             return filenames_from_json(resp.text)
         if ctype in ("text/html", "application/vnd.pypi.simple.v1+html", ""):
             return filenames_from_html(resp.text)
-    except (ValueError, json.JSONDecodeError) as exc:
+    except (ValueError, json.JSONDecodeError, IndexClientError) as exc:
         raise FetchError(f"Unparseable index page {url} ({ctype}): {exc}") from None
     raise FetchError(f"Unexpected content type {ctype!r} from {url} (expected {PEP691_JSON} or text/html)")
 

@@ -9,13 +9,14 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+import causal_conv1d_contract as contract
 from build_matrix.errors import BuildError
-from build_support.contract import REPO_ROOT, contract
+from build_support import REPO_ROOT
 
 __all__ = ["SOURCE_PATHS", "source_hash", "cached_wheel"]
 
 #: What a wheel is built from; the cache key hashes these (ignored build products excluded).
-SOURCE_PATHS = ("csrc", "causal_conv1d", "setup.py", "build_support")
+SOURCE_PATHS = ("csrc", "causal_conv1d", "causal_conv1d_contract", "setup.py", "build_support")
 _SKIP_PARTS = ("__pycache__", ".egg-info")
 _SKIP_SUFFIXES = (".pyc", ".pyo", ".so", ".pyd", ".o")
 

@@ -44,6 +44,7 @@ from typing import Optional
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 
+import causal_conv1d_contract as contract
 from build_matrix.binaries import (
     binary_cxx11_abi,
     embedded_cuda_archs,
@@ -52,7 +53,6 @@ from build_matrix.binaries import (
     torch_cxx_imports,
 )
 from build_matrix.errors import EXIT_USAGE, BuildMatrixError, CheckError
-from build_support.contract import contract
 
 __all__ = [
     "CHECKS",

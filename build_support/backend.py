@@ -32,8 +32,8 @@ from typing import Any, Optional
 
 from setuptools import build_meta as _st
 
+import causal_conv1d_contract as contract
 from build_support import prebuilt
-from build_support.contract import contract
 
 __all__ = [
     "get_requires_for_build_sdist", "build_sdist",
@@ -56,13 +56,13 @@ def get_requires_for_build_wheel(config_settings: Optional[dict[str, Any]] = Non
     index is asked once more later; if the wheel disappears in between, the local build just runs
     without ninja (slower, same result).
     """
-    if shutil.which("ninja") or prebuilt._truthy(prebuilt.ENV_PREBUILT_ONLY):
+    if shutil.which("ninja") or contract.env_flag(contract.ENV_PREBUILT_ONLY):
         return []
     return ["ninja"] if prebuilt.will_build_locally() else []
 
 
 def _stop_if_prebuilt_only(outcome: prebuilt.Outcome) -> None:
-    if not prebuilt._truthy(prebuilt.ENV_PREBUILT_ONLY):
+    if not contract.env_flag(contract.ENV_PREBUILT_ONLY):
         return
     if prebuilt.settings_skip_reason():
         raise SystemExit(

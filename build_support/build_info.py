@@ -29,7 +29,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Optional
 
-from build_support.contract import REPO_ROOT, contract
+import causal_conv1d_contract as contract
+from build_support import REPO_ROOT
 
 __all__ = ["collect", "write_record", "wrap_cmdclass", "source_commit", "platform_tag", "archs_from_extensions"]
 

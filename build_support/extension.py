@@ -4,7 +4,7 @@ setup.py calls :func:`install_requires`, :func:`ext_modules` and :func:`cmdclass
 ``torch.utils.cpp_extension`` are imported inside these functions only, so that setup.py (and
 ``build_support.toolchain``) can prepare the environment (CUDA_HOME, PATH, ...) first.
 
-Environment variables honoured here (names from causal_conv1d/_contract.py where shared):
+Environment variables honoured here (names from causal_conv1d_contract where shared):
 
 * ``CAUSAL_CONV1D_SKIP_CUDA_BUILD=TRUE``: build the CPU kernels only, even with a CUDA torch.
 * ``CAUSAL_CONV1D_STABLE_ABI=TRUE/FALSE``: build the op layer on the LibTorch stable ABI (one library
@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-from build_support.contract import contract
+import causal_conv1d_contract as contract
 
 __all__ = [
     "install_requires",
@@ -46,10 +46,6 @@ EXT_NAME = "causal_conv1d._C"
 PY_LIMITED_API = "0x03090000"
 DEFAULT_NVCC_THREADS = "4"
 
-def _env_flag(name: str) -> Optional[bool]:
-    """TRUE/FALSE (case-insensitive, also 1/0, ON/OFF, YES/NO) -> bool; unset or empty -> None."""
-    return contract.env_flag(name)
-
 
 def _torch_minor() -> tuple[int, int]:
     import torch
@@ -64,7 +60,7 @@ def stable_abi(torch_minor: Optional[tuple[int, int]] = None) -> bool:
     else whether the torch built against is >= contract.STABLE_ABI_MIN_TORCH. A stable build on an
     older torch is refused (its headers lack the stable API the op layer uses)."""
     minor = _torch_minor() if torch_minor is None else torch_minor
-    forced = _env_flag(contract.ENV_STABLE_ABI)
+    forced = contract.env_flag(contract.ENV_STABLE_ABI)
     if forced is None:
         return minor >= contract.STABLE_ABI_MIN_TORCH
     if forced and minor < contract.STABLE_ABI_MIN_TORCH:
@@ -92,7 +88,7 @@ def with_cuda() -> bool:
     """Whether to compile the CUDA kernels: a CUDA torch and no CAUSAL_CONV1D_SKIP_CUDA_BUILD=TRUE."""
     import torch
 
-    if _env_flag(contract.ENV_SKIP_CUDA_BUILD):
+    if contract.env_flag(contract.ENV_SKIP_CUDA_BUILD):
         return False
     return torch.version.cuda is not None
 
@@ -100,7 +96,7 @@ def with_cuda() -> bool:
 def _cxx11_abi() -> bool:
     import torch
 
-    forced = _env_flag(contract.ENV_FORCE_CXX11_ABI)
+    forced = contract.env_flag(contract.ENV_FORCE_CXX11_ABI)
     return bool(torch._C._GLIBCXX_USE_CXX11_ABI) if forced is None else forced
 
 

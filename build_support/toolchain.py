@@ -30,7 +30,8 @@ import sysconfig
 from pathlib import Path
 from typing import Any, Optional
 
-from build_support.contract import REPO_ROOT, contract
+import causal_conv1d_contract as contract
+from build_support import REPO_ROOT
 
 __all__ = [
     "Problem", "TorchInfo", "CudaToolkit", "Compiler", "Diagnosis",
@@ -123,10 +124,6 @@ class Diagnosis:
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-
-def _truthy(name: str) -> bool:
-    return contract.env_flag(name) is True
 
 
 # --- torch ---------------------------------------------------------------------------------------
@@ -456,7 +453,7 @@ def max_jobs(cuda: bool) -> int:
 
 def _index_hint() -> str:
     return (f"or install a prebuilt wheel: see the variants at "
-            f"{os.environ.get(contract.ENV_INDEX_URL, '').strip() or contract.DEFAULT_INDEX_URL}whl/ "
+            f"{contract.index_base()}{contract.WHEELS_DIR}/ "
             f"(python -m causal_conv1d doctor prints the exact command)")
 
 
@@ -492,7 +489,7 @@ def diagnose(build_dir: Optional[Path] = None) -> Diagnosis:
     notes: list[str] = []
     env: dict[str, str] = {}
     t = torch_info()
-    skip_cuda = _truthy(contract.ENV_SKIP_CUDA_BUILD)
+    skip_cuda = contract.env_flag(contract.ENV_SKIP_CUDA_BUILD) is True
     tk: Optional[CudaToolkit] = None
     archs: Optional[str] = None
     archs_source = "n/a (CPU build)"

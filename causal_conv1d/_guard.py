@@ -6,14 +6,14 @@ the other C++ ABI would otherwise fail inside ``dlopen`` with ``undefined symbol
 load and crash later). Here it fails with an ImportError that names the mismatch, the index URL of
 the variant that matches the running torch and the exact pip command that installs it.
 
-The build record (``_build_info.json``, keys ``_contract.BUILD_INFO_KEYS``) is written by
+The build record (``_build_info.json``, keys ``causal_conv1dcontract.BUILD_INFO_KEYS``) is written by
 ``build_support/build_info.py`` into every wheel and into editable / in-place builds.
 
 A missing record is NOT an error: it means the package is imported from a source tree whose
 extension was compiled some other way (e.g. ``python setup.py build_ext --inplace`` run by a tool
 that skipped our build step, or a checkout before its first build). There is nothing to compare, so
 the import goes ahead (if ``_C`` is then incompatible, the loader's error is what you get) and
-``__version__`` is the bare ``_contract.PACKAGE_VERSION``. Wheels always carry a record.
+``__version__`` is the bare ``causal_conv1dcontract.PACKAGE_VERSION``. Wheels always carry a record.
 A record that exists but cannot be read (invalid JSON, missing keys) IS an error: the install is
 damaged and the message says how to reinstall.
 
@@ -21,21 +21,21 @@ Two kinds of record: a per-torch-minor build (``stable_abi_target`` null) must m
 torch's minor, CUDA major.minor and C++ ABI; a stable-ABI build (``stable_abi_target`` "2.10")
 accepts any torch >= its target whose accelerator family matches (CPU, CUDA 12, CUDA 13: its
 ``cuda_major``), whatever its C++ ABI, and refuses a CUDA wheel on a CPU torch or cu12 on cu13 with
-``_contract.StableVariant.refusal``'s sentence.
+``causal_conv1dcontract.StableVariant.refusal``'s sentence.
 
-Kept cheap: ``json``, ``os``, ``re`` and the ``torch`` import that loading ``_C`` needs anyway.
-The contract module is imported only to write an error message or when there is no record (it
-needs no ``packaging``, which is not a runtime requirement of the wheel; a broken contract module
-still degrades to a shorter message).
+Kept cheap: ``json``, ``re``, the contracts (``causal_conv1d_contract``: stdlib only, no
+``packaging``, shipped in the same wheel) and the ``torch`` import that loading ``_C`` needs anyway.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any, Optional
+
+import causal_conv1d_contract as contract
+from causal_conv1d_contract import commands as _commands
 
 __all__ = [
     "BuildMismatch",
@@ -55,23 +55,10 @@ class BuildMismatch(ImportError):
     """The compiled extension was built for a different torch than the one running."""
 
 
-def _contract_or_none() -> Any:
-    """``causal_conv1d._contract``, or None where it cannot be imported.
-
-    The guard's success path never imports it; the error paths degrade to a shorter message
-    when it cannot be imported (a damaged install).
-    """
-    try:
-        from causal_conv1d import _contract  # noqa: PLC0415
-    except ImportError:
-        return None
-    return _contract
-
-
-#: The record keys the guard itself reads (the full schema is _contract.BUILD_INFO_KEYS;
+#: The record keys the guard itself reads (the full schema is contract.BUILD_INFO_KEYS;
 #: tests/build_support checks these are among them and that the file name matches).
 _USED_KEYS = ("version", "torch_version", "cuda_version", "cxx11_abi")
-_FILENAME = "_build_info.json"
+_FILENAME = contract.BUILD_INFO_FILENAME
 
 
 def record_path() -> Path:
@@ -149,15 +136,13 @@ def _stable_mismatches(record: dict[str, Any], torch_version: str, torch_cuda: O
     major = record.get("cuda_major", _cuda_major(record.get("cuda_version")))
     if running is not None and target is not None and running >= target and major == _cuda_major(torch_cuda):
         return []  # any torch >= the target of the same family; the C++ ABI does not cross the stable ABI
-    _contract = _contract_or_none()
-    if _contract is not None:
-        try:
-            family = "cpu" if major is None else f"cu{int(major)}"
-            sentence = _contract.StableVariant(family, target).refusal(torch_version, torch_cuda)
-        except (_contract.InvalidVariant, TypeError, ValueError):
-            sentence = None
-        if sentence:
-            return [sentence]
+    try:
+        family = "cpu" if major is None else f"cu{int(major)}"
+        sentence = contract.StableVariant(family, target).refusal(torch_version, torch_cuda)  # type: ignore[arg-type]
+    except (contract.InvalidVariant, TypeError, ValueError):
+        sentence = None
+    if sentence:
+        return [sentence]
     built = "CPU" if major is None else f"CUDA {major}"
     return [f"this stable-ABI build serves torch >= {record.get('stable_abi_target')} of {built} builds, "
             f"but torch {torch_version} ({_cuda_label(torch_cuda)}) is running"]
@@ -197,27 +182,22 @@ def mismatches(record: dict[str, Any], torch_version: str, torch_cuda: Optional[
 
 def fix_instructions(record: dict[str, Any], torch_version: str, torch_cuda: Optional[str], torch_abi: Optional[bool]) -> str:
     """What to run to get a binary that matches the running torch (pip commands, index URL)."""
-    _contract = _contract_or_none()
-    if _contract is None:
-        return ("Install the causal-conv1d build for this torch "
-                "(python -m causal_conv1d doctor prints the exact command).")
-
-    base = os.environ.get(_contract.ENV_INDEX_URL, "").strip() or _contract.DEFAULT_INDEX_URL
+    base = contract.index_base()
     try:
-        variant = _contract.Variant.from_torch(torch_version, torch_cuda, torch_abi)
-    except _contract.InvalidVariant as exc:
+        variant = contract.Variant.from_torch(torch_version, torch_cuda, torch_abi)
+    except contract.InvalidVariant as exc:
         return f"The running torch is not a build causal-conv1d supports ({exc})."
-    public = str(record.get("version") or _contract.PACKAGE_VERSION).split("+", 1)[0]
+    public = str(record.get("version") or contract.PACKAGE_VERSION).split("+", 1)[0]
     lines = [f"The running torch is variant {variant.name}."]
-    wanted = wheel_variant(_contract, variant)
+    wanted = wheel_variant(variant)
     if wanted is not variant:  # torch >= 2.10: the stable-ABI wheel of its family, whatever its C++ ABI
         lines.append(f"It is served by the stable-ABI wheel {wanted.name} (one wheel for every torch >= {wanted.torch} "
-                     f"of its family) at {_contract.variant_index_url(base, wanted)}")
+                     f"of its family) at {contract.variant_index_url(base, wanted)}")
         if variant.is_official:
-            lines.append(f"(the page of this torch minor, {_contract.variant_index_url(base, variant)}, links the same wheel)")
-        lines += _matching_build_lines(_contract, base, wanted, public, torch_version, torch_accel=variant.accel)
+            lines.append(f"(the page of this torch minor, {contract.variant_index_url(base, variant)}, links the same wheel)")
+        lines += _matching_build_lines(base, wanted, public, torch_version, torch_accel=variant.accel)
     elif variant.is_official:
-        lines += _matching_build_lines(_contract, base, variant, public, torch_version)
+        lines += _matching_build_lines(base, variant, public, torch_version)
     else:
         lines.append(
             "No prebuilt wheel is published for it (its C++ ABI differs from PyTorch's official build of that variant)."
@@ -236,7 +216,7 @@ def fix_instructions(record: dict[str, Any], torch_version: str, torch_cuda: Opt
     return "\n".join(lines)
 
 
-def wheel_variant(contract: Any, variant: Any) -> Any:
+def wheel_variant(variant: contract.Variant) -> contract.BuildVariant:
     """The build that serves a torch variant: its stable-ABI family (``stable2.10-cu13``) for torch >= 2.10,
     else the variant itself (one torch minor)."""
     try:
@@ -246,18 +226,16 @@ def wheel_variant(contract: Any, variant: Any) -> Any:
     return variant if stable is None else stable
 
 
-def _matching_build_lines(_contract: Any, base: str, variant: Any, public: str, torch_version: str,
+def _matching_build_lines(base: str, variant: contract.BuildVariant, public: str, torch_version: str,
                           torch_accel: Optional[str] = None) -> list[str]:
     """Where the matching wheel is and the pip / uv commands that install it next to the running torch
     (torch pinned to its public version, so the command keeps it; PyTorch's index of the same build
     for a venv where it is missing). ``variant`` may be a stable-ABI build; ``torch_accel`` is then the
     running torch's accelerator, whose PyTorch index the command names."""
-    from causal_conv1d import _commands  # noqa: PLC0415
-
-    url = _contract.variant_index_url(base, variant)
-    full = f"{public}+{_contract.local_version(variant)}"
+    url = contract.variant_index_url(base, variant)
+    full = f"{public}+{contract.local_version(variant)}"
     pin = "==" + str(torch_version).split("+", 1)[0]
-    cmds = _commands.install_commands(_contract, base, variant, pin, version=full, torch_accel=torch_accel)
+    cmds = _commands.install_commands(base, variant, pin, version=full, torch_accel=torch_accel)
     where = [] if torch_accel else [f"Its wheels are at {url}"]
     return where + [f"Install the matching build:  {cmds['pip']}", f"  (uv:  {cmds['uv']})"]
 
@@ -273,28 +251,16 @@ def _running_torch() -> tuple[str, Optional[str], Optional[bool]]:
     return str(torch.__version__), torch.version.cuda, None if abi is None else bool(abi)
 
 
-def _version_without_record() -> str:
-    _contract = _contract_or_none()
-    if _contract is not None:
-        return _contract.PACKAGE_VERSION
-    from importlib import metadata  # noqa: PLC0415
-
-    try:
-        return metadata.version("causal-conv1d")
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
 def check_build_record() -> str:
     """Raise ImportError (:class:`BuildMismatch`) if the build does not match the running torch.
 
     Returns the package version: the record's (local label included, e.g. ``1.7.0+cpu.torch2.13``),
-    or ``_contract.PACKAGE_VERSION`` when there is no record (see the module docstring).
+    or ``contract.PACKAGE_VERSION`` when there is no record (see the module docstring).
     """
     record = read_build_record()
     torch_version, torch_cuda, torch_abi = _running_torch()  # also: _C needs torch's libraries loaded
     if record is None:
-        return _version_without_record()
+        return contract.PACKAGE_VERSION
     problems = mismatches(record, torch_version, torch_cuda, torch_abi)
     if problems:
         where = record_path()

@@ -13,7 +13,6 @@ Runs on broken installs: it needs neither the compiled extension nor ``packaging
 
 from __future__ import annotations
 
-import html.parser
 import json
 import os
 import platform
@@ -22,20 +21,16 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import urllib.error
-import urllib.parse
-import urllib.request
 from typing import Any, Optional
 
-from causal_conv1d import _commands, _guard
+import causal_conv1d_contract as contract
+from causal_conv1d import _guard
+from causal_conv1d_contract import commands as _commands
+from causal_conv1d_contract import index_client
 
 __all__ = ["collect", "format_text", "main", "INDEX_TIMEOUT_S"]
 
 INDEX_TIMEOUT_S = 5.0
-
-
-def _contract() -> Any:
-    return _guard._contract_or_none()
 
 
 def _run(cmd: list[str], timeout: float = 20) -> Optional[str]:
@@ -154,17 +149,6 @@ def _import_failure(err: BaseException) -> dict[str, Any]:
     return {"ok": False, "error": f"{type(err).__name__}: {err}", "build_mismatch": isinstance(err, _guard.BuildMismatch)}
 
 
-class _Anchors(html.parser.HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.hrefs: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, Optional[str]]]) -> None:
-        href = dict(attrs).get("href") if tag == "a" else None
-        if href:
-            self.hrefs.append(href)
-
-
 def _compatible_platforms() -> Optional[set[str]]:
     """This interpreter's platform tags (``packaging``), or None where it is not installed."""
     try:
@@ -183,80 +167,73 @@ def _platform_plausible(tag: str) -> bool:
     return tag == here
 
 
-def _parse_wheel(c: Any, filename: str) -> Optional[tuple[Any, str, list[str]]]:
+def _parse_wheel(filename: str) -> Optional[tuple[contract.BuildVariant, str, list[str]]]:
     """(variant, public version, platform tags) of one of our wheel names; None for anything else.
 
     Stdlib only: the wheel's runtime requirements are torch alone, so ``packaging`` may be missing
-    (``_contract.parse_wheel_name`` needs it).
+    (``contract.parse_wheel_name`` needs it).
     """
     if not filename.endswith(".whl"):
         return None
     parts = filename[: -len(".whl")].split("-")
-    if len(parts) not in (5, 6) or parts[0] != c.DIST_NAME:
+    if len(parts) not in (5, 6) or parts[0] != contract.DIST_NAME:
         return None
     version, platforms = parts[1], parts[-1].split(".")
     public, _, label = version.partition("+")
     try:
-        variant = c.build_variant_from_local_version(label)
-    except c.InvalidVariant:
+        variant = contract.build_variant_from_local_version(label)
+    except contract.InvalidVariant:
         return None
     return variant, public, platforms
 
 
-def index_check(c: Any, variant: Any, base: str, timeout: float = INDEX_TIMEOUT_S,
-                accept: Optional[tuple[Any, ...]] = None) -> dict[str, Any]:
-    """One GET of the variant's project page: is this version's wheel there for this platform?
+def index_check(variant: contract.BuildVariant, base: str, timeout: float = INDEX_TIMEOUT_S,
+                accept: Optional[tuple[contract.BuildVariant, ...]] = None) -> dict[str, Any]:
+    """One GET of the variant's project page (``causal_conv1d_contract.index_client``: proxies from the
+    environment, file:// read directly): is this version's wheel there for this platform?
     ``accept``: the wheel variants that count (default: ``variant`` itself)."""
     accept = (variant,) if accept is None else accept
-    url = c.project_page_url(base, variant)
+    url = contract.project_page_url(base, variant)
     result: dict[str, Any] = {"url": url, "has_wheel": None, "wheel": None, "detail": None}
-    parsed = urllib.parse.urlparse(url)
     try:
-        if parsed.scheme == "file":
-            p = urllib.request.url2pathname(parsed.path)
-            with open(os.path.join(p, "index.html"), "rb") as fh:
-                body = fh.read(20 << 20)
+        resp = index_client.fetch_page(url, accept=index_client.ACCEPT_HTML, timeout=timeout, retries=1,
+                                       user_agent="causal-conv1d-doctor")
+    except index_client.IndexClientError as exc:
+        if exc.status is not None:
+            result["has_wheel"] = False if exc.status == 404 else None
+            result["detail"] = f"HTTP {exc.status}"
         else:
-            req = urllib.request.Request(url, headers={"Accept": "text/html", "User-Agent": "causal-conv1d-doctor"})
-            with urllib.request.build_opener(urllib.request.ProxyHandler()).open(req, timeout=timeout) as resp:
-                body = resp.read(20 << 20)
-    except urllib.error.HTTPError as exc:
-        result["has_wheel"] = False if exc.code == 404 else None
-        result["detail"] = f"HTTP {exc.code}"
+            result["detail"] = f"index unreachable ({exc}); offline?"
         return result
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        result["detail"] = f"index unreachable ({reason}); offline?"
-        return result
-    parser = _Anchors()
     try:
-        parser.feed(body.decode("utf-8", "replace"))
-    except Exception as exc:  # noqa: BLE001
+        page = index_client.parse_page(resp.body, resp.content_type, resp.url)
+    except index_client.IndexClientError as exc:
         result["detail"] = f"unparsable page ({exc})"
         return result
     platforms = _compatible_platforms()
-    for href in parser.hrefs:
-        name = urllib.parse.unquote(urllib.parse.urlparse(href).path.rsplit("/", 1)[-1])
-        parsed_name = _parse_wheel(c, name)
+    for link in page.links:
+        name = link.filename
+        parsed_name = _parse_wheel(name)
         if parsed_name is None:
             continue
         w_variant, w_public, w_platforms = parsed_name
         fits = (set(w_platforms) & platforms) if platforms is not None else any(map(_platform_plausible, w_platforms))
-        if w_variant in accept and w_public == c.PACKAGE_VERSION and fits:
+        if w_variant in accept and w_public == contract.PACKAGE_VERSION and fits:
             result.update(has_wheel=True, wheel=name)
             return result
-    result.update(has_wheel=False, detail=f"no {c.PACKAGE_VERSION} wheel for this platform on the page")
+    result.update(has_wheel=False, detail=f"no {contract.PACKAGE_VERSION} wheel for this platform on the page")
     return result
 
 
-def find_wheel(c: Any, wanted: Any, variant: Any, base: str) -> tuple[dict[str, Any], Any]:
+def find_wheel(wanted: contract.BuildVariant, variant: contract.Variant,
+               base: str) -> tuple[dict[str, Any], contract.BuildVariant]:
     """(index result, page variant). For torch >= 2.10 the family page (``whl/stable2.10-cu13/``) first;
     when it has no wheel, the torch minor's own page, where the stable wheel or a per-minor wheel of
     that exact variant both count (a site from before stable wheels). Two requests at most."""
-    result = index_check(c, wanted, base)
+    result = index_check(wanted, base)
     if wanted is variant or result["has_wheel"] or not variant.is_official:
         return result, wanted
-    fallback = index_check(c, variant, base, accept=(wanted, variant))
+    fallback = index_check(variant, base, accept=(wanted, variant))
     if fallback["has_wheel"]:
         return fallback, variant
     result["also_checked"] = fallback["url"]
@@ -270,34 +247,33 @@ def _torch_pin(torch_version: Optional[str]) -> str:
     return f"=={public}" if public else ""
 
 
-def commands(c: Any, variant: Any, base: str, torch_version: Optional[str] = None,
+def commands(variant: contract.BuildVariant, base: str, torch_version: Optional[str] = None,
              torch_accel: Optional[str] = None) -> dict[str, str]:
     """The install commands for this machine's variant: torch (pinned to the running one) and our
     wheel together, from PyTorch's index of that accelerator and the variant's index. ``variant`` may
     be the stable-ABI family page's build; ``torch_accel`` then names the running torch's accelerator."""
     pin = _torch_pin(torch_version) or f"=={variant.torch}.*"
-    full = f"{c.PACKAGE_VERSION}+{c.local_version(variant)}"
-    cmds = _commands.install_commands(c, base, variant, pin, torch_accel=torch_accel)
-    exact = _commands.install_commands(c, base, variant, pin, version=full, torch_accel=torch_accel)
+    full = f"{contract.PACKAGE_VERSION}+{contract.local_version(variant)}"
+    cmds = _commands.install_commands(base, variant, pin, torch_accel=torch_accel)
+    exact = _commands.install_commands(base, variant, pin, version=full, torch_accel=torch_accel)
     return {
         "pip": cmds["pip"],
         "pip_exact": exact["pip"],
         "uv": cmds["uv"],
         "uv_pyproject": cmds["uv_pyproject"],
-        "from_source": (f"pip install --no-cache-dir --no-binary causal-conv1d causal-conv1d=={c.PACKAGE_VERSION}"
+        "from_source": (f"pip install --no-cache-dir --no-binary causal-conv1d causal-conv1d=={contract.PACKAGE_VERSION}"
                         "  # index first, else a local build"),
     }
 
 
-def _wheel_kind(c: Any, wanted: Any) -> str:
-    if isinstance(wanted, c.StableVariant):
+def _wheel_kind(wanted: contract.BuildVariant) -> str:
+    if isinstance(wanted, contract.StableVariant):
         accel = "CPU" if wanted.cuda_major is None else f"CUDA {wanted.cuda_major}"
         return f"stable ABI: one wheel for every torch >= {wanted.torch} with {accel}"
     return f"per torch minor: torch {wanted.torch} only"
 
 
 def collect(check_index: bool = True) -> dict[str, Any]:
-    c = _contract()
     t = torch_section()
     report: dict[str, Any] = {
         "python": sys.version.split()[0],
@@ -332,30 +308,25 @@ def collect(check_index: bool = True) -> dict[str, Any]:
     if t.get("cuda") and nv.get("version") and nv["version"].split(".")[0] != str(t["cuda"]).split(".")[0]:
         problems.append(f"nvcc {nv['version']} and torch's CUDA {t['cuda']} differ in the major version "
                         "(a local build would fail; prebuilt wheels are unaffected)")
-    if c is None:
-        report["variant"] = None
-        problems.append("causal_conv1d/_contract.py cannot be imported (damaged install): variant and index check "
-                        "unknown; reinstall causal-conv1d")
-        return report
-    base = os.environ.get(c.ENV_INDEX_URL, "").strip() or c.DEFAULT_INDEX_URL
+    base = contract.index_base()
     report["index_base"] = base
     if t.get("importable") and not t.get("hip"):
         try:
-            variant = c.Variant.from_torch(t["version"], t["cuda"], t["cxx11_abi"])
-        except c.InvalidVariant as exc:
+            variant = contract.Variant.from_torch(t["version"], t["cuda"], t["cxx11_abi"])
+        except contract.InvalidVariant as exc:
             problems.append(str(exc))
             return report
         report["variant"] = variant.name
-        wanted = _guard.wheel_variant(c, variant)  # torch >= 2.10: stable2.10-<family>, any C++ ABI
+        wanted = _guard.wheel_variant(variant)  # torch >= 2.10: stable2.10-<family>, any C++ ABI
         report["wheel_variant"] = wanted.name
-        report["wheel_kind"] = _wheel_kind(c, wanted)
+        report["wheel_kind"] = _wheel_kind(wanted)
         if wanted.is_official:
             page = wanted
             if check_index:
-                report["index"], page = find_wheel(c, wanted, variant, base)
-            report["commands"] = commands(c, page, base, t["version"], torch_accel=variant.accel)
+                report["index"], page = find_wheel(wanted, variant, base)
+            report["commands"] = commands(page, base, t["version"], torch_accel=variant.accel)
         else:
-            report["commands"] = {"from_source": commands(c, variant, base)["from_source"]}
+            report["commands"] = {"from_source": commands(variant, base)["from_source"]}
             problems.append(f"variant {variant.name}: this torch's C++ ABI differs from PyTorch's official build; "
                             "no prebuilt wheels exist for it (build from source)")
         if rec["mismatches"]:

@@ -2,7 +2,7 @@
 // CAUSAL_CONV1D_CPU_HUGE_PAGES), shared by the CPU kernels and the CUDA kernel files (no torch here,
 // so the .cu files stay quick to compile and the same in both op-layer builds).
 //
-// The rules are those of the Python side's causal_conv1d._contract.env_flag: TRUE/FALSE, 1/0,
+// The rules are those of the Python side's causal_conv1d_contract.env_flag: TRUE/FALSE, 1/0,
 // ON/OFF, YES/NO, case-insensitive, surrounding white space ignored; unset or empty = the default;
 // anything else is an error naming the variable: a std::invalid_argument with the message of the
 // Python side's InvalidSetting. torch up to 2.14 raises it as a ValueError; torch 2.15 as a

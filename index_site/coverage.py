@@ -28,7 +28,7 @@ from typing import Any, Optional
 
 from packaging.version import Version
 
-from build_support.contract import contract
+import causal_conv1d_contract as contract
 from index_site.errors import IndexSiteError
 from index_site.manifest import Entry
 
@@ -73,7 +73,7 @@ class Cell:
     stable: bool = False  # the newest live wheel is a stable-ABI one (serves every torch >= its target)
 
 
-def _parse(name: str) -> Any:
+def _parse(name: str) -> contract.BuildVariant:
     """A page's variant: ``torch2.13-cu130`` (Variant) or ``stable2.10-cu13`` (StableVariant)."""
     return contract.parse_build_variant(name)
 
@@ -98,7 +98,7 @@ def page_entries(entries: list[Entry], rows: list[CoverageRow]) -> dict[str, lis
     wheels of its own, so install commands written for one torch minor keep working.
     """
     pages: dict[str, list[Entry]] = {}
-    stable: list[tuple[Any, Entry]] = []
+    stable: list[tuple[contract.StableVariant, Entry]] = []
     for e in entries:
         pages.setdefault(e.variant, []).append(e)
         v = _parse(e.variant)

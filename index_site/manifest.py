@@ -27,7 +27,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from build_support.contract import contract
+import causal_conv1d_contract as contract
 from index_site.errors import IndexSiteError, ManifestError, Problem, PublishConflict
 from index_site.wheels import WheelFile
 

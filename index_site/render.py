@@ -11,8 +11,8 @@ from typing import Any
 import jinja2
 from packaging.version import Version
 
-from build_support.commands import commands as install_cmds
-from build_support.contract import contract
+import causal_conv1d_contract as contract
+from causal_conv1d_contract import commands as install_cmds
 from index_site.coverage import (
     COVERAGE_NAME,
     PLATFORMS,
@@ -30,8 +30,8 @@ from index_site.manifest import Entry, Manifest
 HTML_API_VERSION = "1.0"
 #: ``meta.api-version`` of the JSON pages: 1.1 adds ``size``, ``upload-time`` and ``versions`` (PEP 700).
 JSON_API_VERSION = "1.1"
-#: Project pages are at whl/<variant>/<project>/: three levels below the site root.
-_PROJECT_PAGE_TO_ROOT = "../../../"
+#: Project pages are at whl/<variant>/<project>/ (contract.project_path): three levels below the site root.
+_PROJECT_PAGE_TO_ROOT = "../" * contract.project_path("v").count("/")
 _PYTORCH_INDEX = install_cmds.PYTORCH_INDEX_URL
 
 
@@ -62,7 +62,7 @@ def _yanked_json(entry: Entry) -> Any:
 
 
 def _project_pages(variant: str, entries: list[Entry]) -> dict[str, bytes]:
-    base = f"whl/{variant}/{contract.PROJECT_NAME}/"
+    base = contract.project_path(variant)
     files = [
         {
             "filename": e.filename,
@@ -102,7 +102,7 @@ def _project_pages(variant: str, entries: list[Entry]) -> dict[str, bytes]:
 
 
 def _root_pages(variant: str) -> dict[str, bytes]:
-    base = f"whl/{variant}/"
+    base = contract.variant_path(variant)
     html = (
         _env()
         .get_template("root.html")
@@ -127,7 +127,7 @@ def _family_label(family: str) -> str:
     return "CPU" if family == "cpu" else f"CUDA {family[2:]}.x"
 
 
-def _newer_torch(per_minor: list[str], stable: list[Any]) -> str:
+def _newer_torch(per_minor: list[str], stable: list[contract.StableVariant]) -> str:
     """The first torch minor after every one the site knows: the chooser's "X.Y or newer" entry,
     served by the stable family pages (``whl/stable2.10-cu13/``)."""
     known = [contract.Variant.parse(n).torch_minor for n in per_minor]
@@ -135,7 +135,7 @@ def _newer_torch(per_minor: list[str], stable: list[Any]) -> str:
     return f"{newest[0]}.{newest[1] + 1}"
 
 
-def _pytorch_accel(sv: Any, per_minor: list[str]) -> str:
+def _pytorch_accel(sv: contract.StableVariant, per_minor: list[str]) -> str:
     """PyTorch's index for a family's newest known build (``cu132`` for cu13): where the "X.Y or newer"
     entry's command takes torch from."""
     of_family = {contract.Variant.parse(n).accel for n in per_minor}
@@ -180,18 +180,18 @@ def _variant_commands(site_url: str, variant_name: str) -> dict[str, Any]:
     v = contract.Variant.parse(variant_name)
     spec = f"=={v.torch}.*"
     return {
-        "wheel": install_cmds.install_commands(contract, site_url, v, spec),
-        "source": install_cmds.source_commands(contract, v.accel, spec),
+        "wheel": install_cmds.install_commands(site_url, v, spec),
+        "source": install_cmds.source_commands(v.accel, spec),
     }
 
 
-def _stable_commands(site_url: str, sv: Any, newer: str, torch_accel: str) -> dict[str, Any]:
+def _stable_commands(site_url: str, sv: contract.StableVariant, newer: str, torch_accel: str) -> dict[str, Any]:
     """The "X.Y or newer" entry's commands: torch ``>=X.Y`` from PyTorch's index of the family's newest
     build and our wheel from the family page, which serves every torch >= its target."""
     spec = f">={newer}"
     return {
-        "wheel": install_cmds.install_commands(contract, site_url, sv, spec, torch_accel=torch_accel),
-        "source": install_cmds.source_commands(contract, torch_accel, spec),
+        "wheel": install_cmds.install_commands(site_url, sv, spec, torch_accel=torch_accel),
+        "source": install_cmds.source_commands(torch_accel, spec),
     }
 
 
@@ -252,9 +252,12 @@ def _landing(entries: list[Entry], rows: list[CoverageRow], site_url: str) -> by
             table=table,
             legend=[{"key": k, "reason": r} for r, k in reasons.items()],
             any_stable=any(c.wheel and c.stable for c in cells.values()),
-            stable_pages=[f"{site_url}whl/{sv.name}/" for sv in stable],
+            stable_pages=[contract.variant_index_url(site_url, sv) for sv in stable],
+            # the layout (contract.variant_path), never rebuilt in the template
+            variant_index_pattern=contract.variant_index_url(site_url, "torchX.Y-<cpu or cuXYZ>"),
+            variants_path=f"{contract.WHEELS_DIR}/",
             data=data,
-            noscript_command=install_cmds.install_commands(contract, site_url, example, f"=={example.torch}.*")["pip"],
+            noscript_command=install_cmds.install_commands(site_url, example, f"=={example.torch}.*")["pip"],
             noscript_variant=example.name,
         )
     )
@@ -279,9 +282,8 @@ def render_pages(manifest: Manifest, rows: list[CoverageRow]) -> dict[str, bytes
         {"name": v, "count": len(by_variant[v]), "yanked": sum(e.yanked is not None for e in by_variant[v])}
         for v in sorted(by_variant, key=_variant_sort_key)
     ]
-    pages["whl/index.html"] = (
+    pages[f"{contract.WHEELS_DIR}/index.html"] = (
         _env().get_template("variants.html").render(project=contract.PROJECT_NAME, variants=listing).encode("utf-8")
     )
-    url = site_url if site_url is None or site_url.endswith("/") else site_url + "/"
-    pages["index.html"] = _landing(list(manifest.entries), rows, url or contract.DEFAULT_INDEX_URL)
+    pages["index.html"] = _landing(list(manifest.entries), rows, contract.site_base(site_url or contract.DEFAULT_INDEX_URL))
     return pages

@@ -17,10 +17,11 @@ import os
 import shutil
 import tempfile
 import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Callable, Optional
+from typing import IO, Callable, Optional
 
-from build_support.contract import contract
+import causal_conv1d_contract as contract
 from index_site.coverage import COVERAGE_NAME, CoverageRow, read_coverage
 from index_site.errors import BadInputError, IndexSiteError, ManifestError, Problem
 from index_site.manifest import MANIFEST_NAME, Entry, Manifest, load_manifest, resolve_now
@@ -28,7 +29,6 @@ from index_site.render import render_pages
 from index_site.wheels import WheelFile, WheelProblem, scan_wheels, sha256_file
 
 FILES_DIR = "files"
-WHL_DIR = "whl"
 _RENAME_EXCHANGE = 2  # linux/fs.h
 
 
@@ -59,7 +59,7 @@ def _url_for(files_url: Optional[str]) -> Callable[[str], str]:
     parts = urllib.parse.urlsplit(files_url)
     if parts.scheme not in ("http", "https", "file") or (parts.scheme != "file" and not parts.netloc):
         raise IndexSiteError(f"Invalid --files-url (expected an absolute http(s):// URL): {files_url!r}")
-    base = files_url if files_url.endswith("/") else files_url + "/"
+    base = contract.site_base(files_url)
     return lambda filename: base + contract.quote_path(filename)
 
 
@@ -79,18 +79,30 @@ def _write(path: Path, data: bytes) -> None:
         f.write(data)
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Replace one file atomically (temp file in the same directory + os.replace)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+@contextlib.contextmanager
+def _written(dst: Path, *, atomic: bool = True) -> Iterator[IO[bytes]]:
+    """The file to write ``dst`` through: a temp file in its directory, moved over ``dst`` (mode 0644)
+    when the block ends, or (``atomic=False``) ``dst`` itself; deleted when the block raises."""
+    if atomic:
+        fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", dir=dst.parent)
+    else:
+        fd, tmp = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), str(dst)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        with os.fdopen(fd, "wb") as out:
+            yield out
+        if atomic:
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, dst)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Replace one file atomically (temp file in the same directory + os.replace)."""
+    with _written(path) as f:
+        f.write(data)
 
 
 def _renameat2_exchange(a: Path, b: Path) -> bool:
@@ -137,24 +149,12 @@ def _copy_verified(wheel: WheelFile, dst: Path, *, atomic: bool = True) -> None:
     """Copy a new wheel into the site (a copy, not a link: the input may be rewritten in place later),
     checking that it is still the file that was hashed; ``atomic``: through a temp file + os.replace."""
     digest = hashlib.sha256()
-    if atomic:
-        fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", dir=dst.parent)
-    else:
-        fd, tmp = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), str(dst)
-    try:
-        with open(wheel.path, "rb") as src, os.fdopen(fd, "wb") as out:
-            while chunk := src.read(1 << 20):
-                digest.update(chunk)
-                out.write(chunk)
+    with open(wheel.path, "rb") as src, _written(dst, atomic=atomic) as out:
+        while chunk := src.read(1 << 20):
+            digest.update(chunk)
+            out.write(chunk)
         if digest.hexdigest() != wheel.sha256:
             raise IndexSiteError(f"{str(wheel.path)!r} changed while it was being published; run the build again")
-        if atomic:
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, dst)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def _is_file_with(path: Path, sha256: str) -> bool:
@@ -327,7 +327,7 @@ def _normalise_site_url(url: str) -> str:
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https", "file") or (parts.scheme != "file" and not parts.netloc):
         raise IndexSiteError(f"Invalid --site-url (expected an absolute http(s):// or file:// URL): {url!r}")
-    return url if url.endswith("/") else url + "/"
+    return contract.site_base(url)
 
 
 def _coverage(out: Path, path: Optional[Path], problems: list[Problem]) -> list[CoverageRow]:

@@ -5,57 +5,40 @@ from __future__ import annotations
 __all__ = ["verify_site"]
 
 import hashlib
-import html.parser
 import json
-import os
 import tempfile
 import urllib.error
 import urllib.parse
-import urllib.request
 import zipfile
 from pathlib import Path
 from typing import IO, Any, Optional
 
-from build_support.contract import contract
+import causal_conv1d_contract as contract
+from causal_conv1d_contract import index_client
+from causal_conv1d_contract.index_client import IndexClientError
 from index_site.coverage import COVERAGE_NAME, CoverageRow, page_entries, read_coverage
 from index_site.errors import IndexSiteError, Problem
 from index_site.manifest import MANIFEST_NAME, Entry, parse_manifest
 
 _TIMEOUT = 60
-_HTML_ACCEPT = "text/html"
-
-
-class _Links(html.parser.HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.links: list[dict[str, Optional[str]]] = []
-        self.meta: dict[str, Optional[str]] = {}
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, Optional[str]]]) -> None:
-        if tag == "a":
-            self.links.append(dict(attrs))
-        elif tag == "meta":
-            d = dict(attrs)
-            if d.get("name"):
-                self.meta[str(d["name"])] = d.get("content")
 
 
 class _Fetcher:
-    """Opens file:// and http(s):// URLs; a directory URL means its index.html."""
+    """Opens file:// and http(s):// URLs (``causal_conv1d_contract.index_client``); a directory URL means
+    its index.html."""
 
     def open(self, url: str, accept: Optional[str] = None) -> IO[bytes]:
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme == "file":
-            path = urllib.request.url2pathname(parts.path)
-            if url.endswith("/"):
-                path = os.path.join(path, "index.html")
-            return open(path, "rb")
-        req = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
-        return urllib.request.urlopen(req, timeout=_TIMEOUT)  # noqa: S310 (http(s) only: checked by caller)
+        return index_client.open_url(url, accept=accept, timeout=_TIMEOUT, user_agent="causal-conv1d-index-site-verify")
 
     def read(self, url: str, accept: Optional[str] = None) -> bytes:
         with self.open(url, accept) as f:
             return f.read()
+
+
+def _anchors(fetcher: _Fetcher, url: str) -> tuple[list[dict[str, Optional[str]]], dict[str, Optional[str]]]:
+    """(the attributes of every <a>, the <meta name> tags) of an HTML page."""
+    anchors, meta = index_client.parse_anchors(fetcher.read(url, accept=index_client.ACCEPT_HTML).decode("utf-8"))
+    return [a.attrs for a in anchors], meta
 
 
 def _describe(exc: BaseException) -> str:
@@ -65,7 +48,7 @@ def _describe(exc: BaseException) -> str:
         return f"cannot connect ({exc.reason})"
     if isinstance(exc, OSError):
         return exc.strerror or str(exc)
-    return str(exc)
+    return str(exc)  # IndexClientError: its one line
 
 
 def _base_url(target: str) -> str:
@@ -135,7 +118,7 @@ def _check_json(
 ) -> None:
     """The PEP 691 JSON page beside the HTML page lists the same files with the same attributes."""
     try:
-        doc = json.loads(fetcher.read(page_url + "index.json", accept="application/vnd.pypi.simple.v1+json"))
+        doc = json.loads(fetcher.read(page_url + "index.json", accept=index_client.ACCEPT_JSON))
         files = {f["filename"]: f for f in doc["files"]}
     except (OSError, urllib.error.URLError, ValueError, KeyError, TypeError) as exc:
         problems.append(Problem(where, f"index.json is missing or not a PEP 691 project page ({_describe(exc)})"))
@@ -193,35 +176,33 @@ def verify_site(target: str) -> tuple[int, list[Problem]]:
     by_name = manifest.by_name()
     expected = page_entries(list(manifest.entries), _site_coverage(fetcher, base, problems))
     variants = sorted(expected)
+    variants_url = base + contract.WHEELS_DIR + "/"
     try:
-        listing = _Links()
-        listing.feed(fetcher.read(base + "whl/", accept=_HTML_ACCEPT).decode("utf-8"))
-        listed = {(a.get("href") or "").rstrip("/") for a in listing.links}
+        listing, _meta = _anchors(fetcher, variants_url)
+        listed = {(a.get("href") or "").rstrip("/") for a in listing}
         for v in variants:
             if v not in listed:
-                problems.append(Problem(base + "whl/", f"variant {v!r} is in the manifest but not listed"))
-    except (OSError, urllib.error.URLError, UnicodeDecodeError) as exc:
-        problems.append(Problem(base + "whl/", f"variant list does not resolve ({_describe(exc)})"))
+                problems.append(Problem(variants_url, f"variant {v!r} is in the manifest but not listed"))
+    except (OSError, urllib.error.URLError, UnicodeDecodeError, IndexClientError) as exc:
+        problems.append(Problem(variants_url, f"variant list does not resolve ({_describe(exc)})"))
     checked = 0
     downloaded: set[tuple[str, str, Optional[str]]] = set()
     seen: set[str] = set()
     for variant in variants:
-        root_url = base + contract.quote_path(f"whl/{variant}") + "/"
-        page_url = root_url + contract.PROJECT_NAME + "/"
+        root_url = contract.variant_index_url(base, variant)
+        page_url = contract.project_page_url(base, variant)
         try:
-            root = _Links()
-            root.feed(fetcher.read(root_url, accept=_HTML_ACCEPT).decode("utf-8"))
-            if not any((a.get("href") or "").rstrip("/") == contract.PROJECT_NAME for a in root.links):
+            root, _meta = _anchors(fetcher, root_url)
+            if not any((a.get("href") or "").rstrip("/") == contract.PROJECT_NAME for a in root):
                 problems.append(Problem(root_url, f"does not link to {contract.PROJECT_NAME}/"))
-            page = _Links()
-            page.feed(fetcher.read(page_url, accept=_HTML_ACCEPT).decode("utf-8"))
-        except (OSError, urllib.error.URLError, UnicodeDecodeError) as exc:
+            page_links, page_meta = _anchors(fetcher, page_url)
+        except (OSError, urllib.error.URLError, UnicodeDecodeError, IndexClientError) as exc:
             problems.append(Problem(page_url, f"page does not resolve ({_describe(exc)})"))
             continue
-        if page.meta.get("pypi:repository-version") is None:
+        if page_meta.get("pypi:repository-version") is None:
             problems.append(Problem(page_url, 'no <meta name="pypi:repository-version">'))
         links: dict[str, dict[str, Any]] = {}
-        for attrs in page.links:
+        for attrs in page_links:
             href = attrs.get("href") or ""
             url = urllib.parse.urljoin(page_url, href)
             name = urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])

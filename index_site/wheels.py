@@ -14,7 +14,7 @@ from typing import Optional
 from packaging.metadata import Metadata, parse_email
 from packaging.utils import canonicalize_name
 
-from build_support.contract import contract
+import causal_conv1d_contract as contract
 from index_site.errors import Problem, PublishConflict
 
 _CHUNK = 1 << 20

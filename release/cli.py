@@ -187,7 +187,10 @@ def _cmd_test_wheel(args: argparse.Namespace) -> int:
     from release.wheeltest import WheelTest, WheelTestOptions, parse_tests
 
     opts = WheelTestOptions(
-        wheel=args.wheel, work_dir=args.work_dir, torch_index_url=args.torch_index_url, tests=parse_tests(args.tests),
+        wheel=args.wheel,
+        work_dir=args.work_dir,
+        torch_index_url=args.torch_index_url,
+        tests=parse_tests(args.tests),
         torch_spec=args.torch_spec,
     )
     return 0 if WheelTest(opts, SubprocessRunner()).run().ok else EXIT_STEP

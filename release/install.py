@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 from packaging.utils import canonicalize_name
 
-from build_support.contract import contract
+import causal_conv1d_contract as contract
 from release.errors import StepFailed
 
 __all__ = [

@@ -22,13 +22,13 @@ import socket
 import sys
 import time
 import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any, Callable, Optional
 
-from build_support.contract import contract
+import causal_conv1d_contract as contract
 from build_support.net import index_reachable
+from causal_conv1d_contract import index_client
 from release import install as inst
 from release.commands import Process, Runner
 from release.errors import CommandFailed, StepFailed, UsageError
@@ -78,16 +78,12 @@ def _reachable(url: str, timeout: float = 5.0) -> bool:
     return index_reachable(url, timeout)
 
 
-def _no_proxy_opener() -> urllib.request.OpenerDirector:
-    return urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
 def _cuda_job(job: Any) -> bool:
     """Whether a plan job (its JSON) builds CUDA kernels."""
     return bool(job.get("cuda"))
 
 
-def _stable(variant: Any) -> bool:
+def _stable(variant: object) -> bool:
     return isinstance(variant, contract.StableVariant)
 
 
@@ -131,6 +127,9 @@ class LocalRelease:
         self.port_picker = port_picker
         self.reachable = reachable or _reachable
         self.work = options.work_dir.resolve()  # commands run in other folders (the smoke test's scratch)
+        # the work folder's layout
+        self.wheels_dir, self.site_dir, self.venv_dir = self.work / "wheels", self.work / "site", self.work / "venv"
+        self.report_path, self.coverage_path = self.work / "report.json", self.work / "coverage.json"
         self.plan: Optional[dict[str, Any]] = None
         self.selection: Optional[Selection] = None
         self.wheels: dict[str, Path] = {}  # job id -> wheel in work/wheels
@@ -142,18 +141,6 @@ class LocalRelease:
         self._step_no = 0
 
     # -- paths ---------------------------------------------------------------------------------
-    @property
-    def wheels_dir(self) -> Path:
-        return self.work / "wheels"
-
-    @property
-    def site_dir(self) -> Path:
-        return self.work / "site"
-
-    @property
-    def venv_dir(self) -> Path:
-        return self.work / "venv"
-
     def _log(self, key: str) -> Path:
         return self.work / "logs" / f"{self._step_no:02d}-{key}.log"
 
@@ -201,14 +188,6 @@ class LocalRelease:
         self._summary()
         return result
 
-    @property
-    def report_path(self) -> Path:
-        return self.work / "report.json"
-
-    @property
-    def coverage_path(self) -> Path:
-        return self.work / "coverage.json"
-
     def serve_command(self) -> str:
         """The command that serves the site again, on the port its landing page's commands name."""
         port = self.port or 8000
@@ -249,8 +228,10 @@ class LocalRelease:
         args = ["plan", "--format", "json"]
         if self._per_minor_requested():
             args.append("--no-stable-abi")
-            self._say("--variants names a per-minor variant of torch >= 2.10: planning without stable-ABI jobs "
-                      "(a legacy build, as before the stable ABI)")
+            self._say(
+                "--variants names a per-minor variant of torch >= 2.10: planning without stable-ABI jobs "
+                "(a legacy build, as before the stable ABI)"
+            )
         out = self._run("plan", self._tool("build_matrix", *args), capture=True).stdout
         try:
             plan = json.loads(out)
@@ -303,7 +284,9 @@ class LocalRelease:
         spec = self._build_torch_spec(job)
         if spec:
             args += ["--torch-spec", spec]
-            self._say(f"{job_id}: compiling against {spec} (a stable-ABI wheel builds against any torch >= 2.10 of its family)")
+            self._say(
+                f"{job_id}: compiling against {spec} (a stable-ABI wheel builds against any torch >= 2.10 of its family)"
+            )
         if self.o.max_jobs:
             args += ["--max-jobs", str(self.o.max_jobs)]
         if self.o.torch_index_url is not None:
@@ -369,9 +352,19 @@ class LocalRelease:
         # build_matrix's coverage (the plan step writes it): the landing page's grid, and the torch minors
         # whose pages link a stable wheel.
         if not self.coverage_path.is_file():
-            self._run("publish", self._tool("build_matrix", "coverage", "--format", "json", "--output", self.coverage_path))
-        args: list[str | Path] = ["build", self.wheels_dir, "--out", self.site_dir, "--site-url", self.base_url,
-                                  "--coverage", self.coverage_path]
+            self._run(
+                "publish", self._tool("build_matrix", "coverage", "--format", "json", "--output", self.coverage_path)
+            )
+        args: list[str | Path] = [
+            "build",
+            self.wheels_dir,
+            "--out",
+            self.site_dir,
+            "--site-url",
+            self.base_url,
+            "--coverage",
+            self.coverage_path,
+        ]
         self._run("publish", self._tool("index_site", *args))
         missing = []
         for wheel in self.wheels.values():
@@ -380,7 +373,7 @@ class LocalRelease:
             if _stable(variant) and variant.family == "cpu" and _pinned_minor(self.o.cpu_torch_spec):
                 pages.append(f"torch{_pinned_minor(self.o.cpu_torch_spec)}-cpu")  # the page we install from
             for name in pages:
-                page = self.site_dir / "whl" / name / contract.PROJECT_NAME / "index.html"
+                page = self.site_dir / contract.project_path(name) / "index.html"
                 if not page.is_file():
                     missing.append(str(page))
                 elif contract.quote_path(wheel.name) not in page.read_text(encoding="utf-8"):
@@ -388,9 +381,11 @@ class LocalRelease:
         if missing:
             raise StepFailed("publish", f"index_site build wrote no project page at {', '.join(missing)}")
         variants = sorted({contract.parse_wheel_name(w.name).variant.name for w in self.wheels.values()})
-        pages = sorted(p.name for p in (self.site_dir / "whl").iterdir() if p.is_dir())
-        return (f"site at {self.site_dir}: {len(variants)} variant(s) ({', '.join(variants)}) on {len(pages)} "
-                f"page(s) ({', '.join(pages)})")
+        pages = sorted(p.name for p in (self.site_dir / contract.WHEELS_DIR).iterdir() if p.is_dir())
+        return (
+            f"site at {self.site_dir}: {len(variants)} variant(s) ({', '.join(variants)}) on {len(pages)} "
+            f"page(s) ({', '.join(pages)})"
+        )
 
     @property
     def base_url(self) -> str:
@@ -402,7 +397,7 @@ class LocalRelease:
         argv = self._tool("index_site", "serve", self.site_dir, "--port", str(self.port))
         self.server = self.runner.start(argv, log=self._log("serve"), cwd=REPO_ROOT)
         deadline = time.monotonic() + self.o.server_timeout
-        url = self._install_index() + contract.PROJECT_NAME + "/"
+        url = contract.project_page_url(self.base_url, self._install_page())
         while True:
             if self.server.poll() is not None:
                 raise StepFailed(
@@ -411,25 +406,32 @@ class LocalRelease:
             try:
                 page = self.http_get(url)
                 break
-            except (OSError, urllib.error.URLError):
+            except (OSError, urllib.error.URLError, index_client.IndexClientError):
                 if time.monotonic() > deadline:
                     raise StepFailed("serve", f"no answer from {url} within {self.o.server_timeout:.0f} s") from None
                 time.sleep(0.2)
         wheel = self.wheels[self._install_job_id()]
-        quoted = contract.quote_path(wheel.name)
-        if quoted not in page and wheel.name not in page:
+        try:
+            listed = {link.filename for link in index_client.parse_page(page, "text/html", url).links}
+        except index_client.IndexClientError as exc:
+            raise StepFailed("serve", f"{url} is not a project page ({exc})") from None
+        if wheel.name not in listed:
             raise StepFailed("serve", f"{url} does not list {wheel.name}")
         self._run("serve", self._tool("index_site", "verify", self.base_url), env=_local_env())
         return f"{self.base_url} answers and verifies (pid {getattr(self.server, 'pid', '?')})"
 
-    def _install_index(self) -> str:
-        """The index pip installs from: the wheel's variant page; for the stable CPU wheel the page of
-        the torch minor it is installed with (``whl/torch2.13-cpu/``): existing commands keep working."""
+    def _install_page(self) -> contract.BuildVariant:
+        """The variant whose index pip installs from: the wheel's; for the stable CPU wheel the torch
+        minor it is installed with (``whl/torch2.13-cpu/``): existing commands keep working."""
         variant = contract.parse_wheel_name(self.wheels[self._install_job_id()].name).variant
         minor = _pinned_minor(self.o.cpu_torch_spec)
         if _stable(variant) and variant.family == "cpu" and minor:
-            return contract.variant_index_url(self.base_url, contract.Variant.parse(f"torch{minor}-cpu"))
-        return contract.variant_index_url(self.base_url, variant)
+            return contract.Variant.parse(f"torch{minor}-cpu")
+        return variant
+
+    def _install_index(self) -> str:
+        """The index pip installs from (``<site>/whl/<variant>/``, see :meth:`_install_page`)."""
+        return contract.variant_index_url(self.base_url, self._install_page())
 
     def _install_job_id(self) -> str:
         assert self.selection is not None
@@ -529,8 +531,9 @@ class LocalRelease:
             self.server = None
 
     def _http_get(self, url: str) -> str:
-        with _no_proxy_opener().open(url, timeout=5) as resp:
-            return resp.read().decode("utf-8", "replace")
+        """The page (the local server: no proxy, one short attempt; the caller retries until its deadline)."""
+        page = index_client.fetch_page(url, accept=index_client.ACCEPT_HTML, timeout=5, retries=1, proxies={})
+        return page.body.decode("utf-8", "replace")
 
     def _write_report(self, result: PipelineResult) -> None:
         report = {

@@ -7,7 +7,7 @@ import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-from build_support.contract import contract
+import causal_conv1d_contract as contract
 from release.errors import UsageError
 from release.machine import Machine
 

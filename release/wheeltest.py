@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Optional
 
-from build_support.contract import contract
+import causal_conv1d_contract as contract
 from release import install as inst
 from release.commands import Runner
 from release.errors import StepFailed, UsageError
@@ -37,7 +37,9 @@ class WheelTestOptions:
     wheel: Path
     work_dir: Optional[Path] = None  # default: a temporary directory, removed afterwards
     torch_index_url: Optional[str] = None  # PyTorch's index of the wheel's accel
-    torch_spec: Optional[str] = None  # install this torch with the wheel ("torch==2.10.*": a stable wheel on another torch)
+    torch_spec: Optional[str] = (
+        None  # install this torch with the wheel ("torch==2.10.*": a stable wheel on another torch)
+    )
     tests: tuple[Path, ...] = ()  # test files/folders (relative to the repo root) to run
     pytest_args: tuple[str, ...] = ("-m", "not gpu and not slow", "-q")
     python: Path = Path(sys.executable)

@@ -16,7 +16,7 @@ import zipfile
 from pathlib import Path
 from typing import Optional
 
-from build_support.contract import contract
+import causal_conv1d_contract as contract
 
 _SOURCE = r"""
 #include <Python.h>
@@ -166,6 +166,8 @@ def make_wheel(
     for entry in contract.TOPLEVEL_ENTRIES:  # the wheel's other top-level modules (upstream's names)
         if entry.endswith(".py"):
             files[entry] = b'"""synthetic top-level module"""\n'
+        elif entry != contract.DIST_NAME:
+            files[f"{entry}/__init__.py"] = b'"""synthetic top-level package"""\n'
     if not drop_record:
         files[f"{contract.DIST_NAME}/{contract.BUILD_INFO_FILENAME}"] = json.dumps(record, indent=1).encode()
     files.update(extra_files or {})

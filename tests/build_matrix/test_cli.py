@@ -64,6 +64,11 @@ def test_traceback_only_when_asked(cli, monkeypatch: pytest.MonkeyPatch) -> None
     assert "Traceback" in cli("plan", "--torch", "9.9", "--traceback").err
     monkeypatch.setenv("BUILD_MATRIX_TRACEBACK", "1")
     assert "Traceback" in cli("plan", "--torch", "9.9").err
+    monkeypatch.setenv("BUILD_MATRIX_TRACEBACK", "on")  # the contract's settings parser: its rules
+    assert "Traceback" in cli("plan", "--torch", "9.9").err
+    monkeypatch.setenv("BUILD_MATRIX_TRACEBACK", "maybe")
+    bad = cli("plan", "--torch", "9.9")
+    assert bad.code == 2 and "Invalid value for BUILD_MATRIX_TRACEBACK (expected TRUE or FALSE): 'maybe'" in bad.err
 
 
 def test_internal_errors_are_short(cli, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+import causal_conv1d_contract as contract
 from build_matrix import compat, compat_write
 from build_matrix.errors import DataError
-from build_support.contract import contract
 
 
 def test_packaged_data_covers_torch_2_4_through_2_14(data: compat.CompatData) -> None:

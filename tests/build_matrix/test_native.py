@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+import causal_conv1d_contract as contract
 from build_matrix import build_venv, native, repair, wheelcheck
 from build_matrix.plan import make_plan
-from build_support.contract import contract
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+import causal_conv1d_contract as contract
 from build_matrix import wheelcheck
-from build_support.contract import contract
 
 CPU_JOB = "torch2.13-cpu-linux-x86_64"
 CUDA_JOB = "torch2.14-cu130-linux-x86_64"

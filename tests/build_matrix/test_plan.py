@@ -7,10 +7,10 @@ import time
 
 import pytest
 
+import causal_conv1d_contract as contract
 from build_matrix import compat
 from build_matrix.errors import UnknownJob, UnknownValue
 from build_matrix.plan import ABI_NAMES, Job, make_plan, python_tag
-from build_support.contract import contract
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+import causal_conv1d_contract as contract
 from build_matrix import binaries, wheelcheck
-from build_support.contract import contract
 
 
 def _status(results: list[wheelcheck.CheckResult]) -> dict[str, str]:

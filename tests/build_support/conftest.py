@@ -29,7 +29,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from build_support.contract import contract  # noqa: E402
+import causal_conv1d_contract as contract  # noqa: E402
 
 TORCH_REQ = os.environ.get("CAUSAL_CONV1D_TEST_TORCH", "torch==2.13.0")
 CPU_LABEL = "cpu.torch2.13"

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from build_support.contract import contract
+import causal_conv1d_contract as contract
 
 from .conftest import CPU_VARIANT, REPO, clean_env, run
 
@@ -36,8 +36,10 @@ def unpacked(real_cpu_wheel: Path, tmp_path: Path) -> Path:
         zf.extractall(dest)
     # This tree's Python files over the wheel's (the wheel may be a cached build of an older tree);
     # the compiled extension and the build record stay the wheel's.
-    for src in (REPO / contract.DIST_NAME).glob("*.py"):
-        shutil.copy2(src, dest / contract.DIST_NAME / src.name)
+    for package in (contract.DIST_NAME, contract.__name__):  # the package and the contracts it imports
+        (dest / package).mkdir(exist_ok=True)
+        for src in (REPO / package).glob("*.py"):
+            shutil.copy2(src, dest / package / src.name)
     return dest
 
 
@@ -53,10 +55,11 @@ def test_guard_contract_agreement() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("_g", Path(contract.__file__).with_name("_guard.py"))
+    guard = Path(__file__).resolve().parents[2] / "causal_conv1d" / "_guard.py"
+    spec = importlib.util.spec_from_file_location("_g", guard)
     assert spec and spec.loader
     g = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(g)  # the module itself imports nothing of the package at import time
+    spec.loader.exec_module(g)  # the module itself imports nothing of the package (only the contract)
     assert g._FILENAME == contract.BUILD_INFO_FILENAME
     assert set(g._USED_KEYS) <= set(contract.BUILD_INFO_KEYS)
     rec = dict(MISMATCHED)
@@ -201,9 +204,10 @@ def user_venv(torch_venv, real_cpu_wheel: Path):
     torch_venv.uninstall()
     torch_venv.pip("install", "--no-deps", "-q", str(real_cpu_wheel))
     site = Path(run([torch_venv.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip())
-    pkg = site / contract.DIST_NAME
-    for src in (REPO / contract.DIST_NAME).glob("*.py"):
-        shutil.copy2(src, pkg / src.name)
+    for package in (contract.DIST_NAME, contract.__name__):  # the package and the contracts it imports
+        (site / package).mkdir(exist_ok=True)
+        for src in (REPO / package).glob("*.py"):
+            shutil.copy2(src, site / package / src.name)
     assert run([torch_venv.python, "-c", "import packaging"], check=False).returncode != 0  # as a user's venv
     yield torch_venv
     torch_venv.uninstall()

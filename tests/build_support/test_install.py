@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from build_support.contract import contract
+import causal_conv1d_contract as contract
 
 from .conftest import CPU_LABEL, CPU_VARIANT, install_env, pip_install_sdist_args, run_in_pty
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from packaging.tags import Tag
 
+import causal_conv1d_contract as contract
 from build_support import prebuilt
-from build_support.contract import contract
 from build_support.toolchain import TorchInfo
 
 V = contract.Variant.parse("torch2.13-cpu")

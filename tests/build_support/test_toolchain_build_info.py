@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+import causal_conv1d_contract as contract
 from build_support import build_info, toolchain
-from build_support.contract import contract
 
 from .conftest import REPO, clean_env, run
 

@@ -7,8 +7,8 @@ import sys
 import pytest
 import torch
 
+import causal_conv1d_contract as contract
 from build_support import extension
-from build_support.contract import contract
 
 _NEW_TORCH = tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 10)
 

@@ -1,10 +1,12 @@
-"""The shared contracts (causal_conv1d/_contract.py) behave as their docstrings and docs/ARCHITECTURE.md say."""
+"""The shared contracts (causal_conv1d_contract/__init__.py) behave as their docstrings and docs/ARCHITECTURE.md say."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from build_support.contract import contract as c
+import causal_conv1d_contract as c
 
 
 @pytest.mark.parametrize(
@@ -169,3 +171,24 @@ def test_which_torch_builds_a_stable_wheel_serves() -> None:
         "this build is for CUDA 12 torch, but the installed torch 2.13.0+cu130 is a CUDA 13 build (13.0)")
     assert cu13.refusal("2.13.0+cpu", None) == "this build is for CUDA 13 torch, but the installed torch 2.13.0+cpu is a CPU build"
     assert cpu.refusal("2.9.1", None) == "this stable-ABI build needs torch >= 2.10, but torch 2.9.1 is installed"
+
+
+def test_index_base_and_the_layout() -> None:
+    """One resolution of the site (environment or default, with a trailing slash) and one layout."""
+    assert c.index_base({}) == c.DEFAULT_INDEX_URL and c.DEFAULT_INDEX_URL.endswith("/")
+    assert c.index_base({c.ENV_INDEX_URL: "  file:///srv/site "}) == "file:///srv/site/"
+    assert c.index_base({c.ENV_INDEX_URL: "  "}) == c.DEFAULT_INDEX_URL
+    assert c.site_base("http://h/s") == c.site_base("http://h/s/") == "http://h/s/"
+    v, sv = c.Variant.parse("torch2.7-cu128"), c.StableVariant("cu13")
+    assert c.variant_path(v) == c.variant_path("torch2.7-cu128") == "whl/torch2.7-cu128/"
+    assert c.project_path(sv) == "whl/stable2.10-cu13/causal-conv1d/"
+    assert c.variant_path(v).startswith(c.WHEELS_DIR + "/")
+    assert c.project_page_url("http://h/s", sv) == "http://h/s/" + c.project_path(sv)
+
+
+def test_uv_index_name() -> None:
+    """What the README, the landing page, doctor and the guard all print (dots become dashes)."""
+    assert c.uv_index_name(c.Variant.parse("torch2.7-cu128")) == "causal-conv1d-torch2-7-cu128"
+    assert c.uv_index_name(c.StableVariant("cu13")) == "causal-conv1d-stable2-10-cu13"
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    assert f"--index {c.uv_index_name(c.Variant.parse('torch2.7-cu128'))}=" in readme

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from index_site_helpers import NOW, snapshot
 
-from build_support.contract import contract
+import causal_conv1d_contract as contract
 from index_site import site as site_module
 from index_site.serve import negotiate
 

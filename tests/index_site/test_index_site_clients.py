@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from index_site_helpers import NOW, client_env, run_cmd, serve
 
-from build_support.contract import contract
+import causal_conv1d_contract as contract
 
 pytestmark = pytest.mark.slow
 

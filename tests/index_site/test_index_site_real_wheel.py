@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from index_site_helpers import NOW, run_cmd, serve
 
-from build_support.contract import contract
+import causal_conv1d_contract as contract
 
 pytestmark = pytest.mark.slow
 VARIANT = "torch2.13-cpu"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from index_site_helpers import NOW, client_env, serve
 
-from build_support.contract import contract
+import causal_conv1d_contract as contract
 
 REPO = Path(__file__).resolve().parents[2]
 CU12 = "causal_conv1d-1.7.0+cu12.stable2.10-cp39-abi3-manylinux_2_28_x86_64.whl"

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from index_site_helpers import NOW, REPO_ROOT, serve
 
-from build_support.contract import contract
+import causal_conv1d_contract as contract
 from tests.helpers.wheels import write_wheel
 
 pytestmark = pytest.mark.slow
@@ -218,8 +218,7 @@ def guard_commands(record_variant: str, torch_version: str, cuda: str | None) ->
     spec = importlib.util.spec_from_file_location("_guard_for_test", REPO_ROOT / "causal_conv1d" / "_guard.py")
     g = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(g)  # type: ignore[union-attr]
-    g._contract_or_none = lambda: contract  # the package itself needs torch; the contract is the same file
-    import causal_conv1d._commands  # noqa: F401  (imported by fix_instructions)
+    # (the package itself needs torch; the guard imports only the torch-free causal_conv1d_contract)
 
     record = {"version": "1.7.0+cu128.torch2.7", "variant": record_variant, "torch_version": "2.7.1+cu128",
               "cuda_version": "12.8", "cxx11_abi": True}
@@ -278,8 +277,8 @@ def test_doctor_and_guard_commands_install_a_matching_pair(fixtures, empty_venv,
 
     # as doctor calls it: the build that serves this torch (its stable family from torch 2.10 on) and
     # the running torch's accelerator for PyTorch's index
-    build = _guard.wheel_variant(contract, v)
-    cmds = doctor.commands(contract, build, contract.DEFAULT_INDEX_URL, torch, torch_accel=v.accel)
+    build = _guard.wheel_variant(v)
+    cmds = doctor.commands(build, contract.DEFAULT_INDEX_URL, torch, torch_accel=v.accel)
     for key in ("pip", "pip_exact"):
         assert_matching_pair(resolve_pip(cmds[key], fixtures, empty_venv, tmp_path, contract.DEFAULT_INDEX_URL),
                              variant, cmds[key])

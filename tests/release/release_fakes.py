@@ -13,7 +13,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from build_support.contract import contract  # noqa: E402
+import causal_conv1d_contract as contract  # noqa: E402
 from release.commands import CommandResult  # noqa: E402
 from release.errors import CommandFailed  # noqa: E402
 from release.machine import Machine  # noqa: E402
@@ -43,7 +43,13 @@ def make_job(variant: str, platform: str = "linux-x86_64", **extra: Any) -> dict
 
 
 def make_plan(
-    variants: Sequence[str] = ("stable2.10-cpu", "stable2.10-cu13", "torch2.13-cpu", "torch2.14-cu130", "torch2.14-cpu"),
+    variants: Sequence[str] = (
+        "stable2.10-cpu",
+        "stable2.10-cu13",
+        "torch2.13-cpu",
+        "torch2.14-cu130",
+        "torch2.14-cpu",
+    ),
     platforms: Sequence[str] = ("linux-x86_64", "windows-amd64"),
 ) -> dict[str, Any]:
     jobs = [make_job(v, p) for v in variants for p in platforms]
@@ -151,7 +157,9 @@ def arg_after(argv: Sequence[str], flag: str) -> str:
 
 def write_fake_wheel(directory: Path, variant: str, platform_tag: str = "linux_x86_64") -> Path:
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / contract.wheel_filename(contract.PACKAGE_VERSION, contract.parse_build_variant(variant), platform_tag)
+    path = directory / contract.wheel_filename(
+        contract.PACKAGE_VERSION, contract.parse_build_variant(variant), platform_tag
+    )
     path.write_bytes(b"PK fake wheel " + variant.encode())
     return path
 

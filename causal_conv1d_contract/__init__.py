@@ -3,10 +3,13 @@
 Variant names, wheel file names, the local version label, the torch pin, index layout,
 environment variable names and the build-record schema are defined here once.
 
-This module must stay importable without torch, without ``packaging`` (not a runtime requirement;
-only the functions that parse versions or wheel names import it) and without the compiled extension: the
-build driver (``build_matrix``), the index generator (``index_site``) and ``setup.py`` load it
-by file path through ``build_support.contract``.
+A top-level package of its own, shipped in the wheel and the sdist next to ``causal_conv1d``:
+importing it runs no ``causal_conv1d/__init__.py`` (which imports torch and the compiled
+extension), so setup.py and ``build_support`` (inside pip's isolated build environment, maybe
+without torch), ``build_matrix``, ``index_site`` and the release rehearsal import it as they import
+anything else, and so do the import guard and doctor. It must stay stdlib-only and importable on
+Python 3.9: no torch, no compiled code, and no ``packaging`` at import (not a runtime requirement;
+only :func:`parse_wheel_name` imports it).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import dataclasses
 import os
 import re
 import urllib.parse
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Optional, Union
 
 if TYPE_CHECKING:  # packaging is a build-time tool, not a runtime requirement: imported lazily
@@ -37,6 +41,10 @@ __all__ = [
     "ENV_PREBUILT_ONLY",
     "ENV_INDEX_TIMEOUT",
     "ENV_STABLE_ABI",
+    "ENV_DETERMINISTIC",
+    "KERNEL_SWITCHES",
+    "ENVIRONMENT",
+    "DEV_ENVIRONMENT",
     "STABLE_ABI_MIN_TORCH",
     "STABLE_TARGET",
     "ACCEL_FAMILIES",
@@ -63,15 +71,22 @@ __all__ = [
     "wheel_filename",
     "parse_wheel_name",
     "variant_from_local_version",
+    "WHEELS_DIR",
+    "site_base",
+    "index_base",
+    "variant_path",
+    "project_path",
     "variant_index_url",
     "project_page_url",
+    "uv_index_name",
     "quote_path",
 ]
 
 PROJECT_NAME = "causal-conv1d"  #: the distribution name as pip sees it (PEP 503 normalised)
 DIST_NAME = "causal_conv1d"  #: the name in wheel files and the import name
-#: What a wheel installs at the top of site-packages: the package and upstream's module name.
-TOPLEVEL_ENTRIES = ("causal_conv1d", "causal_conv1d_cuda.py")
+#: What a wheel installs at the top of site-packages: the package, these contracts (torch-free, so the
+#: build and the tools import them without importing the package) and upstream's module name.
+TOPLEVEL_ENTRIES = ("causal_conv1d", "causal_conv1d_contract", "causal_conv1d_cuda.py")
 PACKAGE_VERSION = "1.7.0"  #: follows upstream causal-conv1d: drop-in for code that pins it
 PYTHON_TAG = "cp39"  #: one abi3 wheel serves every CPython >= 3.9 (torch narrows it further)
 ABI_TAG = "abi3"
@@ -90,6 +105,43 @@ ENV_INDEX_TIMEOUT = "CAUSAL_CONV1D_INDEX_TIMEOUT"  #: seconds per socket operati
 #: TRUE: build the op layer on the LibTorch stable ABI; FALSE: the legacy (per-torch-minor) op layer.
 #: Unset: stable when the torch built against is >= STABLE_ABI_MIN_TORCH, legacy otherwise.
 ENV_STABLE_ABI = "CAUSAL_CONV1D_STABLE_ABI"
+#: Accepted for upstream compatibility and not read: both backends' backward is deterministic.
+ENV_DETERMINISTIC = "CAUSAL_CONV1D_DETERMINISTIC"
+
+#: The run-time switches of the kernel paths, read once per process by the compiled extension
+#: (csrc/switch_on.h, the same rules as :func:`env_flag`); each is on when unset, FALSE turns it off.
+KERNEL_SWITCHES = {
+    "CAUSAL_CONV1D_FWD_FAST": "CUDA: the channel-first forward fast path (csrc/cuda/fwd_cf_fast.cu)",
+    "CAUSAL_CONV1D_BWD_FAST": "CUDA: the channel-first backward fast path (csrc/cuda/bwd_cf_fast.cu)",
+    "CAUSAL_CONV1D_FWD_CL_FAST": "CUDA: the channel-last forward fast path (csrc/cuda/fwd_cl_fast.cu)",
+    "CAUSAL_CONV1D_BWD_CL_FAST": "CUDA: the channel-last backward fast path (csrc/cuda/bwd_cl_fast.cu)",
+    "CAUSAL_CONV1D_UPDATE_FAST": "CUDA: the decode (update) fast path (csrc/cuda/update_fast.cu)",
+    "CAUSAL_CONV1D_CPU_HUGE_PAGES": "CPU: the transparent-huge-page hint for large buffers (csrc/cpu/causal_conv1d_cpu.cpp)",
+}
+
+#: Every environment variable a user or a build may set, and what it does (README.md's table).
+#: ``TORCH_CUDA_ARCH_LIST``, ``MAX_JOBS`` and ``NVCC_THREADS`` keep their usual meanings (not ours).
+ENVIRONMENT = {
+    ENV_FORCE_BUILD: "TRUE: the sdist skips the index and compiles locally",
+    ENV_SKIP_CUDA_BUILD: "TRUE: compile the CPU kernels only (no prebuilt CUDA wheel is taken)",
+    ENV_FORCE_CXX11_ABI: "TRUE/FALSE: the C++ ABI of a local build (and of the variant looked up)",
+    ENV_INDEX_URL: "base URL (or file:// path) of the site; default DEFAULT_INDEX_URL",
+    ENV_LOCAL_VERSION: "local version label a release build stamps (always compiles)",
+    ENV_PREBUILT_ONLY: "TRUE: never compile; stop when no verified prebuilt wheel is available",
+    ENV_INDEX_TIMEOUT: "seconds per socket operation talking to the index (default 15)",
+    ENV_STABLE_ABI: "TRUE/FALSE: build the op layer on the LibTorch stable ABI / the legacy one",
+    ENV_DETERMINISTIC: "accepted for upstream compatibility and not read (backward is deterministic)",
+    **KERNEL_SWITCHES,
+}
+
+#: Variables only the tests, CI and the scripts read (scripts/run-tests.sh, scripts/local-release.sh).
+DEV_ENVIRONMENT = {
+    "CAUSAL_CONV1D_TEST_TORCH": "the torch requirement the tests install (default torch==2.13.0)",
+    "CAUSAL_CONV1D_TEST_CPU_WHEEL": "a CPU wheel the tests use instead of building one",
+    "CAUSAL_CONV1D_EXPECT_OP_LAYER": "stable|legacy: the op layer tests/package must find loaded",
+    "CAUSAL_CONV1D_REQUIRE_LINTERS": "1: a missing workflow linter fails the tests (ci.yml)",
+    "CAUSAL_CONV1D_RELEASE_VENV": "the tools venv of scripts/local-release.sh (default .venv-release)",
+}
 
 #: The first torch whose LibTorch stable ABI (torch/csrc/stable, torch/headeronly, the C shims) the
 #: op layer can be built on; a stable build refuses an older torch at build time.
@@ -142,7 +194,7 @@ _ENV_TRUE = ("1", "TRUE", "ON", "YES")
 _ENV_FALSE = ("0", "FALSE", "OFF", "NO")
 
 
-def env_flag(name: str, environ: Optional[dict] = None) -> Optional[bool]:
+def env_flag(name: str, environ: Optional[Mapping[str, str]] = None) -> Optional[bool]:
     """A TRUE/FALSE setting (case-insensitive; also 1/0, ON/OFF, YES/NO); unset or empty -> None."""
     raw = (os.environ if environ is None else environ).get(name, "").strip()
     if not raw:
@@ -464,16 +516,47 @@ def quote_path(path: str) -> str:
     return "/".join(urllib.parse.quote(part, safe="") for part in path.split("/"))
 
 
-def _base(index_url: str) -> str:
-    return index_url if index_url.endswith("/") else index_url + "/"
+#: The folder of the variant indexes under the site root: ``whl/index.html`` lists them.
+WHEELS_DIR = "whl"
 
 
-def variant_index_url(index_url: str, variant: Variant) -> str:
+def site_base(url: str) -> str:
+    """A site's base URL as every URL of the layout is made from: with a trailing slash."""
+    return url if url.endswith("/") else url + "/"
+
+
+def index_base(environ: Optional[Mapping[str, str]] = None) -> str:
+    """The site to use: ``CAUSAL_CONV1D_INDEX_URL`` when set (a mirror, a ``file://`` copy), else
+    :data:`DEFAULT_INDEX_URL`; with a trailing slash."""
+    raw = (os.environ if environ is None else environ).get(ENV_INDEX_URL, "").strip()
+    return site_base(raw or DEFAULT_INDEX_URL)
+
+
+def _variant_name(variant: Union[str, Variant, StableVariant]) -> str:
+    return variant if isinstance(variant, str) else variant.name
+
+
+def variant_path(variant: Union[str, Variant, StableVariant]) -> str:
+    """The PEP 503 root of a variant relative to the site root: ``whl/<variant>/``."""
+    return f"{WHEELS_DIR}/{_variant_name(variant)}/"
+
+
+def project_path(variant: Union[str, Variant, StableVariant]) -> str:
+    """The PEP 503 project page of a variant relative to the site root: ``whl/<variant>/causal-conv1d/``."""
+    return f"{variant_path(variant)}{PROJECT_NAME}/"
+
+
+def variant_index_url(index_url: str, variant: Union[str, Variant, StableVariant]) -> str:
     """The PEP 503 root of a variant: ``<site>/whl/<variant>/`` (what ``--extra-index-url`` takes)."""
-    return f"{_base(index_url)}whl/{variant.name}/"
+    return site_base(index_url) + variant_path(variant)
 
 
-def project_page_url(index_url: str, variant: Variant) -> str:
+def project_page_url(index_url: str, variant: Union[str, Variant, StableVariant]) -> str:
     """The PEP 503 project page of a variant: ``<site>/whl/<variant>/causal-conv1d/``."""
-    return f"{variant_index_url(index_url, variant)}{PROJECT_NAME}/"
+    return site_base(index_url) + project_path(variant)
 
+
+def uv_index_name(variant: Union[str, Variant, StableVariant]) -> str:
+    """The name uv's ``--index NAME=URL`` / ``[[tool.uv.index]]`` gives a variant's index:
+    ``causal-conv1d-torch2-13-cpu``, ``causal-conv1d-stable2-10-cu13`` (dots become dashes)."""
+    return f"{PROJECT_NAME}-{_variant_name(variant)}".replace(".", "-")
