@@ -111,11 +111,11 @@ ENV_DETERMINISTIC = "CAUSAL_CONV1D_DETERMINISTIC"
 #: The run-time switches of the kernel paths, read once per process by the compiled extension
 #: (csrc/switch_on.h, the same rules as :func:`env_flag`); each is on when unset, FALSE turns it off.
 KERNEL_SWITCHES = {
-    "CAUSAL_CONV1D_FWD_FAST": "CUDA: the channel-first forward fast path (csrc/cuda/fwd_cf_fast.cu)",
-    "CAUSAL_CONV1D_BWD_FAST": "CUDA: the channel-first backward fast path (csrc/cuda/bwd_cf_fast.cu)",
-    "CAUSAL_CONV1D_FWD_CL_FAST": "CUDA: the channel-last forward fast path (csrc/cuda/fwd_cl_fast.cu)",
-    "CAUSAL_CONV1D_BWD_CL_FAST": "CUDA: the channel-last backward fast path (csrc/cuda/bwd_cl_fast.cu)",
-    "CAUSAL_CONV1D_UPDATE_FAST": "CUDA: the decode (update) fast path (csrc/cuda/update_fast.cu)",
+    "CAUSAL_CONV1D_FWD_FAST": "CUDA: the channel-first forward fast path (csrc/cuda/fwd_cf_fast.cu; kernel path fwd_cf_fast, csrc/kernel_paths.h)",
+    "CAUSAL_CONV1D_BWD_FAST": "CUDA: the channel-first backward fast path (csrc/cuda/bwd_cf_fast.cu; kernel path bwd_cf_fast)",
+    "CAUSAL_CONV1D_FWD_CL_FAST": "CUDA: the channel-last forward fast path (csrc/cuda/fwd_cl_fast.cu; kernel path fwd_cl_fast)",
+    "CAUSAL_CONV1D_BWD_CL_FAST": "CUDA: the channel-last backward fast path (csrc/cuda/bwd_cl_fast.cu; kernel path bwd_cl_fast)",
+    "CAUSAL_CONV1D_UPDATE_FAST": "CUDA: the decode (update) fast path (csrc/cuda/update_fast.cu; kernel path update_fast)",
     "CAUSAL_CONV1D_CPU_HUGE_PAGES": "CPU: the transparent-huge-page hint for large buffers (csrc/cpu/causal_conv1d_cpu.cpp)",
 }
 

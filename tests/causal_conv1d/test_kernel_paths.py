@@ -62,3 +62,10 @@ def test_switching_is_accepted_and_undone():
     ops._set_kernel_path("bwd_cl_fast", 0)
     ops._set_kernel_path("bwd_cl_fast", 1)
     ops._set_kernel_path("bwd_cl_fast", -1)
+
+
+def test_switches_of_the_paths_are_the_contracts_cuda_switches():
+    import causal_conv1d_contract as contract
+
+    cuda_switches = {name for name, what in contract.KERNEL_SWITCHES.items() if what.startswith("CUDA:")}
+    assert {switch for _, switch in header_paths() if switch} == cuda_switches

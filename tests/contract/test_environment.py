@@ -1,6 +1,7 @@
 """The contract lists every environment variable the project reads, and nothing it does not read.
 
-Readers: the compiled extension (csrc/: ``switch_on("NAME")`` / ``env_flag("NAME")`` / ``getenv("NAME")``),
+Readers: the compiled extension (csrc/: ``switch_on("NAME")`` / ``env_flag("NAME")`` / ``getenv("NAME")``,
+and the kernel paths' switches in csrc/kernel_paths.h: ``{"path", KernelOp::k..., "NAME"}``),
 Python (``contract.ENV_*`` constants or literal names), the shell scripts and the workflows. Names that
 appear in csrc/ only as preprocessor macros (``CAUSAL_CONV1D_WITH_CUDA``, tuning constants) are not
 environment variables.
@@ -16,7 +17,9 @@ import causal_conv1d_contract as contract
 
 ROOT = Path(__file__).resolve().parents[2]
 NAME = re.compile(r"\bCAUSAL_CONV1D_[A-Z0-9_]*[A-Z0-9]\b")
-CSRC_READ = re.compile(r"\b(?:switch_on|env_flag|getenv)\(\s*\"(CAUSAL_CONV1D_[A-Z0-9_]+)\"")
+CSRC_READ = re.compile(
+    r"\b(?:switch_on|env_flag|getenv)\(\s*\"(CAUSAL_CONV1D_[A-Z0-9_]+)\"|KernelOp::k\w+,\s*\"(CAUSAL_CONV1D_[A-Z0-9_]+)\"\}"
+)
 MACRO_LINE = re.compile(r"^\s*#\s*(?:if|ifdef|ifndef|elif|define|undef)\b")
 
 
@@ -26,7 +29,7 @@ def tracked(*patterns: str) -> list[Path]:
 
 
 def csrc_reads() -> set[str]:
-    return {m for p in tracked("csrc/*") for m in CSRC_READ.findall(p.read_text(encoding="utf-8"))}
+    return {a or b for p in tracked("csrc/*") for a, b in CSRC_READ.findall(p.read_text(encoding="utf-8"))}
 
 
 def csrc_macros() -> set[str]:
