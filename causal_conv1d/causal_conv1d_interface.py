@@ -21,7 +21,8 @@ import torch.nn.functional as F
 
 from causal_conv1d._errors import reraise
 from causal_conv1d._ops import PYTHON_AUTOGRAD as _python_autograd
-from causal_conv1d._ops import CausalConv1dFwd
+from causal_conv1d._ops import apply_fwd as _apply_fwd
+from causal_conv1d._ops import fwd_op as _fwd_op
 
 __all__ = [
     "InvalidActivation",
@@ -41,12 +42,14 @@ _SILU = {None: False, "silu": True, "swish": True}
 # before this module. Each ``torch.ops.<ns>.<op>.default`` lookup would cost ~0.2 µs per call.
 _fwd = torch.ops.causal_conv1d.fwd.default
 _update = torch.ops.causal_conv1d.update.default
+# Eager calls skip OpOverload.__call__'s Python frame (its body is ``self._op(*args, **kwargs)``); a
+# torch.compile trace must see the OpOverload.
+_update_op = _update._op
 # Skips the (Python) autograd kernel of fwd when nothing needs a gradient: what that kernel would do
 # itself, without entering Python from the dispatcher (issue 13: the eager per-call cost).
 _below_autograd = torch._C._AutoDispatchBelowAutograd
 _grad_enabled = torch.is_grad_enabled
 _is_compiling = torch.compiler.is_compiling
-_apply_fwd = CausalConv1dFwd.apply
 
 
 class InvalidActivation(ValueError, NotImplementedError):
@@ -106,7 +109,7 @@ def causal_conv1d_fn(
             out, final_states = _apply_fwd(x, weight, bias, seq_idx, initial_states, rfs, silu)
         else:
             with _below_autograd():
-                out, final_states = _fwd(x, weight, bias, seq_idx, initial_states, rfs, silu)
+                out, final_states = _fwd_op(x, weight, bias, seq_idx, initial_states, rfs, silu)
     except RuntimeError as exc:
         reraise(exc)
     if not rfs:
@@ -139,7 +142,9 @@ def causal_conv1d_update(
         raise _invalid_activation(activation) from None
     # the op takes x (batch, dim) as well as (batch, dim, seqlen): no Python views on the decode path
     try:
-        return _update(x, conv_state, weight, bias, silu, cache_seqlens, conv_state_indices)
+        if _is_compiling():  # Dynamo traces the OpOverload
+            return _update(x, conv_state, weight, bias, silu, cache_seqlens, conv_state_indices)
+        return _update_op(x, conv_state, weight, bias, silu, cache_seqlens, conv_state_indices)
     except RuntimeError as exc:
         reraise(exc)
 
