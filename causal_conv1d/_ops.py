@@ -224,6 +224,15 @@ _fwd = torch.ops.causal_conv1d.fwd.default
 #: trace must see the OpOverload itself (Dynamo knows OpOverloads, not this builtin).
 fwd_op = _fwd._op
 _below_autograd = torch._C._AutoDispatchBelowAutograd
+# Below autograd for a dense CPU/CUDA tensor, cheaper than the _AutoDispatchBelowAutograd guard (one
+# pybind object built, entered and left per call: ~0.6 us more on the 2-core host): exclude the
+# Autograd functionality key (AutogradCPU, AutogradCUDA, ...) in this thread's dispatch TLS, and
+# restore it. The guard also excludes AutogradOther and AutogradNestedTensor, the autograd keys of
+# backends that have no causal_conv1d kernel: with those tensors the registered Python autograd
+# kernel runs and the redispatch fails with the same "could not run" error the guard would give.
+AUTOGRAD_KEY = torch._C.DispatchKey.AutogradFunctionality
+tls_excluded = torch._C._dispatch_tls_is_dispatch_key_excluded
+tls_set_excluded = torch._C._dispatch_tls_set_dispatch_key_excluded
 
 
 class CausalConv1dFwd(torch.autograd.Function):
@@ -237,8 +246,16 @@ class CausalConv1dFwd(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias, seq_idx, initial_states, return_final_states, silu):  # noqa: ANN001,ANN205
-        with _below_autograd():
+        # below autograd (see tls_set_excluded above; under Function.forward, grad mode is off but the
+        # dispatcher would still enter fwd's Python autograd kernel)
+        if tls_excluded(AUTOGRAD_KEY):
             outputs = fwd_op(x, weight, bias, seq_idx, initial_states, return_final_states, silu)
+        else:
+            tls_set_excluded(AUTOGRAD_KEY, True)
+            try:
+                outputs = fwd_op(x, weight, bias, seq_idx, initial_states, return_final_states, silu)
+            finally:
+                tls_set_excluded(AUTOGRAD_KEY, False)
         ctx.set_materialize_grads(False)  # unused outputs arrive as None: no zero tensors built
         ctx.save_for_backward(x, weight, bias, seq_idx, initial_states)
         ctx.silu = silu

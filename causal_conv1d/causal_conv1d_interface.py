@@ -22,7 +22,10 @@ import torch.nn.functional as F
 from causal_conv1d._errors import reraise
 from causal_conv1d._ops import PYTHON_AUTOGRAD as _python_autograd
 from causal_conv1d._ops import apply_fwd as _apply_fwd
+from causal_conv1d._ops import AUTOGRAD_KEY as _AUTOGRAD_KEY
 from causal_conv1d._ops import fwd_op as _fwd_op
+from causal_conv1d._ops import tls_excluded as _tls_excluded
+from causal_conv1d._ops import tls_set_excluded as _tls_set_excluded
 
 __all__ = [
     "InvalidActivation",
@@ -45,9 +48,6 @@ _update = torch.ops.causal_conv1d.update.default
 # Eager calls skip OpOverload.__call__'s Python frame (its body is ``self._op(*args, **kwargs)``); a
 # torch.compile trace must see the OpOverload.
 _update_op = _update._op
-# Skips the (Python) autograd kernel of fwd when nothing needs a gradient: what that kernel would do
-# itself, without entering Python from the dispatcher (issue 13: the eager per-call cost).
-_below_autograd = torch._C._AutoDispatchBelowAutograd
 _grad_enabled = torch.is_grad_enabled
 _is_compiling = torch.compiler.is_compiling
 
@@ -95,11 +95,14 @@ def causal_conv1d_fn(
         x = x.contiguous()
     rfs = bool(return_final_states)
     try:
-        # Legacy C++ autograd, or a torch.compile trace: the op and its autograd kernel. Python
-        # autograd (stable op layer): the cheaper CausalConv1dFwd when an input requires grad, else
-        # below autograd (the rule of _ops.use_below_autograd, inlined: a call costs ~0.1 µs).
-        if not _python_autograd or _is_compiling():
+        # A torch.compile trace: the OpOverload (Dynamo traces it). Legacy C++ autograd: the op and
+        # its autograd kernel. Python autograd (stable op layer): the cheaper CausalConv1dFwd when an
+        # input requires grad, else below autograd (the rule of _ops.use_below_autograd, inlined: a
+        # call costs ~0.1 µs).
+        if _is_compiling():
             out, final_states = _fwd(x, weight, bias, seq_idx, initial_states, rfs, silu)
+        elif not _python_autograd:
+            out, final_states = _fwd_op(x, weight, bias, seq_idx, initial_states, rfs, silu)
         elif _grad_enabled() and (
             x.requires_grad
             or weight.requires_grad
@@ -107,9 +110,14 @@ def causal_conv1d_fn(
             or (initial_states is not None and initial_states.requires_grad)
         ):
             out, final_states = _apply_fwd(x, weight, bias, seq_idx, initial_states, rfs, silu)
-        else:
-            with _below_autograd():
+        elif _tls_excluded(_AUTOGRAD_KEY):  # below autograd already (e.g. inference_mode)
+            out, final_states = _fwd_op(x, weight, bias, seq_idx, initial_states, rfs, silu)
+        else:  # below autograd: the Autograd key excluded for the call (causal_conv1d._ops)
+            _tls_set_excluded(_AUTOGRAD_KEY, True)
+            try:
                 out, final_states = _fwd_op(x, weight, bias, seq_idx, initial_states, rfs, silu)
+            finally:
+                _tls_set_excluded(_AUTOGRAD_KEY, False)
     except RuntimeError as exc:
         reraise(exc)
     if not rfs:
