@@ -223,7 +223,6 @@ _fwd = torch.ops.causal_conv1d.fwd.default
 #: **kwargs)``): the same dispatcher entry, one Python frame less. Eager paths only; a torch.compile
 #: trace must see the OpOverload itself (Dynamo knows OpOverloads, not this builtin).
 fwd_op = _fwd._op
-_below_autograd = torch._C._AutoDispatchBelowAutograd
 # Below autograd for a dense CPU/CUDA tensor, cheaper than the _AutoDispatchBelowAutograd guard (one
 # pybind object built, entered and left per call: ~0.6 us more on the 2-core host): exclude the
 # Autograd functionality key (AutogradCPU, AutogradCUDA, ...) in this thread's dispatch TLS, and
@@ -267,9 +266,9 @@ class CausalConv1dFwd(torch.autograd.Function):
 
 
 # torch.autograd.Function.apply is Python around the C++ apply (torch._C._FunctionBase.apply): with
-# no functorch transform active it only unwraps dead functorch wrappers among the arguments and calls
-# the C++ apply, but that layer (inspect-free as it is for a ctx-style Function: a generator over
-# the arguments, two calls) costs ~3 us per call on the 2-core host. apply_fwd does the same inline.
+# no functorch transform active (and a ctx-style Function: no signature binding) it only unwraps dead
+# functorch wrappers among the arguments and calls the C++ apply, yet that layer costs ~3 us per call
+# on the 2-core host (a generator over the arguments, two more calls). apply_fwd does the same inline.
 _c_apply = super(torch.autograd.Function, CausalConv1dFwd).apply
 _functorch_active = torch._C._are_functorch_transforms_active
 _unwrap_if_dead = torch._C._functorch.unwrap_if_dead
