@@ -20,9 +20,9 @@ import torch
 import torch.nn.functional as F
 
 from causal_conv1d._errors import reraise
+from causal_conv1d._ops import AUTOGRAD_KEY as _AUTOGRAD_KEY
 from causal_conv1d._ops import PYTHON_AUTOGRAD as _python_autograd
 from causal_conv1d._ops import apply_fwd as _apply_fwd
-from causal_conv1d._ops import AUTOGRAD_KEY as _AUTOGRAD_KEY
 from causal_conv1d._ops import fwd_op as _fwd_op
 from causal_conv1d._ops import tls_excluded as _tls_excluded
 from causal_conv1d._ops import tls_set_excluded as _tls_set_excluded
