@@ -26,7 +26,16 @@ from typing import Any, Optional
 
 import torch
 
-__all__ = ["is_channel_last", "empty_bdl", "needs_grad", "use_below_autograd", "PYTHON_AUTOGRAD", "CausalConv1dFwd"]
+__all__ = [
+    "is_channel_last",
+    "empty_bdl",
+    "needs_grad",
+    "use_below_autograd",
+    "PYTHON_AUTOGRAD",
+    "CausalConv1dFwd",
+    "apply_fwd",
+    "fwd_op",
+]
 
 Tensor = torch.Tensor
 
@@ -210,7 +219,19 @@ if PYTHON_AUTOGRAD:
 
 
 _fwd = torch.ops.causal_conv1d.fwd.default
-_below_autograd = torch._C._AutoDispatchBelowAutograd
+#: The C++ callable behind ``_fwd.__call__`` (``OpOverload.__call__`` is ``return self._op(*args,
+#: **kwargs)``): the same dispatcher entry, one Python frame less. Eager paths only; a torch.compile
+#: trace must see the OpOverload itself (Dynamo knows OpOverloads, not this builtin).
+fwd_op = _fwd._op
+# Below autograd for a dense CPU/CUDA tensor, cheaper than the _AutoDispatchBelowAutograd guard (one
+# pybind object built, entered and left per call: ~0.6 us more on the 2-core host): exclude the
+# Autograd functionality key (AutogradCPU, AutogradCUDA, ...) in this thread's dispatch TLS, and
+# restore it. The guard also excludes AutogradOther and AutogradNestedTensor, the autograd keys of
+# backends that have no causal_conv1d kernel: with those tensors the registered Python autograd
+# kernel runs and the redispatch fails with the same "could not run" error the guard would give.
+AUTOGRAD_KEY = torch._C.DispatchKey.AutogradFunctionality
+tls_excluded = torch._C._dispatch_tls_is_dispatch_key_excluded
+tls_set_excluded = torch._C._dispatch_tls_set_dispatch_key_excluded
 
 
 class CausalConv1dFwd(torch.autograd.Function):
@@ -218,18 +239,62 @@ class CausalConv1dFwd(torch.autograd.Function):
     itself in eager mode when an input requires grad (stable op layer): the registered kernel's route
     (dispatcher -> Python kernel -> torch.library's generated Function -> redispatch) costs about twice
     as much per call (benchmarks/host_overhead.py). The ctx-style forward is the cheaper kind of
-    autograd.Function (measured ~3x cheaper than a setup_context-style one). torch.compile traces,
-    and direct ``torch.ops`` calls, use the registered kernel."""
+    autograd.Function (measured ~3x cheaper than a setup_context-style one); its body is
+    _fwd_setup_context inlined. :func:`apply_fwd` applies it without Function.apply's Python layer.
+    torch.compile traces, and direct ``torch.ops`` calls, use the registered kernel."""
 
     @staticmethod
     def forward(ctx, x, weight, bias, seq_idx, initial_states, return_final_states, silu):  # noqa: ANN001,ANN205
-        inputs = (x, weight, bias, seq_idx, initial_states, return_final_states, silu)
-        with _below_autograd():
-            outputs = _fwd(*inputs)
-        _fwd_setup_context(ctx, inputs, outputs)
+        # below autograd (see tls_set_excluded above; under Function.forward, grad mode is off but the
+        # dispatcher would still enter fwd's Python autograd kernel)
+        if tls_excluded(AUTOGRAD_KEY):
+            outputs = fwd_op(x, weight, bias, seq_idx, initial_states, return_final_states, silu)
+        else:
+            tls_set_excluded(AUTOGRAD_KEY, True)
+            try:
+                outputs = fwd_op(x, weight, bias, seq_idx, initial_states, return_final_states, silu)
+            finally:
+                tls_set_excluded(AUTOGRAD_KEY, False)
+        ctx.set_materialize_grads(False)  # unused outputs arrive as None: no zero tensors built
+        ctx.save_for_backward(x, weight, bias, seq_idx, initial_states)
+        ctx.silu = silu
+        ctx.return_final_states = return_final_states
+        ctx.return_dinitial_states = initial_states is not None and ctx.needs_input_grad[4]
         return outputs
 
     backward = staticmethod(_fwd_backward)
+
+
+# torch.autograd.Function.apply is Python around the C++ apply (torch._C._FunctionBase.apply): with
+# no functorch transform active (and a ctx-style Function: no signature binding) it only unwraps dead
+# functorch wrappers among the arguments and calls the C++ apply, yet that layer costs ~3 us per call
+# on the 2-core host (a generator over the arguments, two more calls). apply_fwd does the same inline.
+_c_apply = super(torch.autograd.Function, CausalConv1dFwd).apply
+_functorch_active = torch._C._are_functorch_transforms_active
+_unwrap_if_dead = torch._C._functorch.unwrap_if_dead
+
+
+def apply_fwd(
+    x: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor],
+    seq_idx: Optional[Tensor],
+    initial_states: Optional[Tensor],
+    return_final_states: bool,
+    silu: bool,
+) -> tuple[Tensor, Tensor]:
+    """``CausalConv1dFwd.apply(...)``, the same result at a lower per-call cost (see above)."""
+    if _functorch_active():  # custom_function_call's route: Function.apply itself
+        return CausalConv1dFwd.apply(x, weight, bias, seq_idx, initial_states, return_final_states, silu)
+    return _c_apply(
+        _unwrap_if_dead(x),
+        _unwrap_if_dead(weight),
+        None if bias is None else _unwrap_if_dead(bias),
+        None if seq_idx is None else _unwrap_if_dead(seq_idx),
+        None if initial_states is None else _unwrap_if_dead(initial_states),
+        return_final_states,
+        silu,
+    )
 
 
 def use_below_autograd(x: Tensor, weight: Tensor, bias: Optional[Tensor], initial_states: Optional[Tensor]) -> bool:

@@ -20,8 +20,12 @@ import torch
 import torch.nn.functional as F
 
 from causal_conv1d._errors import reraise
+from causal_conv1d._ops import AUTOGRAD_KEY as _AUTOGRAD_KEY
 from causal_conv1d._ops import PYTHON_AUTOGRAD as _python_autograd
-from causal_conv1d._ops import CausalConv1dFwd
+from causal_conv1d._ops import apply_fwd as _apply_fwd
+from causal_conv1d._ops import fwd_op as _fwd_op
+from causal_conv1d._ops import tls_excluded as _tls_excluded
+from causal_conv1d._ops import tls_set_excluded as _tls_set_excluded
 
 __all__ = [
     "InvalidActivation",
@@ -41,12 +45,11 @@ _SILU = {None: False, "silu": True, "swish": True}
 # before this module. Each ``torch.ops.<ns>.<op>.default`` lookup would cost ~0.2 µs per call.
 _fwd = torch.ops.causal_conv1d.fwd.default
 _update = torch.ops.causal_conv1d.update.default
-# Skips the (Python) autograd kernel of fwd when nothing needs a gradient: what that kernel would do
-# itself, without entering Python from the dispatcher (issue 13: the eager per-call cost).
-_below_autograd = torch._C._AutoDispatchBelowAutograd
+# Eager calls skip OpOverload.__call__'s Python frame (its body is ``self._op(*args, **kwargs)``); a
+# torch.compile trace must see the OpOverload.
+_update_op = _update._op
 _grad_enabled = torch.is_grad_enabled
 _is_compiling = torch.compiler.is_compiling
-_apply_fwd = CausalConv1dFwd.apply
 
 
 class InvalidActivation(ValueError, NotImplementedError):
@@ -92,11 +95,14 @@ def causal_conv1d_fn(
         x = x.contiguous()
     rfs = bool(return_final_states)
     try:
-        # Legacy C++ autograd, or a torch.compile trace: the op and its autograd kernel. Python
-        # autograd (stable op layer): the cheaper CausalConv1dFwd when an input requires grad, else
-        # below autograd (the rule of _ops.use_below_autograd, inlined: a call costs ~0.1 µs).
-        if not _python_autograd or _is_compiling():
+        # A torch.compile trace: the OpOverload (Dynamo traces it). Legacy C++ autograd: the op and
+        # its autograd kernel. Python autograd (stable op layer): the cheaper CausalConv1dFwd when an
+        # input requires grad, else below autograd (the rule of _ops.use_below_autograd, inlined: a
+        # call costs ~0.1 µs).
+        if _is_compiling():
             out, final_states = _fwd(x, weight, bias, seq_idx, initial_states, rfs, silu)
+        elif not _python_autograd:
+            out, final_states = _fwd_op(x, weight, bias, seq_idx, initial_states, rfs, silu)
         elif _grad_enabled() and (
             x.requires_grad
             or weight.requires_grad
@@ -104,9 +110,14 @@ def causal_conv1d_fn(
             or (initial_states is not None and initial_states.requires_grad)
         ):
             out, final_states = _apply_fwd(x, weight, bias, seq_idx, initial_states, rfs, silu)
-        else:
-            with _below_autograd():
-                out, final_states = _fwd(x, weight, bias, seq_idx, initial_states, rfs, silu)
+        elif _tls_excluded(_AUTOGRAD_KEY):  # below autograd already (e.g. inference_mode)
+            out, final_states = _fwd_op(x, weight, bias, seq_idx, initial_states, rfs, silu)
+        else:  # below autograd: the Autograd key excluded for the call (causal_conv1d._ops)
+            _tls_set_excluded(_AUTOGRAD_KEY, True)
+            try:
+                out, final_states = _fwd_op(x, weight, bias, seq_idx, initial_states, rfs, silu)
+            finally:
+                _tls_set_excluded(_AUTOGRAD_KEY, False)
     except RuntimeError as exc:
         reraise(exc)
     if not rfs:
@@ -139,7 +150,9 @@ def causal_conv1d_update(
         raise _invalid_activation(activation) from None
     # the op takes x (batch, dim) as well as (batch, dim, seqlen): no Python views on the decode path
     try:
-        return _update(x, conv_state, weight, bias, silu, cache_seqlens, conv_state_indices)
+        if _is_compiling():  # Dynamo traces the OpOverload
+            return _update(x, conv_state, weight, bias, silu, cache_seqlens, conv_state_indices)
+        return _update_op(x, conv_state, weight, bias, silu, cache_seqlens, conv_state_indices)
     except RuntimeError as exc:
         reraise(exc)
 

@@ -13,7 +13,7 @@ from typing import Optional
 import torch
 
 from causal_conv1d._errors import reraise
-from causal_conv1d._ops import use_below_autograd
+from causal_conv1d._ops import AUTOGRAD_KEY, fwd_op, tls_excluded, tls_set_excluded, use_below_autograd
 
 __all__ = ["causal_conv1d_fwd_function", "causal_conv1d_bwd_function", "causal_conv1d_update_function"]
 
@@ -23,15 +23,22 @@ Tensor = torch.Tensor
 _fwd = torch.ops.causal_conv1d.fwd.default
 _bwd = torch.ops.causal_conv1d.bwd.default
 _update = torch.ops.causal_conv1d.update.default
-_below_autograd = torch._C._AutoDispatchBelowAutograd
+# eager calls: the C++ callable behind OpOverload.__call__; a torch.compile trace sees the OpOverload
+_update_op = _update._op
+_is_compiling = torch.compiler.is_compiling
 
 
 def _call_fwd(x, weight, bias, seq_idx, initial_states, return_final_states: bool, silu: bool):  # noqa: ANN001,ANN202
     try:
-        if not use_below_autograd(x, weight, bias, initial_states):
+        if not use_below_autograd(x, weight, bias, initial_states):  # (always False in a compile trace)
             return _fwd(x, weight, bias, seq_idx, initial_states, return_final_states, silu)
-        with _below_autograd():
-            return _fwd(x, weight, bias, seq_idx, initial_states, return_final_states, silu)
+        if tls_excluded(AUTOGRAD_KEY):
+            return fwd_op(x, weight, bias, seq_idx, initial_states, return_final_states, silu)
+        tls_set_excluded(AUTOGRAD_KEY, True)  # below autograd, as causal_conv1d_fn does
+        try:
+            return fwd_op(x, weight, bias, seq_idx, initial_states, return_final_states, silu)
+        finally:
+            tls_set_excluded(AUTOGRAD_KEY, False)
     except RuntimeError as exc:
         reraise(exc)
 
@@ -96,6 +103,8 @@ def causal_conv1d_update_function(
 ) -> Tensor:
     """Decoding step: ``out``; ``conv_state`` is updated in place. x is (batch, dim) or (batch, dim, seqlen)."""
     try:
-        return _update(x, conv_state, weight, bias, silu_activation, cache_seqlens, conv_state_indices)
+        if _is_compiling():
+            return _update(x, conv_state, weight, bias, silu_activation, cache_seqlens, conv_state_indices)
+        return _update_op(x, conv_state, weight, bias, silu_activation, cache_seqlens, conv_state_indices)
     except RuntimeError as exc:
         reraise(exc)

@@ -60,6 +60,11 @@ PAD_SLOT_ID = -1
 _SILU = {None: False, "silu": True, "swish": True}
 _varlen_fwd = torch.ops.causal_conv1d.varlen_fwd.default
 _spec_update = torch.ops.causal_conv1d.spec_update.default
+# Eager calls go through the C++ callables behind OpOverload.__call__ (one Python frame less); a
+# torch.compile trace must see the OpOverloads.
+_varlen_fwd_op = _varlen_fwd._op
+_spec_update_op = _spec_update._op
+_is_compiling = torch.compiler.is_compiling
 
 
 def _silu(activation: Optional[str]) -> bool:
@@ -125,7 +130,7 @@ def causal_conv1d_varlen_fn(
         if cache_indices is not None and cache_indices.dtype == torch.int32:
             _validate_slots(cache_indices, conv_states.shape[0], pad_slot_id, "cache_indices", "conv_states")
     try:
-        return _varlen_fwd(
+        return (_varlen_fwd if _is_compiling() else _varlen_fwd_op)(
             x, weight, bias, conv_states, query_start_loc, cache_indices, has_initial_state, silu, int(pad_slot_id)
         )
     except RuntimeError as exc:
@@ -177,7 +182,7 @@ def causal_conv1d_update_spec(
                 i = int(bad.nonzero()[0, 0])
                 raise ValueError(f"num_accepted_tokens[{i}] = {int(v[i])} must be between 1 and seqlen = {seqlen}")
     try:
-        return _spec_update(
+        return (_spec_update if _is_compiling() else _spec_update_op)(
             x, conv_state, weight, bias, silu, conv_state_indices, num_accepted_tokens, int(pad_slot_id)
         )
     except RuntimeError as exc:

@@ -176,14 +176,17 @@ inline void check_bwd_args(const Tensor& x, const Tensor& weight, const OptTenso
                     "return_dinitial_states=True needs initial_states");
 }
 
-// update(x, conv_state, weight, bias, silu, cache_seqlens, conv_state_indices); x is 3-D here
-// (the Python wrapper unsqueezes a 2-D x).
+// update(x, conv_state, weight, bias, silu, cache_seqlens, conv_state_indices); x is 3-D, or also
+// 2-D (batch, dim) with allow_token (a backend that reads a 2-D x itself; others unsqueeze it first).
 inline void check_update_args(const Tensor& x, const Tensor& conv_state, const Tensor& weight,
                               const OptTensor& bias,
                               const OptTensor& cache_seqlens,
                               const OptTensor& conv_state_indices,
-                              int64_t max_width = kMaxWidth, bool allow_float64 = false) {
-  CC1D_CHECK_VALUE(x.dim() == 3, "x must be (batch, dim) or (batch, dim, seqlen), got shape ", fmt_sizes(x.sizes()));
+                              int64_t max_width = kMaxWidth, bool allow_float64 = false,
+                              bool allow_token = false) {
+  const int64_t xdim = x.dim();
+  CC1D_CHECK_VALUE(xdim == 3 || (allow_token && xdim == 2), "x must be (batch, dim) or (batch, dim, seqlen), got shape ",
+                   fmt_sizes(x.sizes()));
   check_float_dtype(x, "x", allow_float64);
   check_weight(x, weight, max_width, allow_float64);
   const int64_t batch = x.size(0), dim = x.size(1), width = weight.size(1);

@@ -101,12 +101,15 @@ inline void check_varlen_fwd_args(const Tensor& x, const Tensor& weight, const O
 inline void check_spec_update_args(const Tensor& x, const Tensor& conv_state, const Tensor& weight,
                                    const OptTensor& bias, const OptTensor& conv_state_indices,
                                    const OptTensor& num_accepted_tokens, int64_t max_width = kMaxWidth,
-                                   bool allow_float64 = false) {
-  CC1D_CHECK_VALUE(x.dim() == 3, "x must be (batch, dim) or (batch, dim, seqlen), got shape ", fmt_sizes(x.sizes()));
+                                   bool allow_float64 = false, bool allow_token = false) {
+  // allow_token: a 2-D x (batch, dim) is one token (a backend that reads it itself; others unsqueeze it)
+  const int64_t xdim = x.dim();
+  CC1D_CHECK_VALUE(xdim == 3 || (allow_token && xdim == 2), "x must be (batch, dim) or (batch, dim, seqlen), got shape ",
+                   fmt_sizes(x.sizes()));
   check_float_dtype(x, "x", allow_float64);
   check_weight(x, weight, max_width, allow_float64);
   check_bias(x, weight, bias);
-  const int64_t batch = x.size(0), dim = x.size(1), seqlen = x.size(2), width = weight.size(1);
+  const int64_t batch = x.size(0), dim = x.size(1), seqlen = xdim == 2 ? 1 : x.size(2), width = weight.size(1);
   if (num_accepted_tokens.has_value()) {
     // the accepted part of the previous step's seqlen tokens ends at state_len - seqlen + a, a >= 1
     check_state_cache(x, conv_state, dim, width - 2 + seqlen, "conv_state", "width - 2 + seqlen (num_accepted_tokens given)");

@@ -718,19 +718,21 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cpu(
 // ---------------------------------------------------------------------------------------------
 // Update (decoding): conv_state holds the last state_len inputs of each sequence.
 
+// x and out are (batch, dim, seqlen), or (batch, dim) for one token (seqlen 1, no third stride).
 template <typename T>
 void update_rows(const Tensor& x, Tensor& conv_state, const Tensor& out, const Tensor& wf,
                  const Tensor& bf, const int32_t* cache_seqlens, const int32_t* indices, bool silu) {
   using A = acc_t<T>;
-  const int64_t B = x.size(0), D = x.size(1), L = x.size(2), W = wf.size(1), S = conv_state.size(2);
+  const bool token = x.dim() == 2;
+  const int64_t B = x.size(0), D = x.size(1), L = token ? 1 : x.size(2), W = wf.size(1), S = conv_state.size(2);
   const T* xp = x.const_data_ptr<T>();
   T* cp = conv_state.mutable_data_ptr<T>();
   T* op = out.mutable_data_ptr<T>();
   const A* wp = wf.const_data_ptr<A>();
   const A* bp = bf.defined() ? bf.const_data_ptr<A>() : nullptr;
-  const int64_t sxb = x.stride(0), sxd = x.stride(1), sxl = x.stride(2);
+  const int64_t sxb = x.stride(0), sxd = x.stride(1), sxl = token ? 1 : x.stride(2);
   const int64_t scb = conv_state.stride(0), scd = conv_state.stride(1), scl = conv_state.stride(2);
-  const int64_t sob = out.stride(0), sod = out.stride(1), sol = out.stride(2);
+  const int64_t sob = out.stride(0), sod = out.stride(1), sol = token ? 1 : out.stride(2);
   const int64_t grain = std::max<int64_t>(1, 4096 / (L + W));
   parallel_for(0, B * D, grain, [&](int64_t r0, int64_t r1) {
     std::vector<A> win(W - 1 + L);
@@ -778,13 +780,17 @@ void update_rows(const Tensor& x, Tensor& conv_state, const Tensor& out, const T
   });
 }
 
-Tensor update_cpu_3d(const Tensor& x, Tensor& conv_state, const Tensor& weight,
-                      const OptTensor& bias, bool silu, const OptTensor& cache_seqlens,
-                      const OptTensor& conv_state_indices) {
+// x (batch, dim, seqlen), or (batch, dim) for one token, then out is (batch, dim), contiguous:
+// decoders call with 2-D x, and taking it as such (no unsqueeze/squeeze: two dispatcher calls on
+// the stable ABI) keeps the per-token host cost at one op call.
+Tensor update_cpu(const Tensor& x, Tensor& conv_state, const Tensor& weight,
+                  const OptTensor& bias, bool silu, const OptTensor& cache_seqlens,
+                  const OptTensor& conv_state_indices) {
   check_update_args(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, kMaxWidth,
-                    /*allow_float64=*/true);
-  const int64_t B = x.size(0), D = x.size(1), L = x.size(2);
-  Tensor out = empty_bdl(B, D, L, is_channel_last(x), x.scalar_type(), x);
+                    /*allow_float64=*/true, /*allow_token=*/true);
+  const int64_t B = x.size(0), D = x.size(1);
+  Tensor out = x.dim() == 2 ? alloc_empty({B, D}, x.scalar_type(), x)
+                            : empty_bdl(B, D, x.size(2), is_channel_last(x), x.scalar_type(), x);
   const ScalarType acc = acc_dtype(x);
   Tensor wf = as_contiguous(to_dtype(weight, acc));
   Tensor bf = bias.has_value() ? as_contiguous(to_dtype(*bias, acc)) : Tensor();
@@ -806,18 +812,6 @@ Tensor update_cpu_3d(const Tensor& x, Tensor& conv_state, const Tensor& weight,
     });
   }
   return out;
-}
-
-// x (batch, dim, seqlen), or (batch, dim) for one token (then out is (batch, dim)): decoders call
-// with 2-D x, and taking it here saves the Python wrapper two view calls per token.
-Tensor update_cpu(const Tensor& x, Tensor& conv_state, const Tensor& weight,
-                      const OptTensor& bias, bool silu, const OptTensor& cache_seqlens,
-                      const OptTensor& conv_state_indices) {
-  if (x.dim() == 2) {
-    return squeezed(update_cpu_3d(unsqueezed(x, -1), conv_state, weight, bias, silu, cache_seqlens, conv_state_indices),
-                   -1);
-  }
-  return update_cpu_3d(x, conv_state, weight, bias, silu, cache_seqlens, conv_state_indices);
 }
 
 }  // namespace

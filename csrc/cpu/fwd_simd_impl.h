@@ -62,6 +62,24 @@ inline vf vfmadd_if(vm m, vf w, vf x, vf acc) { return _mm512_mask3_fmadd_ps(w, 
 // 0 where s < 0 (padding), v elsewhere.
 inline vf vzero_if_neg(vi s, vf v) { return _mm512_mask_mov_ps(v, _mm512_cmplt_epi32_mask(s, _mm512_setzero_si512()), vzero()); }
 
+// The first n (< kLanes) elements at p, zeros after them; p[n..] is never read (masked loads: the
+// masked-off lanes are not accessed, so they cannot fault). Stores write the first n lanes only.
+inline __mmask16 vmask_n(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
+inline vf vload_n(const float* p, int64_t n) { return _mm512_maskz_loadu_ps(vmask_n(n), p); }
+inline vf vload_n(const Half* p, int64_t n) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(vmask_n(n), p)); }
+inline vf vload_n(const BFloat16* p, int64_t n) {
+  const __m512i u = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(vmask_n(n), p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
+}
+inline vi vloadi_n(const int32_t* p, int64_t n) { return _mm512_maskz_loadu_epi32(vmask_n(n), p); }
+inline void vstore_n(float* p, vf v, int64_t n) { _mm512_mask_storeu_ps(p, vmask_n(n), v); }
+template <typename T>  // Half, BFloat16: vstore's rounding into a buffer, then a masked 16-bit store
+inline void vstore_n(T* p, vf v, int64_t n) {
+  alignas(64) T buf[kLanes];
+  vstore(buf, v);
+  _mm256_mask_storeu_epi16(p, vmask_n(n), _mm256_load_si256(reinterpret_cast<const __m256i*>(buf)));
+}
+
 #elif CC1D_LANES == 8
 
 using vf = __m256;
@@ -114,10 +132,6 @@ inline vf vzero_if_neg(vi s, vf v) {
   return _mm256_andnot_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_setzero_si256(), s)), v);
 }
 
-#else
-#error "CC1D_LANES must be 16 or 8"
-#endif
-
 // The first n (< kLanes) elements at p, zeros after them; p[n..] is never read.
 template <typename T>
 inline vf vload_n(const T* p, int64_t n) {
@@ -138,6 +152,11 @@ inline void vstore_n(T* p, vf v, int64_t n) {
   vstore(buf, v);
   std::memcpy(static_cast<void*>(p), buf, n * sizeof(T));
 }
+
+#else
+#error "CC1D_LANES must be 16 or 8"
+#endif
+
 
 // silu(z) = z / (1 + exp(-z)). exp(x): x = n ln2 + r with n = round(x / ln2), |r| <= ln2 / 2 (ln2 in
 // two parts, Cody-Waite); exp(r) = 1 + r + r^2 p(r), p of degree 5 (Cephes expf coefficients); 2^n

@@ -154,15 +154,16 @@ template <typename T>
 void spec_rows(const Tensor& x, Tensor& cs, const Tensor& out, const Tensor& wf, const Tensor& bf,
                const int32_t* idx, const int32_t* nacc, int64_t pad_slot_id, bool silu_act) {
   using A = acc_t<T>;
-  const int64_t B = x.size(0), D = x.size(1), L = x.size(2), W = wf.size(1), S = cs.size(2);
+  const bool token = x.dim() == 2;  // (batch, dim): one token, no third stride (out is (batch, dim) too)
+  const int64_t B = x.size(0), D = x.size(1), L = token ? 1 : x.size(2), W = wf.size(1), S = cs.size(2);
   const T* xp = x.const_data_ptr<T>();
   T* cp = cs.mutable_data_ptr<T>();
   T* op = out.mutable_data_ptr<T>();
   const A* wp = wf.const_data_ptr<A>();
   const A* bp = bf.defined() ? bf.const_data_ptr<A>() : nullptr;
-  const int64_t sxb = x.stride(0), sxd = x.stride(1), sxl = x.stride(2);
+  const int64_t sxb = x.stride(0), sxd = x.stride(1), sxl = token ? 1 : x.stride(2);
   const int64_t scb = cs.stride(0), scd = cs.stride(1), scl = cs.stride(2);
-  const int64_t sob = out.stride(0), sod = out.stride(1), sol = out.stride(2);
+  const int64_t sob = out.stride(0), sod = out.stride(1), sol = token ? 1 : out.stride(2);
   parallel_for(0, B * D, std::max<int64_t>(1, 4096 / (L + W)), [&](int64_t r0, int64_t r1) {
     std::vector<A> win(W - 1 + L);
     for (int64_t r = r0; r < r1; ++r) {
@@ -195,13 +196,16 @@ void spec_rows(const Tensor& x, Tensor& cs, const Tensor& out, const Tensor& wf,
   });
 }
 
-Tensor spec_update_cpu_3d(const Tensor& x, Tensor& conv_state, const Tensor& weight, const OptTensor& bias, bool silu,
-                          const OptTensor& conv_state_indices, const OptTensor& num_accepted_tokens,
-                          int64_t pad_slot_id) {
+// x (batch, dim, seqlen), or (batch, dim) for one token, then out is (batch, dim), contiguous (read
+// as such: no unsqueeze/squeeze, two dispatcher calls on the stable ABI).
+Tensor spec_update_cpu(const Tensor& x, Tensor& conv_state, const Tensor& weight, const OptTensor& bias, bool silu,
+                       const OptTensor& conv_state_indices, const OptTensor& num_accepted_tokens,
+                       int64_t pad_slot_id) {
   check_spec_update_args(x, conv_state, weight, bias, conv_state_indices, num_accepted_tokens, kMaxWidth,
-                         /*allow_float64=*/true);
-  const int64_t B = x.size(0), D = x.size(1), L = x.size(2);
-  Tensor out = empty_bdl(B, D, L, is_channel_last(x), x.scalar_type(), x);
+                         /*allow_float64=*/true, /*allow_token=*/true);
+  const int64_t B = x.size(0), D = x.size(1), L = x.dim() == 2 ? 1 : x.size(2);
+  Tensor out = x.dim() == 2 ? alloc_empty({B, D}, x.scalar_type(), x)
+                            : empty_bdl(B, D, L, is_channel_last(x), x.scalar_type(), x);
   Tensor idx = conv_state_indices.has_value() ? as_contiguous(*conv_state_indices) : Tensor();
   if (idx.defined()) {
     check_slot_values(idx.const_data_ptr<int32_t>(), B, conv_state.size(0), pad_slot_id, "conv_state_indices",
@@ -226,17 +230,6 @@ Tensor spec_update_cpu_3d(const Tensor& x, Tensor& conv_state, const Tensor& wei
     });
   }
   return out;
-}
-
-Tensor spec_update_cpu(const Tensor& x, Tensor& conv_state, const Tensor& weight, const OptTensor& bias, bool silu,
-                       const OptTensor& conv_state_indices, const OptTensor& num_accepted_tokens,
-                       int64_t pad_slot_id) {
-  if (x.dim() == 2) {
-    return squeezed(spec_update_cpu_3d(unsqueezed(x, -1), conv_state, weight, bias, silu, conv_state_indices,
-                                       num_accepted_tokens, pad_slot_id),
-                    -1);
-  }
-  return spec_update_cpu_3d(x, conv_state, weight, bias, silu, conv_state_indices, num_accepted_tokens, pad_slot_id);
 }
 
 }  // namespace
