@@ -213,22 +213,6 @@ inline Tensor to_dtype(const Tensor& t, ScalarType dtype) {
 #endif
 }
 
-inline Tensor unsqueezed(const Tensor& t, int64_t dim) {
-#if CAUSAL_CONV1D_STABLE_ABI
-  return torch::stable::unsqueeze(t, dim);
-#else
-  return t.unsqueeze(dim);
-#endif
-}
-
-inline Tensor squeezed(const Tensor& t, int64_t dim) {
-#if CAUSAL_CONV1D_STABLE_ABI
-  return torch::stable::squeeze(t, dim);
-#else
-  return t.squeeze(dim);
-#endif
-}
-
 // The base address and size in bytes of t's storage (for memory hints on fresh outputs).
 inline std::pair<void*, int64_t> storage_span(const Tensor& t) {
 #if CAUSAL_CONV1D_STABLE_ABI

@@ -173,18 +173,20 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cuda(
   return {dx, dweight, dbias, dinit};
 }
 
-Tensor update_cuda_3d(const Tensor& x, Tensor& conv_state, const Tensor& weight,
-                          const OptTensor& bias, bool silu,
-                          const OptTensor& cache_seqlens,
-                          const OptTensor& conv_state_indices) {
-  check_update_args(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, kCudaMaxWidth);
+// x (batch, dim, seqlen), or (batch, dim) for one token (then out is (batch, dim)): decoders call
+// with 2-D x, and reading it here (no unsqueeze / squeeze: two dispatcher calls on the stable ABI)
+// keeps the per-token host cost at one op call.
+Tensor update_cuda(const Tensor& x, Tensor& conv_state, const Tensor& weight, const OptTensor& bias, bool silu,
+                   const OptTensor& cache_seqlens, const OptTensor& conv_state_indices) {
+  check_update_args(x, conv_state, weight, bias, cache_seqlens, conv_state_indices, kCudaMaxWidth,
+                    /*allow_float64=*/false, /*allow_token=*/true);
   check_cuda(x);
   check_sizes(x);
-  CC1D_CHECK_VALUE(x.size(2) <= INT32_MAX && conv_state.size(0) <= INT32_MAX && conv_state.size(2) <= INT32_MAX,
+  const int64_t B = x.size(0), D = x.size(1), L = x.dim() == 3 ? x.size(2) : 1;
+  CC1D_CHECK_VALUE(L <= INT32_MAX && conv_state.size(0) <= INT32_MAX && conv_state.size(2) <= INT32_MAX,
                    "update: seqlen, cache size and state_len must be below 2^31");
   const CudaDeviceGuard guard(x);
-  const int64_t B = x.size(0), D = x.size(1), L = x.size(2);
-  Tensor out = empty_bdl(B, D, L, is_channel_last(x), x.scalar_type(), x);
+  Tensor out = empty_update_out(x, L);
   if (B == 0 || D == 0 || L == 0) return out;
   k::UpdateParams p;
   p.batch = static_cast<int>(B);
@@ -206,18 +208,6 @@ Tensor update_cuda_3d(const Tensor& x, Tensor& conv_state, const Tensor& weight,
   }
   k::run_update(p, current_cuda_stream(device_index(x)));
   return out;
-}
-
-// x (batch, dim, seqlen), or (batch, dim) for one token (then out is (batch, dim)): decoders call
-// with 2-D x, and taking it here saves the Python wrapper two view calls per token.
-Tensor update_cuda(const Tensor& x, Tensor& conv_state, const Tensor& weight,
-                       const OptTensor& bias, bool silu, const OptTensor& cache_seqlens,
-                       const OptTensor& conv_state_indices) {
-  if (x.dim() == 2) {
-    return squeezed(update_cuda_3d(unsqueezed(x, -1), conv_state, weight, bias, silu, cache_seqlens, conv_state_indices),
-                   -1);
-  }
-  return update_cuda_3d(x, conv_state, weight, bias, silu, cache_seqlens, conv_state_indices);
 }
 
 }  // namespace

@@ -73,17 +73,19 @@ Tensor varlen_fwd_cuda(const Tensor& x, const Tensor& weight, const OptTensor& b
   return out;
 }
 
-Tensor spec_update_cuda_3d(const Tensor& x, Tensor& conv_state, const Tensor& weight, const OptTensor& bias,
-                           bool silu, const OptTensor& conv_state_indices, const OptTensor& num_accepted_tokens,
-                           int64_t pad_slot_id) {
-  check_spec_update_args(x, conv_state, weight, bias, conv_state_indices, num_accepted_tokens, kCudaMaxWidth);
+// x (batch, dim, seqlen), or (batch, dim) for one token (then out is (batch, dim)), read here as is.
+Tensor spec_update_cuda(const Tensor& x, Tensor& conv_state, const Tensor& weight, const OptTensor& bias, bool silu,
+                        const OptTensor& conv_state_indices, const OptTensor& num_accepted_tokens,
+                        int64_t pad_slot_id) {
+  check_spec_update_args(x, conv_state, weight, bias, conv_state_indices, num_accepted_tokens, kCudaMaxWidth,
+                         /*allow_float64=*/false, /*allow_token=*/true);
   check_cuda(x);
-  const int64_t B = x.size(0), D = x.size(1), L = x.size(2);
+  const int64_t B = x.size(0), D = x.size(1), L = x.dim() == 3 ? x.size(2) : 1;
   CC1D_CHECK_VALUE(B <= 65535 && D <= INT32_MAX && L <= INT32_MAX,
                    "spec_update: batch must be at most 65535 and dim, seqlen below 2^31, got x of shape ",
                    fmt_sizes(x.sizes()));
   const CudaDeviceGuard guard(x);
-  Tensor out = empty_bdl(B, D, L, is_channel_last(x), x.scalar_type(), x);
+  Tensor out = empty_update_out(x, L);
   if (B == 0 || D == 0 || L == 0) return out;
   const Tensor idx = conv_state_indices.has_value() ? as_contiguous(*conv_state_indices) : Tensor();
   const Tensor na = num_accepted_tokens.has_value() ? as_contiguous(*num_accepted_tokens) : Tensor();
@@ -104,18 +106,6 @@ Tensor spec_update_cuda_3d(const Tensor& x, Tensor& conv_state, const Tensor& we
   p.pad_slot_id = pad_slot_id;
   k::run_spec_update(p, current_cuda_stream(device_index(x)));
   return out;
-}
-
-Tensor spec_update_cuda(const Tensor& x, Tensor& conv_state, const Tensor& weight, const OptTensor& bias, bool silu,
-                        const OptTensor& conv_state_indices, const OptTensor& num_accepted_tokens,
-                        int64_t pad_slot_id) {
-  if (x.dim() == 2) {
-    return squeezed(spec_update_cuda_3d(unsqueezed(x, -1), conv_state, weight, bias, silu, conv_state_indices,
-                                        num_accepted_tokens, pad_slot_id),
-                    -1);
-  }
-  return spec_update_cuda_3d(x, conv_state, weight, bias, silu, conv_state_indices, num_accepted_tokens,
-                             pad_slot_id);
 }
 
 }  // namespace
