@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Optional
 
 import causal_conv1d_contract as contract
-from build_support.toolchain import TorchInfo
+from build_support.torch_probe import TorchInfo
 from build_support.torch_target import find_target_torch, in_pip_isolation, target_variant
 from build_support.wheel_fetch import VerificationFailed, copy_into, download, restamp
 from build_support.wheel_select import Candidate, fetch_candidates, lookups, parse_page, select

@@ -18,35 +18,27 @@ Stdlib only at import time; torch is imported inside :func:`torch_info`.
 from __future__ import annotations
 
 import dataclasses
-import glob
-import json
 import os
 import platform
-import re
-import shutil
-import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 from typing import Any, Optional
 
 import causal_conv1d_contract as contract
 from build_support import REPO_ROOT
+from build_support.cuda_toolkit import (
+    CudaToolkit,
+    assemble_cuda_home,
+    find_cuda_toolkit,
+    missing_torch_headers,
+    pip_header_dirs,
+)
+from build_support.host_compiler import Compiler, gcc_range, has_shared_libstdcxx, host_compiler, host_compiler_at
+from build_support.torch_probe import TorchInfo, torch_info
 
-__all__ = [
-    "Problem", "TorchInfo", "CudaToolkit", "Compiler", "Diagnosis",
-    "torch_info", "find_cuda_toolkit", "host_compiler", "gpu_archs", "release_archs",
-    "max_jobs", "diagnose", "apply", "format_report", "GCC_RANGE",
-]
+__all__ = ["Problem", "Diagnosis", "gpu_archs", "release_archs", "max_jobs", "diagnose", "apply", "format_report",
+           "machine_summary"]
 
-#: Supported host gcc major versions per CUDA (major, minor) -- from the "Host compiler support
-#: policy" table of each CUDA release's Linux installation guide. Keys are the first CUDA
-#: release of each range; a newer CUDA inherits the closest entry below it.
-GCC_RANGE: dict[tuple[int, int], tuple[int, int]] = {
-    (11, 0): (6, 9), (11, 1): (6, 10), (11, 4): (6, 11),
-    (12, 0): (6, 12), (12, 4): (7, 13), (12, 8): (7, 14),
-    (13, 0): (8, 15),
-}
 #: Compute capabilities of release builds per CUDA (major, minor) (same inheritance rule).
 RELEASE_ARCHS: dict[tuple[int, int], str] = {
     (11, 8): "7.0;7.5;8.0;8.6;8.9;9.0",
@@ -54,8 +46,6 @@ RELEASE_ARCHS: dict[tuple[int, int], str] = {
     (12, 8): "7.5;8.0;8.6;8.9;9.0;10.0;12.0",
     (13, 0): "7.5;8.0;8.6;8.9;9.0;10.0;11.0;12.0",
 }
-#: Fixed places a toolkit is looked for after CUDA_HOME/CUDA_PATH and nvcc on PATH.
-DEFAULT_CUDA_ROOTS: list[str] = [] if os.name == "nt" else ["/usr/local/cuda"]
 GB_PER_NVCC_JOB = 4.0  #: peak resident memory of one nvcc job on these kernels (with headroom)
 GB_PER_CXX_JOB = 1.5
 
@@ -68,42 +58,6 @@ class Problem:
 
     def text(self) -> str:
         return f"{'ERROR' if self.fatal else 'warning'}: {self.what}\n  fix: {self.fix}"
-
-
-@dataclasses.dataclass
-class TorchInfo:
-    importable: bool
-    version: Optional[str] = None
-    cuda: Optional[str] = None
-    hip: Optional[str] = None
-    cxx11_abi: Optional[bool] = None
-    location: Optional[str] = None
-    error: Optional[str] = None
-
-    @property
-    def build(self) -> str:
-        if not self.importable:
-            return "none"
-        return "rocm" if self.hip else ("cuda" if self.cuda else "cpu")
-
-
-@dataclasses.dataclass
-class CudaToolkit:
-    home: Optional[str]
-    nvcc: Optional[str]
-    version: Optional[str]
-    source: str  # how it was found
-    include_dir: Optional[str] = None
-    cudart_dir: Optional[str] = None  # directory holding libcudart.so (or cudart.lib)
-    complete: bool = False  # home/include and home/lib64 usable by torch's build helpers as-is
-
-
-@dataclasses.dataclass
-class Compiler:
-    path: Optional[str]
-    kind: Optional[str]  # "gcc", "clang", "msvc"
-    version: Optional[str]
-
 
 @dataclasses.dataclass
 class Diagnosis:
@@ -124,291 +78,6 @@ class Diagnosis:
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-
-# --- torch ---------------------------------------------------------------------------------------
-
-_TORCH_PROBE = r"""
-import json, sys
-try:
-    import torch
-except Exception as exc:
-    print(json.dumps({"importable": False, "error": f"{type(exc).__name__}: {exc}"}))
-    sys.exit(0)
-print(json.dumps({"importable": True, "version": str(torch.__version__), "cuda": torch.version.cuda,
-    "hip": getattr(torch.version, "hip", None), "cxx11_abi": bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", False)),
-    "location": str(torch.__file__)}))
-"""
-
-
-#: Reads torch's version.py and scans libc10 for ``__cxx11`` symbols instead of importing torch
-#: (seconds saved on every sdist install); anything unexpected -> the full import above.
-_TORCH_FAST_PROBE = r"""
-import importlib.util, json, os, sys
-spec = importlib.util.find_spec("torch")
-if spec is None or not spec.submodule_search_locations:
-    print(json.dumps({"importable": False, "error": "ModuleNotFoundError: No module named 'torch'"}))
-    sys.exit(0)
-root = list(spec.submodule_search_locations)[0]
-ns = {}
-with open(os.path.join(root, "version.py"), encoding="utf-8") as fh:
-    exec(compile(fh.read(), "torch/version.py", "exec"), ns)
-abi = None
-for name in ("libc10.so", "libtorch_cpu.so"):
-    path = os.path.join(root, "lib", name)
-    if os.path.isfile(path):
-        with open(path, "rb") as fh:
-            abi = b"NSt7__cxx11" in fh.read()  # std::__cxx11:: types appear only with the cxx11 ABI
-        break
-if abi is None:
-    sys.exit(3)
-print(json.dumps({"importable": True, "version": str(ns["__version__"]), "cuda": ns.get("cuda"),
-    "hip": ns.get("hip"), "cxx11_abi": abi, "location": os.path.join(root, "__init__.py")}))
-"""
-
-
-def torch_info(executable: Optional[str] = None, env: Optional[dict[str, str]] = None, timeout: float = 120,
-               fast: bool = False) -> TorchInfo:
-    """The torch of this interpreter (in-process), or of ``executable`` run with ``env``.
-
-    ``fast`` (other interpreters on Linux): read torch's files instead of importing it.
-    """
-    if executable is None:
-        try:
-            import torch  # noqa: PLC0415
-        except Exception as exc:  # noqa: BLE001  (a broken torch raises more than ImportError)
-            return TorchInfo(False, error=f"{type(exc).__name__}: {exc}")
-        return TorchInfo(
-            True, str(torch.__version__), torch.version.cuda, getattr(torch.version, "hip", None),
-            bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", False)), str(torch.__file__),
-        )
-    if fast and sys.platform.startswith("linux"):
-        try:
-            out = subprocess.run([executable, "-c", _TORCH_FAST_PROBE], capture_output=True, text=True, env=env,
-                                 timeout=timeout, check=False)
-            if out.returncode == 0:
-                return TorchInfo(**json.loads(out.stdout.strip().splitlines()[-1]))
-        except (OSError, subprocess.SubprocessError, ValueError, IndexError, TypeError, KeyError):
-            pass  # the full import below decides
-    try:
-        out = subprocess.run([executable, "-c", _TORCH_PROBE], capture_output=True, text=True, env=env,
-                             timeout=timeout, check=False)
-        data = json.loads(out.stdout.strip().splitlines()[-1])
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError) as exc:
-        return TorchInfo(False, error=f"could not run {executable}: {exc}")
-    return TorchInfo(**data)
-
-
-# --- CUDA toolkit --------------------------------------------------------------------------------
-
-def _nvcc_version(nvcc: str) -> Optional[str]:
-    try:
-        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60, check=False).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    m = re.search(r"release (\d+\.\d+)", out)
-    return m.group(1) if m else None
-
-
-def _nvcc_top(nvcc: str) -> Optional[str]:
-    """The toolkit root nvcc really uses (follows wrapper scripts): ``TOP`` of ``nvcc -dryrun``."""
-    try:
-        out = subprocess.run([nvcc, "-dryrun", "-c", "x.cu", "-o", "x.o"], capture_output=True, text=True,
-                             timeout=60, check=False, cwd=os.path.expanduser("~") if os.name != "nt" else None)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    m = re.search(r"^#\$ TOP=(.+)$", out.stdout + out.stderr, re.M)
-    return str(Path(m.group(1).strip()).resolve()) if m else None
-
-
-def _site_dirs() -> list[Path]:
-    dirs = [sysconfig.get_paths().get("purelib"), sysconfig.get_paths().get("platlib")]
-    dirs += [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
-    try:
-        import torch  # noqa: PLC0415
-
-        dirs.append(str(Path(torch.__file__).resolve().parent.parent))  # the torch's own site-packages
-    except Exception:  # noqa: BLE001
-        pass
-    seen: list[Path] = []
-    for d in dirs:
-        if d and Path(d).is_dir() and Path(d).resolve() not in seen:
-            seen.append(Path(d).resolve())
-    return seen
-
-
-_CUDART = {"nt": "cudart.lib"}.get(os.name, "libcudart.so")
-
-
-def _has_cudart(d: Path) -> bool:
-    return (d / _CUDART).exists() or (os.name != "nt" and bool(glob.glob(str(d / "libcudart.so.*"))))
-
-
-def _pip_cuda_parts(major: Optional[int]) -> tuple[Optional[str], Optional[str], Optional[str]]:
-    """(nvcc, include dir, cudart dir) from NVIDIA's pip packages in any site directory."""
-    nvcc = include = cudart = None
-    exe = "nvcc.exe" if os.name == "nt" else "nvcc"
-    for site in _site_dirs():
-        nv = site / "nvidia"
-        if not nv.is_dir():
-            continue
-        roots = [nv / f"cu{major}"] if major else sorted(nv.glob("cu[0-9]*"), reverse=True)
-        roots += [nv / "cuda_nvcc", nv / "cuda_runtime"]
-        for root in roots:
-            if nvcc is None and (root / "bin" / exe).exists():
-                nvcc = str(root / "bin" / exe)
-            if include is None and (root / "include" / "cuda_runtime.h").exists():
-                include = str(root / "include")
-            for lib in ("lib", "lib64", "lib/x64"):
-                if cudart is None and _has_cudart(root / lib):
-                    cudart = str(root / lib)
-    return nvcc, include, cudart
-
-
-#: Headers torch's own CUDA headers include (ATen/cuda/CUDAContext.h) beyond the CUDA runtime; a
-#: minimal toolkit (nvcc + cudart only) lacks them, NVIDIA's pip packages that torch installs have them.
-TORCH_NEEDED_CUDA_HEADERS = ("cusparse.h", "cublas_v2.h", "cusolverDn.h")
-
-
-def _missing_torch_headers(include_dir: Optional[str]) -> list[str]:
-    if not include_dir:
-        return list(TORCH_NEEDED_CUDA_HEADERS)
-    return [h for h in TORCH_NEEDED_CUDA_HEADERS if not (Path(include_dir) / h).exists()]
-
-
-def _pip_header_dirs(major: Optional[int], headers: list[str]) -> list[str]:
-    """Include directories of NVIDIA's pip packages that hold the given headers."""
-    found: list[str] = []
-    remaining = set(headers)
-    for site in _site_dirs():
-        nv = site / "nvidia"
-        if not nv.is_dir():
-            continue
-        roots = ([nv / f"cu{major}"] if major else []) + sorted(p for p in nv.iterdir() if p.is_dir())
-        for root in roots:
-            inc = root / "include"
-            hits = {h for h in remaining if (inc / h).exists()}
-            if hits:
-                remaining -= hits
-                if str(inc) not in found:
-                    found.append(str(inc))
-            if not remaining:
-                return found
-    return found
-
-
-def _complete(home: Path) -> bool:
-    lib = home / ("lib/x64" if os.name == "nt" else "lib64")
-    return (home / "include" / "cuda_runtime.h").exists() and (lib / _CUDART).exists()
-
-
-def find_cuda_toolkit(torch_cuda_major: Optional[int] = None) -> Optional[CudaToolkit]:
-    """Find nvcc and the CUDA headers/runtime; ``None`` when there is no nvcc at all."""
-    exe = "nvcc.exe" if os.name == "nt" else "nvcc"
-    candidates: list[tuple[str, str]] = []
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(var):
-            candidates.append((os.path.join(os.environ[var], "bin", exe), f"${var}"))
-    on_path = shutil.which("nvcc")
-    if on_path:
-        candidates.append((on_path, "nvcc on PATH"))
-    for root in DEFAULT_CUDA_ROOTS:
-        candidates.append((os.path.join(root, "bin", exe), root))
-    pip_nvcc, pip_include, pip_cudart = _pip_cuda_parts(torch_cuda_major)
-    if pip_nvcc:
-        candidates.append((pip_nvcc, "NVIDIA pip package"))
-    for nvcc, source in candidates:
-        if not os.path.isfile(nvcc):
-            continue  # (a CUDA_HOME that does not exist is reported by diagnose())
-        version = _nvcc_version(nvcc)
-        if version is None:
-            continue
-        top = _nvcc_top(nvcc) or str(Path(nvcc).resolve().parent.parent)
-        home = Path(top)
-        tk = CudaToolkit(str(home), nvcc, version, source)
-        if _complete(home):
-            tk.include_dir, tk.cudart_dir, tk.complete = str(home / "include"), str(home / "lib64"), True
-        else:
-            inc = home / "include"
-            tk.include_dir = str(inc) if (inc / "cuda_runtime.h").exists() else pip_include
-            for lib in (home / "lib64", home / "lib", home / "lib/x64"):
-                if _has_cudart(lib):
-                    tk.cudart_dir = str(lib)
-                    break
-            else:
-                tk.cudart_dir = pip_cudart
-        return tk
-    return None
-
-
-def assemble_cuda_home(tk: CudaToolkit, dest: Path) -> Path:
-    """A CUDA_HOME torch's build helpers accept, made of symlinks to the scattered pieces."""
-    assert tk.nvcc and tk.include_dir and tk.cudart_dir
-    dest.mkdir(parents=True, exist_ok=True)
-    for sub in ("bin", "lib64"):
-        (dest / sub).mkdir(exist_ok=True)
-
-    def link(target: Path, name: Path) -> None:
-        if name.is_symlink() or name.exists():
-            if name.is_symlink() and os.readlink(name) == str(target):
-                return
-            name.unlink()
-        name.symlink_to(target)
-
-    link(Path(tk.nvcc).resolve(), dest / "bin" / "nvcc")
-    link(Path(tk.include_dir), dest / "include")
-    cudart_dir = Path(tk.cudart_dir)
-    real = cudart_dir / "libcudart.so"
-    if not real.exists():
-        real = sorted(cudart_dir.glob("libcudart.so.*"))[-1]
-    link(real, dest / "lib64" / "libcudart.so")
-    return dest
-
-
-# --- host compiler -------------------------------------------------------------------------------
-
-def _has_shared_libstdcxx(compiler: str) -> bool:
-    """Whether a gcc-like compiler links a shared libstdc++ (``-print-file-name`` finds the .so)."""
-    try:
-        proc = subprocess.run([compiler, "-print-file-name=libstdc++.so"], capture_output=True, text=True,
-                              timeout=30, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return True  # cannot tell: do not second-guess the user's compiler
-    out = proc.stdout.strip()
-    if proc.returncode != 0 or not out:
-        return True  # cannot tell (not a gcc-like driver): leave the compiler alone
-    # gcc prints the bare name back when no such file is in its search path.
-    return out != "libstdc++.so" and os.path.exists(out)
-
-
-def host_compiler() -> Compiler:
-    if os.name == "nt":
-        cl = shutil.which("cl")
-        return Compiler(cl, "msvc" if cl else None, None)
-    return host_compiler_at(os.environ.get("CUDAHOSTCXX") or os.environ.get("CXX") or "c++")
-
-
-def host_compiler_at(name: str) -> Compiler:
-    path = shutil.which(name)
-    if not path:
-        return Compiler(None, None, None)
-    try:
-        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30, check=False).stdout
-        full = subprocess.run([path, "-dumpfullversion", "-dumpversion"], capture_output=True, text=True,
-                              timeout=30, check=False).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return Compiler(path, None, None)
-    kind = "clang" if "clang" in out.lower() else "gcc"
-    if kind == "clang":
-        m = re.search(r"version (\d+[\.\d]*)", out)
-        full = m.group(1) if m else full
-    return Compiler(path, kind, full or None)
-
-
-def gcc_range(cuda: str) -> tuple[int, int]:
-    key = tuple(int(x) for x in cuda.split(".")[:2])
-    best = max((k for k in GCC_RANGE if k <= key), default=min(GCC_RANGE))
-    return GCC_RANGE[best]
 
 
 # --- archs, jobs ---------------------------------------------------------------------------------
@@ -508,8 +177,8 @@ def diagnose(build_dir: Optional[Path] = None) -> Diagnosis:
         fix = ("install Visual Studio Build Tools (C++ workload) and run from a 'x64 Native Tools' prompt"
                if os.name == "nt" else "apt-get install g++  (or dnf install gcc-c++)")
         problems.append(Problem("no C++ compiler found (CXX / c++ on PATH)", fix))
-    if compiler.kind == "gcc" and compiler.path and not _has_shared_libstdcxx(compiler.path):
-        alt = next((c for c in ("/usr/bin/g++", "/usr/bin/c++") if os.path.exists(c) and _has_shared_libstdcxx(c)), None)
+    if compiler.kind == "gcc" and compiler.path and not has_shared_libstdcxx(compiler.path):
+        alt = next((c for c in ("/usr/bin/g++", "/usr/bin/c++") if os.path.exists(c) and has_shared_libstdcxx(c)), None)
         what = (f"host compiler {compiler.path} has no shared libstdc++ (libstdc++.so): the extension would carry a "
                 "second, static libstdc++ next to torch's and crash when formatting error messages")
         if alt:
@@ -563,9 +232,9 @@ def diagnose(build_dir: Optional[Path] = None) -> Diagnosis:
                 env["CPATH"] = os.pathsep.join([tk.include_dir] + ([os.environ["CPATH"]] if os.environ.get("CPATH") else []))
                 notes.append(f"CUDA toolkit {tk.version}: nvcc {tk.nvcc}, headers {tk.include_dir}, runtime {tk.cudart_dir} "
                              f"(assembled into CUDA_HOME={home})")
-            missing_headers = _missing_torch_headers(tk.include_dir) if tk.include_dir else []
+            missing_headers = missing_torch_headers(tk.include_dir) if tk.include_dir else []
             if missing_headers:
-                extra = _pip_header_dirs(torch_major, missing_headers)
+                extra = pip_header_dirs(torch_major, missing_headers)
                 still = [h for h in missing_headers if not any((Path(d) / h).exists() for d in extra)]
                 if extra:
                     cpath = [c for c in env.get("CPATH", os.environ.get("CPATH", "")).split(os.pathsep) if c]

@@ -13,7 +13,7 @@ import sys
 from typing import Optional
 
 import causal_conv1d_contract as contract
-from build_support.toolchain import TorchInfo, torch_info
+from build_support.torch_probe import TorchInfo, torch_info
 from causal_conv1d_contract.index_client import IndexClientError as IndexError_
 
 __all__ = ["in_pip_isolation", "find_target_torch", "target_variant"]

@@ -12,7 +12,7 @@ from packaging.tags import Tag
 
 import causal_conv1d_contract as contract
 from build_support import prebuilt
-from build_support.toolchain import TorchInfo
+from build_support.torch_probe import TorchInfo
 
 V = contract.Variant.parse("torch2.13-cpu")
 LINUX = [Tag("cp311", "abi3", "manylinux_2_28_x86_64"), Tag("cp39", "abi3", "manylinux_2_28_x86_64"),

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import causal_conv1d_contract as contract
-from build_support import build_info, toolchain
+from build_support import build_info, cuda_toolkit, host_compiler, toolchain, torch_probe
 
 from .conftest import REPO, clean_env, run
 
@@ -37,9 +37,9 @@ def fake_nvcc(path: Path, release: str, top: Path | None = None) -> Path:
 
 
 def test_gcc_range_and_release_archs_inherit_from_the_closest_entry() -> None:
-    assert toolchain.gcc_range("12.6") == toolchain.GCC_RANGE[(12, 4)]
-    assert toolchain.gcc_range("13.0") == toolchain.GCC_RANGE[(13, 0)]
-    assert toolchain.gcc_range("11.8")[1] == 11
+    assert host_compiler.gcc_range("12.6") == host_compiler.GCC_RANGE[(12, 4)]
+    assert host_compiler.gcc_range("13.0") == host_compiler.GCC_RANGE[(13, 0)]
+    assert host_compiler.gcc_range("11.8")[1] == 11
     assert toolchain.release_archs("12.6") == toolchain.RELEASE_ARCHS[(12, 0)]
     assert "12.0" in toolchain.release_archs("12.9") and "7.0" not in toolchain.release_archs("13.0")
 
@@ -67,16 +67,16 @@ def test_pip_cuda_packages_are_assembled_into_a_cuda_home(tmp_path: Path, monkey
     for var in ("CUDA_HOME", "CUDA_PATH"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
-    monkeypatch.setattr(toolchain, "DEFAULT_CUDA_ROOTS", [])
-    monkeypatch.setattr(toolchain, "_site_dirs", lambda: [site])
-    tk = toolchain.find_cuda_toolkit(13)
+    monkeypatch.setattr(cuda_toolkit, "DEFAULT_CUDA_ROOTS", [])
+    monkeypatch.setattr(cuda_toolkit, "_site_dirs", lambda: [site])
+    tk = cuda_toolkit.find_cuda_toolkit(13)
     assert tk is not None and tk.version == "13.0" and tk.source == "NVIDIA pip package"
     assert not tk.complete and tk.include_dir == str(root / "include") and tk.cudart_dir == str(root / "lib")
-    home = toolchain.assemble_cuda_home(tk, tmp_path / "build" / "cuda_home")
+    home = cuda_toolkit.assemble_cuda_home(tk, tmp_path / "build" / "cuda_home")
     assert (home / "include" / "cuda_runtime.h").exists()
     assert (home / "lib64" / "libcudart.so").resolve() == (root / "lib" / "libcudart.so.13").resolve()
     assert (home / "bin" / "nvcc").resolve() == (root / "bin" / "nvcc").resolve()
-    toolchain.assemble_cuda_home(tk, tmp_path / "build" / "cuda_home")  # idempotent
+    cuda_toolkit.assemble_cuda_home(tk, tmp_path / "build" / "cuda_home")  # idempotent
 
 
 def test_wrapper_script_on_path_resolves_to_the_real_toolkit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -90,9 +90,9 @@ def test_wrapper_script_on_path_resolves_to_the_real_toolkit(tmp_path: Path, mon
     for var in ("CUDA_HOME", "CUDA_PATH"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("PATH", f"{tmp_path / 'wrapper' / 'bin'}:/usr/bin:/bin")
-    monkeypatch.setattr(toolchain, "DEFAULT_CUDA_ROOTS", [])
-    monkeypatch.setattr(toolchain, "_site_dirs", lambda: [])
-    tk = toolchain.find_cuda_toolkit(13)
+    monkeypatch.setattr(cuda_toolkit, "DEFAULT_CUDA_ROOTS", [])
+    monkeypatch.setattr(cuda_toolkit, "_site_dirs", lambda: [])
+    tk = cuda_toolkit.find_cuda_toolkit(13)
     assert tk is not None and tk.source == "nvcc on PATH"
     assert tk.home == str(real.resolve()) and tk.complete
 
@@ -114,10 +114,10 @@ def test_diagnose_cpu_torch(monkeypatch: pytest.MonkeyPatch) -> None:
 CU_SCRIPT = """
 import json, sys
 sys.path.insert(0, {repo!r})
-from build_support import toolchain
+from build_support import cuda_toolkit, toolchain
 if {no_toolkit}:
-    toolchain.DEFAULT_CUDA_ROOTS = []
-    toolchain._site_dirs = lambda: []
+    cuda_toolkit.DEFAULT_CUDA_ROOTS = []
+    cuda_toolkit._site_dirs = lambda: []
 d = toolchain.diagnose()
 print(json.dumps({{"cuda": d.build_cuda, "env": d.env, "problems": [p.text() for p in d.problems],
                   "fatal": len(d.fatal), "archs": d.archs}}))
@@ -248,8 +248,8 @@ def test_fast_torch_probe_agrees_with_importing_torch() -> None:
     pytest.importorskip("torch")
     pythons = [Path(sys.executable)] + ([VENV_CU] if VENV_CU.exists() else [])
     for py in pythons:
-        fast = toolchain.torch_info(str(py), fast=True)
-        full = toolchain.torch_info(str(py))
+        fast = torch_probe.torch_info(str(py), fast=True)
+        full = torch_probe.torch_info(str(py))
         assert full.importable, full.error
         assert (fast.version, fast.cuda, fast.hip, fast.cxx11_abi) == (full.version, full.cuda, full.hip, full.cxx11_abi)
 

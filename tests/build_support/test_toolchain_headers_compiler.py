@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from build_support import toolchain
+from build_support import cuda_toolkit, host_compiler
 
 
 def _fake_compiler(tmp_path: Path, prints: str) -> str:
@@ -20,22 +20,22 @@ def _fake_compiler(tmp_path: Path, prints: str) -> str:
 @pytest.mark.skipif(os.name == "nt", reason="gcc-style compilers only")
 def test_compiler_without_shared_libstdcxx_is_detected(tmp_path: Path) -> None:
     # gcc prints the bare name back when it cannot find the file: only a static libstdc++ exists.
-    assert not toolchain._has_shared_libstdcxx(_fake_compiler(tmp_path, "libstdc++.so"))
+    assert not host_compiler.has_shared_libstdcxx(_fake_compiler(tmp_path, "libstdc++.so"))
     real = tmp_path / "libstdc++.so"
     real.write_text("")
-    assert toolchain._has_shared_libstdcxx(_fake_compiler(tmp_path, str(real)))
+    assert host_compiler.has_shared_libstdcxx(_fake_compiler(tmp_path, str(real)))
 
 
 def test_missing_torch_headers_found_in_pip_packages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     toolkit_inc = tmp_path / "cuda" / "include"
     toolkit_inc.mkdir(parents=True)
     (toolkit_inc / "cuda_runtime.h").write_text("")
-    assert toolchain._missing_torch_headers(str(toolkit_inc)) == list(toolchain.TORCH_NEEDED_CUDA_HEADERS)
+    assert cuda_toolkit.missing_torch_headers(str(toolkit_inc)) == list(cuda_toolkit.TORCH_NEEDED_CUDA_HEADERS)
     site = tmp_path / "site-packages"
     inc = site / "nvidia" / "cu13" / "include"
     inc.mkdir(parents=True)
-    for h in toolchain.TORCH_NEEDED_CUDA_HEADERS:
+    for h in cuda_toolkit.TORCH_NEEDED_CUDA_HEADERS:
         (inc / h).write_text("")
-    monkeypatch.setattr(toolchain, "_site_dirs", lambda: [site])
-    assert toolchain._pip_header_dirs(13, ["cusparse.h", "cublas_v2.h"]) == [str(inc)]
-    assert toolchain._pip_header_dirs(13, ["no_such_header.h"]) == []
+    monkeypatch.setattr(cuda_toolkit, "_site_dirs", lambda: [site])
+    assert cuda_toolkit.pip_header_dirs(13, ["cusparse.h", "cublas_v2.h"]) == [str(inc)]
+    assert cuda_toolkit.pip_header_dirs(13, ["no_such_header.h"]) == []
