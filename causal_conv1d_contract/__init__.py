@@ -138,7 +138,7 @@ ENVIRONMENT = {
 DEV_ENVIRONMENT = {
     "CAUSAL_CONV1D_TEST_TORCH": "the torch requirement the tests install (default torch==2.13.0)",
     "CAUSAL_CONV1D_TEST_CPU_WHEEL": "a CPU wheel the tests use instead of building one",
-    "CAUSAL_CONV1D_EXPECT_OP_LAYER": "stable|legacy: the op layer tests/package must find loaded",
+    "CAUSAL_CONV1D_EXPECT_OP_LAYER": "stable|legacy: the op layer tests/causal_conv1d must find loaded",
     "CAUSAL_CONV1D_REQUIRE_LINTERS": "1: a missing workflow linter fails the tests (ci.yml)",
     "CAUSAL_CONV1D_RELEASE_VENV": "the tools venv of scripts/local-release.sh (default .venv-release)",
 }
