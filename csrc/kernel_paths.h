@@ -102,12 +102,22 @@ inline KernelPath kernel_path_named(const std::string& name) {
   return KernelPath::kCount;
 }
 
-// "fwd_cf_fast, fwd_cl_fast, ..." (for error messages).
-inline std::string kernel_path_list() {
+// The path names joined by `sep` ("fwd_cf_fast, fwd_cl_fast, ..." for messages, "," for the debug op).
+inline std::string kernel_path_list(const char* sep = ", ") {
   std::string all;
   for (int i = 1; i < static_cast<int>(KernelPath::kCount); ++i) {
-    if (!all.empty()) all += ", ";
+    if (i > 1) all += sep;
     all += kKernelPaths[i].name;
+  }
+  return all;
+}
+
+// The op names joined by ", " (for messages).
+inline std::string kernel_op_list() {
+  std::string all;
+  for (int i = 0; i < static_cast<int>(KernelOp::kCount); ++i) {
+    if (i > 0) all += ", ";
+    all += kKernelOpNames[i];
   }
   return all;
 }

@@ -63,19 +63,12 @@ CC1D_LIBRARY(causal_conv1d, m) {
 namespace causal_conv1d {
 namespace {
 
-std::string kernel_paths_op() {
-  std::string names;
-  for (int i = 1; i < static_cast<int>(KernelPath::kCount); ++i) {
-    if (!names.empty()) names += ",";
-    names += kKernelPaths[i].name;
-  }
-  return names;
-}
+std::string kernel_paths_op() { return kernel_path_list(","); }
 
 std::string last_kernel_path_op(std::string op) {
   const KernelOp k = kernel_op_named(op);
-  CC1D_CHECK_VALUE(k != KernelOp::kCount, "_last_kernel_path: unknown op '", op,
-                   "'; the ops are fwd, bwd, update, varlen_fwd, spec_update");
+  CC1D_CHECK_VALUE(k != KernelOp::kCount, "_last_kernel_path: unknown op '", op, "'; the ops are ",
+                   kernel_op_list());
   return last_kernel_path(k);
 }
 

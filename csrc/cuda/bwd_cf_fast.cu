@@ -289,7 +289,15 @@ int64_t tokens_per_warp_any(int x_dtype) {
   }
 }
 
-bool eligible_case(const ConvParams& p) {
+
+}  // namespace
+
+namespace bwd_cf_fast {
+
+// On unless CAUSAL_CONV1D_BWD_FAST is off: on the H200, bf16 B4 D4096 L4096 width 4 silu+bias
+// 290.9 -> 123.2 us (32.6% -> 76.9% of copy) and fp32 345.7 -> 199.2 us (54.8% -> 95.1%) against the
+// general kernels; memcheck clean over the 108 fast-path cases (2026-11-30).
+bool eligible(const ConvParams& p) {
   if (p.channel_last || p.x_ls != 1 || p.do_ls != 1 || p.dx_ls != 1 || !p.vec_ok) return false;
   if (p.seq_idx != nullptr || p.init != nullptr || p.dfinal != nullptr || p.dinit != nullptr) return false;
   if (p.width < 2 || p.width > 4 || p.batch <= 0 || p.dim <= 0 || p.seqlen <= 0) return false;
@@ -301,15 +309,6 @@ bool eligible_case(const ConvParams& p) {
   const int64_t wpr = (p.seqlen + tokens_per_warp_any(p.x_dtype) - 1) / tokens_per_warp_any(p.x_dtype);
   return wpr * p.batch * p.dim + kThreads / 32 <= 0x7fffffffLL;
 }
-
-}  // namespace
-
-namespace bwd_cf_fast {
-
-// On unless CAUSAL_CONV1D_BWD_FAST is off: on the H200, bf16 B4 D4096 L4096 width 4 silu+bias
-// 290.9 -> 123.2 us (32.6% -> 76.9% of copy) and fp32 345.7 -> 199.2 us (54.8% -> 95.1%) against the
-// general kernels; memcheck clean over the 108 fast-path cases (2026-11-30).
-bool eligible(const ConvParams& p) { return eligible_case(p); }
 
 // One partial row set per (batch, warp of a row).
 int64_t num_parts(const ConvParams& p) {

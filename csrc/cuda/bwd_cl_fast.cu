@@ -426,7 +426,13 @@ Geometry geometry(const ConvParams& p) {
   return g;
 }
 
-bool eligible_case(const ConvParams& p) {
+
+}  // namespace
+
+namespace bwd_cl_fast {
+
+// On unless CAUSAL_CONV1D_BWD_CL_FAST is off.
+bool eligible(const ConvParams& p) {
   if (!p.channel_last || p.x_cs != 1 || p.do_cs != 1 || p.dx_cs != 1) return false;
   if (p.seq_idx != nullptr || p.init != nullptr || p.dfinal != nullptr || p.dinit != nullptr) return false;
   if (p.width < 2 || p.width > 4 || p.batch <= 0 || p.dim <= 0 || p.seqlen <= 0) return false;
@@ -446,13 +452,6 @@ bool eligible_case(const ConvParams& p) {
   return geometry(p).blocks <= 0x7fffffffLL;
 }
 
-}  // namespace
-
-namespace bwd_cl_fast {
-
-// On unless CAUSAL_CONV1D_BWD_CL_FAST is off.
-bool eligible(const ConvParams& p) { return eligible_case(p); }
-
 // One partial row set per (batch, token block).
 int64_t num_parts(const ConvParams& p) { return static_cast<int64_t>(p.batch) * geometry(p).ntb; }
 
@@ -467,7 +466,7 @@ void launch(const ConvParams& p, cudaStream_t stream) {
         p, pitch, static_cast<uint32_t>(g.nwb), static_cast<uint32_t>(g.ntb), static_cast<int>(g.T));
     CC1D_CUDA_LAUNCH_CHECK();
   });
-  launch_bwd_fast_reduce(p, num_parts(p), stream);
+  launch_bwd_fast_reduce(p, static_cast<int64_t>(p.batch) * g.ntb, stream);  // num_parts(p), from g
 }
 
 }  // namespace bwd_cl_fast
