@@ -189,9 +189,10 @@ class LocalRelease:
         return result
 
     def serve_command(self) -> str:
-        """The command that serves the site again, on the port its landing page's commands name."""
+        """The command that serves the site again, on the port its landing page's commands name; from the
+        checkout, where ``index_site`` imports (the tools venv does not install it)."""
         port = self.port or 8000
-        return f"{self.o.python} -m index_site serve {self.site_dir} --port {port}"
+        return f"cd {REPO_ROOT} && {self.o.python} -m index_site serve {self.site_dir} --port {port}"
 
     def _summary(self) -> None:
         """The last lines: where the site and the report are, and how to look at the site."""

@@ -11,7 +11,7 @@ import pytest
 from release_fakes import FakeRunner, arg_after, doctor_json, machine, make_plan, smoke_json, write_fake_wheel
 
 import causal_conv1d_contract as contract
-from release.local import LocalOptions, LocalRelease
+from release.local import REPO_ROOT, LocalOptions, LocalRelease
 
 PORT = 5555
 BASE = f"http://127.0.0.1:{PORT}/"
@@ -204,7 +204,7 @@ def test_defaults_build_both_variants_and_install_the_cpu_wheel(world: World) ->
     assert text.rstrip("\n").splitlines()[-3:] == [
         f"site:    {work / 'site'}",
         f"report:  {work / 'report.json'}",
-        f"serve:   {rel.o.python} -m index_site serve {work / 'site'} --port {PORT}   (then open {BASE})",
+        f"serve:   cd {REPO_ROOT} && {rel.o.python} -m index_site serve {work / 'site'} --port {PORT}   (then open {BASE})",
     ]
 
 
