@@ -16,6 +16,8 @@
 // Eligible: channel-first, no seq_idx, width 2..4, every row of x and out 16-byte aligned and
 // seqlen a multiple of the vector width (so each vector is wholly inside or wholly past the row).
 // Everything else runs the next path of the forward's table (dispatch.cu).
+#include <cstdlib>
+
 #include "launch_check.cuh"
 
 #include "dispatch.cuh"
@@ -37,15 +39,19 @@ constexpr int min_blocks(int vecs) { return vecs == 2 ? 12 : (vecs == 4 ? 10 : 8
 
 __device__ __forceinline__ float silu_fast(float z) { return __fdividef(z, 1.f + __expf(-z)); }
 
-template <typename T, int kW, int kVecs>
-__global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
+// Per lane: one base pointer (each vector at an immediate offset of 512 bytes), the row bound as a
+// 32-bit count of its vectors inside the row (computed once), and final_states copied from x after
+// the loop by one lane of the row's last warp (no test in every vector).
+template <typename T, int kW, int kVecs, int kBlock>
+__global__ void __launch_bounds__(kBlock, min_blocks(kVecs) * (kThreads / kBlock))
     fwd_cf_fast_kernel(const ConvParams p, const int64_t wpr, const int64_t nwarps) {
   constexpr int kPer = Vec16<T>::kPer;
   constexpr int kH = kW - 1;
+  constexpr int kStride = 32;  // in 16-byte vectors: a lane's vector v + 1 is 512 bytes after v
   static_assert(kPer >= kH, "the halo must fit in the previous lane's vector");
 
   const int lane = threadIdx.x & 31;
-  const int64_t gw = static_cast<int64_t>(blockIdx.x) * (kThreads / 32) + (threadIdx.x >> 5);
+  const int64_t gw = static_cast<int64_t>(blockIdx.x) * (kBlock / 32) + (threadIdx.x >> 5);
   if (gw >= nwarps) return;  // warp-uniform
   int64_t wr;  // warp index within its row
   int b, d;
@@ -62,28 +68,28 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
     d = static_cast<int>(row - static_cast<int64_t>(b) * p.dim);
   }
   const int64_t L = p.seqlen;
-  // this warp's tokens: [w0, w0 + 32 * kVecs * kPer); vector v of this lane starts at lane_l0 + v * 32 * kPer
   const int64_t w0 = wr * (32 * kVecs * kPer);
   const int64_t lane_l0 = w0 + lane * kPer;
   const T* __restrict__ xr = static_cast<const T*>(p.x) + b * p.x_bs + d * p.x_cs;
   T* __restrict__ outr = static_cast<T*>(p.out) + b * p.out_bs + d * p.out_cs;
+  const uint4* __restrict__ xv = reinterpret_cast<const uint4*>(xr + lane_l0);
+  uint4* __restrict__ ov = reinterpret_cast<uint4*>(outr + lane_l0);
+  // this lane's vectors inside the row: v < nin (L is a multiple of kPer: none straddles the end)
+  const int64_t left = L - lane_l0;
+  const int nin = left <= 0 ? 0 : (left >= static_cast<int64_t>(kVecs) * 32 * kPer ? kVecs
+                                  : static_cast<int>((left + 32 * kPer - 1) / (32 * kPer)));
 
-  // 1. every global load of this thread, before any use (each warp instruction: 512 contiguous bytes)
   uint4 raw[kVecs];
 #pragma unroll
-  for (int v = 0; v < kVecs; ++v) {
-    const int64_t lv = lane_l0 + v * (32 * kPer);
-    raw[v] = lv < L ? __ldg(reinterpret_cast<const uint4*>(xr + lv)) : make_uint4(0u, 0u, 0u, 0u);
-  }
-  // lane 0: the kH tokens before the warp (x, initial_states before the row start, or zero)
+  for (int v = 0; v < kVecs; ++v) raw[v] = v < nin ? __ldg(xv + v * kStride) : make_uint4(0u, 0u, 0u, 0u);
   float halo[kH];
 #pragma unroll
   for (int j = 0; j < kH; ++j) halo[j] = 0.f;
   if (lane == 0) {
-    if (w0 > 0) {  // w0 >= 32 * kPer > kH: all inside the row
+    if (w0 > 0) {
 #pragma unroll
       for (int j = 0; j < kH; ++j) halo[j] = to_float(__ldg(xr + w0 - kH + j));
-    } else if (p.init != nullptr) {  // before the row: initial_states[b, d, 0 .. kH-1]
+    } else if (p.init != nullptr) {
       const T* __restrict__ ir = static_cast<const T*>(p.init) + b * p.i_bs + d * p.i_cs;
 #pragma unroll
       for (int j = 0; j < kH; ++j) halo[j] = to_float(ir[j * p.i_ls]);
@@ -93,51 +99,43 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
   load_weights_exact<kW>(p, d, w);
   const float bias = p.bias != nullptr ? load_any(p.bias, p.b_dtype, d * p.b_s) : 0.f;
 
-  // final_states[b, d, j] = token L - kH + j: the lane whose vector ends at L holds them
-  // (L >= kPer >= kH) and writes them from its window below.
-  T* __restrict__ fin = p.final_out != nullptr && wr == wpr - 1
-                            ? static_cast<T*>(p.final_out) + b * p.f_bs + d * p.f_cs
-                            : nullptr;
-
-  // 2. per vector: halo from the previous lane's same vector (lane 0: lane 31's previous vector,
-  //    or the loaded halo for the first vector), then compute and store 16 bytes
   const bool silu = p.silu;
-  float prev_tail[kH];  // this lane's last kH tokens of the previous vector
+  float prev_tail[kH];
 #pragma unroll
   for (int v = 0; v < kVecs; ++v) {
-    float xv[kPer];
-    Vec16<T>::load(raw[v], xv);
+    float xf[kPer];
+    Vec16<T>::load(raw[v], xf);
     float win[kH];
 #pragma unroll
     for (int j = 0; j < kH; ++j) {
       if (v == 0) {
-        const float s = __shfl_up_sync(0xffffffffu, xv[kPer - kH + j], 1);
+        const float s = __shfl_up_sync(0xffffffffu, xf[kPer - kH + j], 1);
         win[j] = lane == 0 ? halo[j] : s;
       } else {
-        // lane 31 hands its previous vector's tail to lane 0; every other lane its current tail
-        win[j] = __shfl_sync(0xffffffffu, lane == 31 ? prev_tail[j] : xv[kPer - kH + j], (lane + 31) & 31);
+        win[j] = __shfl_sync(0xffffffffu, lane == 31 ? prev_tail[j] : xf[kPer - kH + j], (lane + 31) & 31);
       }
     }
+#pragma unroll
+    for (int j = 0; j < kH; ++j) prev_tail[j] = xf[kPer - kH + j];
     float o[kPer];
 #pragma unroll
     for (int i = 0; i < kPer; ++i) {
       float acc = bias;
 #pragma unroll
       for (int k = 0; k < kH; ++k) acc = fmaf(w[k], win[k], acc);
-      acc = fmaf(w[kH], xv[i], acc);
+      acc = fmaf(w[kH], xf[i], acc);
 #pragma unroll
       for (int k = 0; k + 1 < kH; ++k) win[k] = win[k + 1];
-      win[kH - 1] = xv[i];
+      win[kH - 1] = xf[i];
       o[i] = silu ? silu_fast(acc) : acc;
     }
-    const int64_t lv = lane_l0 + v * (32 * kPer);
-    if (lv < L) st_global_16(outr + lv, Vec16<T>::store(o));
-    if (fin != nullptr && lv + kPer == L) {  // win now holds tokens L - kH .. L - 1
+    if (v < nin) st_global_16(ov + v * kStride, Vec16<T>::store(o));
+  }
+  // final_states[b, d, j] = x[b, d, L - kH + j], copied (bit for bit) by lane 0 of the row's last warp
+  if (p.final_out != nullptr && wr == wpr - 1 && lane == 0) {
+    T* __restrict__ fin = static_cast<T*>(p.final_out) + b * p.f_bs + d * p.f_cs;
 #pragma unroll
-      for (int j = 0; j < kH; ++j) fin[j * p.f_ls] = from_float<T>(win[j]);  // exact: win came from T
-    }
-#pragma unroll
-    for (int j = 0; j < kH; ++j) prev_tail[j] = win[j];
+    for (int j = 0; j < kH; ++j) fin[j * p.f_ls] = xr[L - kH + j];
   }
 }
 
@@ -149,15 +147,22 @@ int64_t warps_per_row(const ConvParams& p) {
   const int64_t per_warp = 32 * vecs_per_lane(p) * (p.x_dtype == kFloat32 ? 4 : 8);
   return (p.seqlen + per_warp - 1) / per_warp;
 }
+// TEMPORARY (issue 16 A/B on the device): CAUSAL_CONV1D_EXP_FWD_BLOCK=64 or 32 runs the 16-bit
+// kernels of 8 vectors per lane in blocks of that many threads (the same warps per SM).
+int block_threads(const ConvParams& p) {
+  static const int exp = [] { const char* s = std::getenv("CAUSAL_CONV1D_EXP_FWD_BLOCK"); return s ? std::atoi(s) : kThreads; }();
+  return vecs_per_lane(p) == 8 && (exp == 64 || exp == 32) ? exp : kThreads;
+}
 int64_t grid_blocks(const ConvParams& p) {
-  return (warps_per_row(p) * p.batch * p.dim + kThreads / 32 - 1) / (kThreads / 32);
+  const int wpb = block_threads(p) / 32;
+  return (warps_per_row(p) * p.batch * p.dim + wpb - 1) / wpb;
 }
 
-template <typename T, int kW, int kVecs>
+template <typename T, int kW, int kVecs, int kBlock>
 void launch_v(const ConvParams& p, cudaStream_t stream) {
   const int64_t wpr = warps_per_row(p);
   const int64_t nwarps = wpr * p.batch * p.dim;
-  fwd_cf_fast_kernel<T, kW, kVecs><<<static_cast<unsigned>(grid_blocks(p)), kThreads, 0, stream>>>(p, wpr, nwarps);
+  fwd_cf_fast_kernel<T, kW, kVecs, kBlock><<<static_cast<unsigned>(grid_blocks(p)), kBlock, 0, stream>>>(p, wpr, nwarps);
   CC1D_CUDA_LAUNCH_CHECK();
 }
 
@@ -180,9 +185,14 @@ void launch(const ConvParams& p, cudaStream_t stream) {
     using T = typename decltype(tag)::type;
     constexpr int kW = decltype(width)::value;
     if constexpr (sizeof(T) == 2) {
-      if (vecs_per_lane(p) == 8) return launch_v<T, kW, 8>(p, stream);
+      if (vecs_per_lane(p) == 8) {
+        const int bt = block_threads(p);
+        if (bt == 64) return launch_v<T, kW, 8, 64>(p, stream);
+        if (bt == 32) return launch_v<T, kW, 8, 32>(p, stream);
+        return launch_v<T, kW, 8, kThreads>(p, stream);
+      }
     }
-    launch_v<T, kW, 4>(p, stream);
+    launch_v<T, kW, 4, kThreads>(p, stream);
   });
 }
 

@@ -4,7 +4,7 @@ The cases run with the path forced on in process (``kernel_path``, whatever the 
 and each asserts that the fast path ran (``_last_kernel_path``): every case here is eligible for the
 fast path (channel-first, 16-byte aligned rows, seqlen a multiple of 16 bytes, width 2..4, no
 seq_idx). Rows are short (one vector), fill whole warps (L = 2048) or span several warps, the last
-one partly past the row; outputs are checked element by element (a wrong halo at a lane, vector or
+one partly past the row (6152, 10248: several warps of 8 vectors per lane, then a partial one); outputs are checked element by element (a wrong halo at a lane, vector or
 warp boundary shows as a few bad tokens), final_states bit for bit.
 
 ``check_path()`` also asserts through the profiler's kernel names that the fast kernel ran.
@@ -31,7 +31,17 @@ def cases() -> list[tuple]:
         ["fp32", "fp16", "bf16"],
         ["same", "fp32"],
         [2, 3, 4],
-        [(2, 37, 8), (3, 5, 24), (2, 19, 136), (1, 3, 4104), (2, 130, 520), (2, 5, 2048), (4, 96, 4104)],
+        [
+            (2, 37, 8),
+            (3, 5, 24),
+            (2, 19, 136),
+            (1, 3, 4104),
+            (2, 130, 520),
+            (2, 5, 2048),
+            (4, 96, 4104),
+            (1, 3, 6152),
+            (2, 4, 10248),
+        ],
     ):
         i = len(out)
         out.append((dts, wk, W, B, D, L, i % 3 == 0, i % 2 == 0, i % 4 != 1, i % 5 != 2))
