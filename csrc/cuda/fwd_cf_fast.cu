@@ -42,8 +42,31 @@ __device__ __forceinline__ float silu_fast(float z) { return __fdividef(z, 1.f +
 // Per lane: one base pointer (each vector at an immediate offset of 512 bytes), the row bound as a
 // 32-bit count of its vectors inside the row (computed once), and final_states copied from x after
 // the loop by one lane of the row's last warp (no test in every vector).
-template <typename T, int kW, int kVecs, int kBlock>
-__global__ void __launch_bounds__(kBlock, min_blocks(kVecs) * (kThreads / kBlock))
+// TEMPORARY (issue 16 A/B): kHint 0 plain loads / stores, 1 evict-first (.cs) stores, 2 .cs loads
+// and stores, 3 loads with no L1 allocation and a 256-byte L2 prefetch.
+__device__ __forceinline__ uint4 ld_hint(const uint4* p, int hint) {
+  uint4 r;
+  if (hint == 2) {
+    asm volatile("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  } else if (hint == 3) {
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  } else {
+    r = __ldg(p);
+  }
+  return r;
+}
+__device__ __forceinline__ void st_hint(uint4* p, const uint4& v, int hint) {
+  if (hint == 1 || hint == 2) {
+    asm volatile("st.global.cs.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+                 : "memory");
+  } else {
+    st_global_16(p, v);
+  }
+}
+
+template <typename T, int kW, int kVecs, int kHint>
+__global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
     fwd_cf_fast_kernel(const ConvParams p, const int64_t wpr, const int64_t nwarps) {
   constexpr int kPer = Vec16<T>::kPer;
   constexpr int kH = kW - 1;
@@ -51,7 +74,7 @@ __global__ void __launch_bounds__(kBlock, min_blocks(kVecs) * (kThreads / kBlock
   static_assert(kPer >= kH, "the halo must fit in the previous lane's vector");
 
   const int lane = threadIdx.x & 31;
-  const int64_t gw = static_cast<int64_t>(blockIdx.x) * (kBlock / 32) + (threadIdx.x >> 5);
+  const int64_t gw = static_cast<int64_t>(blockIdx.x) * (kThreads / 32) + (threadIdx.x >> 5);
   if (gw >= nwarps) return;  // warp-uniform
   int64_t wr;  // warp index within its row
   int b, d;
@@ -81,7 +104,7 @@ __global__ void __launch_bounds__(kBlock, min_blocks(kVecs) * (kThreads / kBlock
 
   uint4 raw[kVecs];
 #pragma unroll
-  for (int v = 0; v < kVecs; ++v) raw[v] = v < nin ? __ldg(xv + v * kStride) : make_uint4(0u, 0u, 0u, 0u);
+  for (int v = 0; v < kVecs; ++v) raw[v] = v < nin ? ld_hint(xv + v * kStride, kHint) : make_uint4(0u, 0u, 0u, 0u);
   float halo[kH];
 #pragma unroll
   for (int j = 0; j < kH; ++j) halo[j] = 0.f;
@@ -129,7 +152,7 @@ __global__ void __launch_bounds__(kBlock, min_blocks(kVecs) * (kThreads / kBlock
       win[kH - 1] = xf[i];
       o[i] = silu ? silu_fast(acc) : acc;
     }
-    if (v < nin) st_global_16(ov + v * kStride, Vec16<T>::store(o));
+    if (v < nin) st_hint(ov + v * kStride, Vec16<T>::store(o), kHint);
   }
   // final_states[b, d, j] = x[b, d, L - kH + j], copied (bit for bit) by lane 0 of the row's last warp
   if (p.final_out != nullptr && wr == wpr - 1 && lane == 0) {
@@ -147,22 +170,22 @@ int64_t warps_per_row(const ConvParams& p) {
   const int64_t per_warp = 32 * vecs_per_lane(p) * (p.x_dtype == kFloat32 ? 4 : 8);
   return (p.seqlen + per_warp - 1) / per_warp;
 }
-// TEMPORARY (issue 16 A/B on the device): CAUSAL_CONV1D_EXP_FWD_BLOCK=64 or 32 runs the 16-bit
-// kernels of 8 vectors per lane in blocks of that many threads (the same warps per SM).
-int block_threads(const ConvParams& p) {
-  static const int exp = [] { const char* s = std::getenv("CAUSAL_CONV1D_EXP_FWD_BLOCK"); return s ? std::atoi(s) : kThreads; }();
-  return vecs_per_lane(p) == 8 && (exp == 64 || exp == 32) ? exp : kThreads;
-}
 int64_t grid_blocks(const ConvParams& p) {
-  const int wpb = block_threads(p) / 32;
-  return (warps_per_row(p) * p.batch * p.dim + wpb - 1) / wpb;
+  return (warps_per_row(p) * p.batch * p.dim + kThreads / 32 - 1) / (kThreads / 32);
 }
 
-template <typename T, int kW, int kVecs, int kBlock>
+// TEMPORARY (issue 16 A/B on the device): CAUSAL_CONV1D_EXP_FWD_HINT=1..3 (see ld_hint / st_hint) for
+// the 16-bit kernels of 8 vectors per lane.
+int fwd_hint() {
+  static const int h = [] { const char* s = std::getenv("CAUSAL_CONV1D_EXP_FWD_HINT"); return s ? std::atoi(s) : 0; }();
+  return h;
+}
+
+template <typename T, int kW, int kVecs, int kHint>
 void launch_v(const ConvParams& p, cudaStream_t stream) {
   const int64_t wpr = warps_per_row(p);
   const int64_t nwarps = wpr * p.batch * p.dim;
-  fwd_cf_fast_kernel<T, kW, kVecs, kBlock><<<static_cast<unsigned>(grid_blocks(p)), kBlock, 0, stream>>>(p, wpr, nwarps);
+  fwd_cf_fast_kernel<T, kW, kVecs, kHint><<<static_cast<unsigned>(grid_blocks(p)), kThreads, 0, stream>>>(p, wpr, nwarps);
   CC1D_CUDA_LAUNCH_CHECK();
 }
 
@@ -186,13 +209,14 @@ void launch(const ConvParams& p, cudaStream_t stream) {
     constexpr int kW = decltype(width)::value;
     if constexpr (sizeof(T) == 2) {
       if (vecs_per_lane(p) == 8) {
-        const int bt = block_threads(p);
-        if (bt == 64) return launch_v<T, kW, 8, 64>(p, stream);
-        if (bt == 32) return launch_v<T, kW, 8, 32>(p, stream);
-        return launch_v<T, kW, 8, kThreads>(p, stream);
+        const int h = fwd_hint();
+        if (h == 1) return launch_v<T, kW, 8, 1>(p, stream);
+        if (h == 2) return launch_v<T, kW, 8, 2>(p, stream);
+        if (h == 3) return launch_v<T, kW, 8, 3>(p, stream);
+        return launch_v<T, kW, 8, 0>(p, stream);
       }
     }
-    launch_v<T, kW, 4, kThreads>(p, stream);
+    launch_v<T, kW, 4, 0>(p, stream);
   });
 }
 
