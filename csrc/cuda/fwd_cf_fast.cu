@@ -13,11 +13,15 @@
 // shuffle; lane 0 takes lane 31's previous vector, and for the first vector reads the kH tokens
 // before the warp itself: from x (an L2 hit: the neighbouring warp reads the same sector), from
 // initial_states before the start of the row, or zero.
+// Per lane, instructions kept out of the vector loop (issue 16): one base pointer, each vector at an
+// immediate offset of 512 bytes; the row bound as a 32-bit count of its vectors inside the row,
+// computed once; final_states copied from x after the loop by one lane of the row's last warp (no
+// test in every vector). bf16 width 4: 1510 -> 1281 SASS instructions per warp, ~96 per vector of
+// which 72 are the convolution and silu. The 16-bit kernels of 8 vectors per lane read x and write
+// out evict-first (ld/st.global.cs: every byte is used once).
 // Eligible: channel-first, no seq_idx, width 2..4, every row of x and out 16-byte aligned and
 // seqlen a multiple of the vector width (so each vector is wholly inside or wholly past the row).
 // Everything else runs the next path of the forward's table (dispatch.cu).
-#include <cstdlib>
-
 #include "launch_check.cuh"
 
 #include "dispatch.cuh"
@@ -39,39 +43,44 @@ constexpr int min_blocks(int vecs) { return vecs == 2 ? 12 : (vecs == 4 ? 10 : 8
 
 __device__ __forceinline__ float silu_fast(float z) { return __fdividef(z, 1.f + __expf(-z)); }
 
-// Per lane: one base pointer (each vector at an immediate offset of 512 bytes), the row bound as a
-// 32-bit count of its vectors inside the row (computed once), and final_states copied from x after
-// the loop by one lane of the row's last warp (no test in every vector).
-// TEMPORARY (issue 16 A/B): kHint 0 plain loads / stores, 1 evict-first (.cs) stores, 2 .cs loads
-// and stores, 3 loads with no L1 allocation and a 256-byte L2 prefetch.
-__device__ __forceinline__ uint4 ld_hint(const uint4* p, int hint) {
+// Evict-first 16-byte load and store (every byte of x and out is used once): on the H200 0.4-1.0 us
+// less per call than plain ones on the 16-bit B4 D4096 L4096 rows (2026-12-01, PERF_NOTES).
+__device__ __forceinline__ uint4 ld_stream_16(const uint4* p) {
   uint4 r;
-  if (hint == 2) {
-    asm volatile("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
-  } else if (hint == 3) {
-    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
-  } else {
-    r = __ldg(p);
-  }
+  asm volatile("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
   return r;
 }
-__device__ __forceinline__ void st_hint(uint4* p, const uint4& v, int hint) {
-  if (hint == 1 || hint == 2) {
-    asm volatile("st.global.cs.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
-                 : "memory");
+template <bool kStream>
+__device__ __forceinline__ uint4 ld_x(const uint4* p) {
+  if constexpr (kStream) {
+    return ld_stream_16(p);
+  } else {
+    uint4 r = __ldg(p);
+    return r;
+  }
+}
+__device__ __forceinline__ void st_stream_16(uint4* p, const uint4& v) {
+  asm volatile("st.global.cs.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+
+template <bool kStream>
+__device__ __forceinline__ void st_x(uint4* p, const uint4& v) {
+  if constexpr (kStream) {
+    st_stream_16(p, v);
   } else {
     st_global_16(p, v);
   }
 }
 
-template <typename T, int kW, int kVecs, int kHint>
+template <typename T, int kW, int kVecs>
 __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
     fwd_cf_fast_kernel(const ConvParams p, const int64_t wpr, const int64_t nwarps) {
   constexpr int kPer = Vec16<T>::kPer;
   constexpr int kH = kW - 1;
   constexpr int kStride = 32;  // in 16-byte vectors: a lane's vector v + 1 is 512 bytes after v
   static_assert(kPer >= kH, "the halo must fit in the previous lane's vector");
+  constexpr bool kStream = kVecs == 8;  // evict-first x and out (above)
 
   const int lane = threadIdx.x & 31;
   const int64_t gw = static_cast<int64_t>(blockIdx.x) * (kThreads / 32) + (threadIdx.x >> 5);
@@ -104,7 +113,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
 
   uint4 raw[kVecs];
 #pragma unroll
-  for (int v = 0; v < kVecs; ++v) raw[v] = v < nin ? ld_hint(xv + v * kStride, kHint) : make_uint4(0u, 0u, 0u, 0u);
+  for (int v = 0; v < kVecs; ++v) raw[v] = v < nin ? ld_x<kStream>(xv + v * kStride) : make_uint4(0u, 0u, 0u, 0u);
   float halo[kH];
 #pragma unroll
   for (int j = 0; j < kH; ++j) halo[j] = 0.f;
@@ -152,7 +161,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
       win[kH - 1] = xf[i];
       o[i] = silu ? silu_fast(acc) : acc;
     }
-    if (v < nin) st_hint(ov + v * kStride, Vec16<T>::store(o), kHint);
+    if (v < nin) st_x<kStream>(ov + v * kStride, Vec16<T>::store(o));
   }
   // final_states[b, d, j] = x[b, d, L - kH + j], copied (bit for bit) by lane 0 of the row's last warp
   if (p.final_out != nullptr && wr == wpr - 1 && lane == 0) {
@@ -174,18 +183,11 @@ int64_t grid_blocks(const ConvParams& p) {
   return (warps_per_row(p) * p.batch * p.dim + kThreads / 32 - 1) / (kThreads / 32);
 }
 
-// TEMPORARY (issue 16 A/B on the device): CAUSAL_CONV1D_EXP_FWD_HINT=1..3 (see ld_hint / st_hint) for
-// the 16-bit kernels of 8 vectors per lane.
-int fwd_hint() {
-  static const int h = [] { const char* s = std::getenv("CAUSAL_CONV1D_EXP_FWD_HINT"); return s ? std::atoi(s) : 0; }();
-  return h;
-}
-
-template <typename T, int kW, int kVecs, int kHint>
+template <typename T, int kW, int kVecs>
 void launch_v(const ConvParams& p, cudaStream_t stream) {
   const int64_t wpr = warps_per_row(p);
   const int64_t nwarps = wpr * p.batch * p.dim;
-  fwd_cf_fast_kernel<T, kW, kVecs, kHint><<<static_cast<unsigned>(grid_blocks(p)), kThreads, 0, stream>>>(p, wpr, nwarps);
+  fwd_cf_fast_kernel<T, kW, kVecs><<<static_cast<unsigned>(grid_blocks(p)), kThreads, 0, stream>>>(p, wpr, nwarps);
   CC1D_CUDA_LAUNCH_CHECK();
 }
 
@@ -209,14 +211,10 @@ void launch(const ConvParams& p, cudaStream_t stream) {
     constexpr int kW = decltype(width)::value;
     if constexpr (sizeof(T) == 2) {
       if (vecs_per_lane(p) == 8) {
-        const int h = fwd_hint();
-        if (h == 1) return launch_v<T, kW, 8, 1>(p, stream);
-        if (h == 2) return launch_v<T, kW, 8, 2>(p, stream);
-        if (h == 3) return launch_v<T, kW, 8, 3>(p, stream);
-        return launch_v<T, kW, 8, 0>(p, stream);
+        return launch_v<T, kW, 8>(p, stream);
       }
     }
-    launch_v<T, kW, 4, 0>(p, stream);
+    launch_v<T, kW, 4>(p, stream);
   });
 }
 

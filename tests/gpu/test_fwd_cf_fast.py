@@ -4,8 +4,8 @@ The cases run with the path forced on in process (``kernel_path``, whatever the 
 and each asserts that the fast path ran (``_last_kernel_path``): every case here is eligible for the
 fast path (channel-first, 16-byte aligned rows, seqlen a multiple of 16 bytes, width 2..4, no
 seq_idx). Rows are short (one vector), fill whole warps (L = 2048) or span several warps, the last
-one partly past the row (6152, 10248: several warps of 8 vectors per lane, then a partial one); outputs are checked element by element (a wrong halo at a lane, vector or
-warp boundary shows as a few bad tokens), final_states bit for bit.
+one partly past the row (4104, 6152, 10248); outputs are checked element by element (a wrong halo at
+a lane, vector or warp boundary shows as a few bad tokens), final_states bit for bit.
 
 ``check_path()`` also asserts through the profiler's kernel names that the fast kernel ran.
 """
