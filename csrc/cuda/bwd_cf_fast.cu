@@ -29,6 +29,9 @@
 // dinitial_states, width 2..4, every row 16-byte aligned (vec_ok) and seqlen a multiple of the
 // vector width (each vector wholly inside or wholly past the row). Everything else runs the next
 // path of the backward's table (dispatch.cu).
+#include <algorithm>
+#include <cstdlib>
+
 #include "launch_check.cuh"
 
 #include "dispatch.cuh"
@@ -243,6 +246,196 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   }
 }
 
+// TEMPORARY experiment (issue 16, CAUSAL_CONV1D_EXP_BWD_CF = 1..4; see launch()): a warp walks
+// `spans` consecutive warp spans of its row (each the 32 * kVecs vectors of the kernel above),
+// last span first, so that its prologue (warp decode, row pointers, weights, bias) and lane 31's
+// tail g (the kH positions after the warp) are paid once per `spans` spans instead of once per
+// span. Within a span the computation is the kernel above, value for value. Between spans:
+//  * the next span's vector v is loaded into rx[v] / rd[v] right after vector v of this span is
+//    processed (its registers are free then): the loads of span s - 1 are in flight during the
+//    compute of span s, with no extra registers;
+//  * the g halo of lane 31's last vector is lane 0's head of the next span's first vector (the
+//    span processed before): the `head` hand-over of the vector loop, unchanged; the first span
+//    processed gets lane 31's tail g as lane 0's initial head;
+//  * the x halo of lane 0's first vector is lane 31's vector kVecs - 1 of the span before, which
+//    sits (reloaded) in lane 31's rx[kVecs - 1] when vector 0 is processed; for the warp's first
+//    span that register holds the vector before the warp (an L2 hit) or zero at the row start.
+// Only the span processed first (the warp's highest) can be partial: every later one is wholly
+// inside the row. One partial row per span, at the row index the kernel above uses for that span
+// (p.partial's layout and values identical: bit-identical dx, dweight, dbias). kMinB: resident
+// blocks per SM for the register budget (6: <= 80 registers, the 16-bit width-4 kernels spill
+// 24-40 bytes; 5: <= 102, no spills).
+template <typename T, int kW, int kMinB>
+__global__ void __launch_bounds__(kThreads, kMinB)
+    bwd_cf_fast_kernel_spans(const ConvParams p, const FastDiv wpr, const FastDiv dim, const uint32_t nwarps,
+                             const uint32_t spans, const uint32_t wpr0) {
+  constexpr int kPer = Vec16<T>::kPer;
+  constexpr int kH = kW - 1;
+  constexpr int kSpan = 32 * kPer;           // tokens from one of a lane's vectors to its next
+  constexpr int kWarpTok = kVecs * kSpan;    // tokens of one warp span
+  static_assert(kPer >= kH, "the halos must fit in one neighbouring vector");
+
+  const int lane = threadIdx.x & 31;
+  const uint32_t gw = blockIdx.x * (kThreads / 32) + (threadIdx.x >> 5);
+  if (gw >= nwarps) return;  // warp-uniform
+  const uint32_t row = wpr.div(gw);
+  const uint32_t wr = gw - row * wpr.d;  // warp index within its row (wpr.d = ceil(wpr0 / spans))
+  const uint32_t bu = dim.div(row);
+  const int b = static_cast<int>(bu);
+  const int d = static_cast<int>(row - bu * dim.d);
+  const int64_t L = p.seqlen;
+  const uint32_t span0 = wr * spans;  // the warp's first span (< wpr0)
+  const int ns = static_cast<int>(min(spans, wpr0 - span0));  // its spans inside the row, >= 1
+  int s = ns - 1;  // the span being processed (row span index span0 + s)
+  const int64_t w0 = static_cast<int64_t>(span0 + s) * kWarpTok;  // start of the span processed first
+  const bool row_start = span0 == 0;  // span span0 (processed last) starts the row: x before it is zero
+  const int64_t w1 = w0 + kWarpTok;
+  const int64_t lane_l0 = w0 + lane * kPer;
+  const T* __restrict__ xr = static_cast<const T*>(p.x) + b * p.x_bs + d * p.x_cs;
+  const T* __restrict__ dr = static_cast<const T*>(p.dout) + b * p.do_bs + d * p.do_cs;
+  T* __restrict__ dxr = static_cast<T*>(p.dx) + b * p.dx_bs + d * p.dx_cs;
+
+  // vectors v < nv of this lane are inside the row (L is a multiple of kPer); kVecs after the first span
+  const int64_t rem = L - lane_l0;
+  int nv = rem <= 0 ? 0 : (rem >= (kVecs - 1) * kSpan + 1 ? kVecs : static_cast<int>((rem + kSpan - 1) / kSpan));
+  const T* __restrict__ xl = xr + lane_l0;
+  const T* __restrict__ dl = dr + lane_l0;
+  T* __restrict__ dxl = dxr + lane_l0;
+
+  uint4 rx[kVecs], rd[kVecs];
+#pragma unroll
+  for (int v = kVecs - 1; v >= 0; --v) {
+    if (v < nv) {
+      rx[v] = ld_global_16(xl + v * kSpan);
+      rd[v] = ld_global_16(dl + v * kSpan);
+    } else {
+      rx[v] = make_uint4(0u, 0u, 0u, 0u);
+      rd[v] = make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+  uint4 ax = make_uint4(0u, 0u, 0u, 0u), ad = make_uint4(0u, 0u, 0u, 0u);
+  if (lane == 31 && w1 < L) {
+    ax = ld_global_16(xr + w1);
+    ad = ld_global_16(dr + w1);
+  }
+  float w[kW];
+  load_weights_exact<kW>(p, d, w);
+  const float bias = p.bias != nullptr ? load_any(p.bias, p.b_dtype, d * p.b_s) : 0.f;
+  const bool silu = p.silu;
+
+  // lane 31: g at the kH positions after the first span processed, handed to lane 0 as its head
+  float head[kH];
+  {
+    float xe[kPer], xa[kPer], da[kPer];
+    Vec16<T>::load(rx[kVecs - 1], xe);
+    Vec16<T>::load(ax, xa);
+    Vec16<T>::load(ad, da);
+    float win[2 * kH];
+#pragma unroll
+    for (int m = 0; m < kH; ++m) {
+      win[m] = xe[kPer - kH + m];
+      win[kH + m] = xa[m];
+    }
+#pragma unroll
+    for (int j = 0; j < kH; ++j) {
+      float gj = da[j];
+      if (silu) {
+        float z = bias;
+#pragma unroll
+        for (int k = 0; k < kW; ++k) z = fmaf(w[k], win[j + k], z);
+        gj = grad_silu(gj, z);
+      }
+      head[j] = __shfl_sync(0xffffffffu, w1 < L ? gj : 0.f, 31);
+    }
+  }
+
+  float dw[kW + 1];
+#pragma unroll
+  for (int k = 0; k <= kW; ++k) dw[k] = 0.f;
+  for (;;) {
+#pragma unroll
+    for (int v = kVecs - 1; v >= 0; --v) {
+      const bool live = v < nv;
+      float xv[kPer], dv[kPer], xp[kPer];
+      Vec16<T>::load(rx[v], xv);
+      Vec16<T>::load(rd[v], dv);
+      // lane 31's previous vector (for v == 0: rx[kVecs - 1], already reloaded below)
+      Vec16<T>::load(rx[v == 0 ? kVecs - 1 : v - 1], xp);
+      float win[kH + kPer];
+#pragma unroll
+      for (int j = 0; j < kH; ++j)
+        win[j] = __shfl_sync(0xffffffffu, lane == 31 ? xp[kPer - kH + j] : xv[kPer - kH + j], (lane + 31) & 31);
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) win[kH + i] = xv[i];
+
+      float g[kPer + kH];
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) g[i] = dv[i];
+      if (silu) {
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) {
+          float z = bias;
+#pragma unroll
+          for (int k = 0; k < kW; ++k) z = fmaf(w[k], win[i + k], z);
+          g[i] = grad_silu(g[i], z);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kH; ++j)
+        g[kPer + j] = __shfl_sync(0xffffffffu, lane == 0 ? head[j] : g[j], (lane + 1) & 31);
+#pragma unroll
+      for (int j = 0; j < kH; ++j) head[j] = g[j];
+
+      if (live) {
+        float o[kPer];
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) {
+          float acc = 0.f;
+#pragma unroll
+          for (int j = 0; j <= kH; ++j) acc = fmaf(w[kH - j], g[i + j], acc);
+          o[i] = acc;
+        }
+        st_global_16(dxl + v * kSpan, Vec16<T>::store(o));
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) {
+#pragma unroll
+          for (int k = 0; k < kW; ++k) dw[k] = fmaf(g[i], win[i + k], dw[k]);
+          dw[kW] += g[i];
+        }
+      }
+      // vector v of the next span (wholly inside the row); on the warp's first span (s == 0) only
+      // lane 31's rx[kVecs - 1]: xl + (kVecs-1)*kSpan - kWarpTok is x at the warp's start - kPer,
+      // the vector before the warp, 0 at the row start
+      if (s > 0) {
+        rx[v] = ld_global_16(xl + v * kSpan - kWarpTok);
+        rd[v] = ld_global_16(dl + v * kSpan - kWarpTok);
+      } else if (v == kVecs - 1) {
+        rx[v] = (lane == 31 && !row_start) ? ld_global_16(xl + v * kSpan - kWarpTok) : make_uint4(0u, 0u, 0u, 0u);
+      }
+    }
+    // warp reduction in a fixed order; one partial row per span (the row the kernel above writes)
+#pragma unroll
+    for (int k = 0; k <= kW; ++k) {
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) dw[k] += __shfl_xor_sync(0xffffffffu, dw[k], off);
+    }
+    if (lane == 0) {
+      const int64_t part = static_cast<int64_t>(b) * wpr0 + span0 + s;
+      float* __restrict__ out = p.partial + part * (kW + 1) * p.dim + d;
+#pragma unroll
+      for (int k = 0; k <= kW; ++k) out[static_cast<int64_t>(k) * p.dim] = dw[k];
+    }
+#pragma unroll
+    for (int k = 0; k <= kW; ++k) dw[k] = 0.f;
+    if (s == 0) break;
+    --s;
+    xl -= kWarpTok;
+    dl -= kWarpTok;
+    dxl -= kWarpTok;
+    nv = kVecs;
+  }
+}
+
 // dweight[d, k] (k < width) and dbias[d] (k == width) = fixed-order sums over the nparts partial rows.
 __global__ void __launch_bounds__(kReduceThreads)
     bwd_cf_fast_reduce_kernel(const float* __restrict__ partial, const int64_t nparts, const int width, const int D,
@@ -321,6 +514,35 @@ void launch(const ConvParams& p, cudaStream_t stream) {
   const int64_t wpr = nparts / p.batch;
   const int64_t nwarps = wpr * p.batch * p.dim;  // < 2^31 (eligible())
   const int64_t blocks = (nwarps + kThreads / 32 - 1) / (kThreads / 32);
+  // TEMPORARY (issue 16 experiment; remove with the losing variants): CAUSAL_CONV1D_EXP_BWD_CF picks
+  // the kernel, read once: 0 / unset = bwd_cf_fast_kernel (today's); 1 = bwd_cf_fast_kernel_spans
+  // with 2 spans per warp at 5 blocks per SM; 2 = 4 spans, 5 blocks; 3 = 4 spans, 6 blocks (16-bit
+  // width 4 spills a little). All bit-identical to variant 0.
+  static const int v = [] {
+    const char* s = std::getenv("CAUSAL_CONV1D_EXP_BWD_CF");
+    return s ? std::atoi(s) : 0;
+  }();
+  if (v >= 1 && v <= 3) {
+    const int64_t spans = std::min<int64_t>(v == 1 ? 2 : 4, wpr);
+    const int64_t wpr_s = (wpr + spans - 1) / spans;
+    const int64_t nw = wpr_s * p.batch * p.dim;  // <= nwarps
+    const int64_t nb = (nw + kThreads / 32 - 1) / (kThreads / 32);
+    dispatch_dtype_width(p.x_dtype, p.width, Widths<2, 3, 4>{}, [&](auto tag, auto width) {
+      using T = typename decltype(tag)::type;
+      constexpr int kW = decltype(width)::value;
+      const FastDiv fw(static_cast<uint32_t>(wpr_s)), fd(static_cast<uint32_t>(p.dim));
+      if (v <= 2) {
+        bwd_cf_fast_kernel_spans<T, kW, 5><<<static_cast<unsigned>(nb), kThreads, 0, stream>>>(
+            p, fw, fd, static_cast<uint32_t>(nw), static_cast<uint32_t>(spans), static_cast<uint32_t>(wpr));
+      } else {
+        bwd_cf_fast_kernel_spans<T, kW, 6><<<static_cast<unsigned>(nb), kThreads, 0, stream>>>(
+            p, fw, fd, static_cast<uint32_t>(nw), static_cast<uint32_t>(spans), static_cast<uint32_t>(wpr));
+      }
+      CC1D_CUDA_LAUNCH_CHECK();
+    });
+    launch_bwd_fast_reduce(p, nparts, stream);
+    return;
+  }
   dispatch_dtype_width(p.x_dtype, p.width, Widths<2, 3, 4>{}, [&](auto tag, auto width) {
     bwd_cf_fast_kernel<typename decltype(tag)::type, decltype(width)::value>
         <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(

@@ -41,12 +41,15 @@ def cases() -> list[tuple]:
     # (dtype, weight kind, width, B, D, L, strided, silu, bias)
     # Tokens per warp: 1024 (fp16 / bf16), 512 (fp32). L = 8: one vector; 24: three lanes;
     # 136: 17 lanes; 1024: exactly one / two warps; 2056, 4104: several warps, the last one
-    # holding only a vector or two (lanes and vectors past the row).
+    # holding only a vector or two (lanes and vectors past the row). 4096, 9216: whole warp spans
+    # only (4 / 9 spans of bf16, 8 / 18 of fp32), for the TEMPORARY issue-16 experiment
+    # CAUSAL_CONV1D_EXP_BWD_CF=1..3 (a warp walks 2 or 4 spans: full first spans, odd span counts).
     for dts, wk, W, (B, D, L) in itertools.product(
         ["fp32", "fp16", "bf16"],
         ["same", "fp32"],
         [2, 3, 4],
-        [(2, 37, 8), (3, 5, 24), (2, 19, 136), (1, 3, 1024), (2, 6, 2056), (1, 3, 4104), (4, 96, 4104)],
+        [(2, 37, 8), (3, 5, 24), (2, 19, 136), (1, 3, 1024), (2, 6, 2056), (1, 3, 4104), (4, 96, 4104),
+         (2, 4, 4096), (1, 2, 9216)],
     ):
         i = len(out)
         out.append((dts, wk, W, B, D, L, i % 3 == 0, i % 4 != 1, i % 5 != 2))
