@@ -9,10 +9,24 @@
 // thread issues all of its global loads (kVecs 16-byte vectors of x and of dout) before using any,
 // no shared memory in the main kernel, no barriers.
 //
-// Work split: a warp owns 32 * kVecs consecutive 16-byte vectors of one row (row = b * dim + d;
-// wpr = ceil(L / (32 * kVecs * kPer)) warps per row, a flattened 1-D grid of warps). Lane i owns
-// vectors i, 32 + i, 64 + i, ... of the warp's span: each warp-wide load or store moves 512
-// contiguous bytes. Each lane computes g for its own positions only:
+// Work split: a warp span is 32 * kVecs consecutive 16-byte vectors of one row (row = b * dim + d;
+// wpr = ceil(L / (32 * kVecs * kPer)) spans per row: 1024 tokens of bf16 / fp16, 512 of fp32 at
+// kVecs 4). Two kernels, picked by launch():
+//  * bwd_cf_fast_kernel: one warp per span, a flattened 1-D grid of warps. fp32, and 16-bit rows of
+//    at most one span.
+//  * bwd_cf_fast_kernel_spans: 16-bit rows of more than one span. A warp walks kSpans = 4
+//    consecutive spans of its row (fewer at the row's end), last first, the next span's loads issued
+//    as this span's registers free up; the prologue, lane 31's tail g and the block launch are paid
+//    once per warp instead of once per span. 5 blocks per SM (<= 102 registers). Per span the same
+//    computation, value for value, and the same partial row.
+//   Measured 2026-12-01, H200, torch 2.11, CUDA graph, µs, one span per warp -> 4 spans per warp
+//   at 5 blocks/SM: bf16 B4 D4096 L4096 width 4 120.8 -> 110.0 (upstream 1.7.0: 115.4); fp32 B4
+//   D4096 L4096 194.7 -> 214.4 (near the copy limit already, slower: fp32 keeps the old kernel);
+//   bf16 B16 D1024 L512 (one span per row, nothing to walk) 26.6 -> 27.7 (keeps the old kernel).
+//   Not kept: 2 spans at 5 blocks 111.9 / 208.5 / 28.1; 4 spans at 6 blocks (spills) 122.2 /
+//   214.4 / 29.7.
+// Within a span (both kernels), lane i owns vectors i, 32 + i, 64 + i, ... of the span: each
+// warp-wide load or store moves 512 contiguous bytes. Each lane computes g for its own positions:
 //  * x halo (the W-1 tokens before a vector, for z): the tail of the previous lane's same vector
 //    by a shuffle; lane 0 takes lane 31's previous vector (in registers), and for the first vector
 //    the 16-byte vector before the warp (loaded from x: an L2 hit, the neighbouring warp reads it)
@@ -22,16 +36,13 @@
 //    (computed one iteration earlier); for the last vector lane 31 computes the g of the W-1
 //    positions after the warp itself from the 16-byte vectors of x and dout there (0 past L).
 //  * dweight / dbias: fp32 per thread, reduced over the warp with shuffles (fixed order), one
-//    partial row per warp in p.partial[((b * wpr + wr) * (W+1) + k) * dim + d]; a second kernel
-//    sums the rows per channel in a fixed order and casts to weight's / bias's dtype. No atomics:
-//    bit-identical from run to run.
+//    partial row per span in p.partial[((b * wpr + span) * (W+1) + k) * dim + d] (both kernels:
+//    num_parts() = batch * wpr rows, whichever runs); a second kernel sums the rows per channel in
+//    a fixed order and casts to weight's / bias's dtype. No atomics: bit-identical run to run.
 // Eligible: channel-first x / dout / dx, no seq_idx, no initial_states / dfinal_states /
 // dinitial_states, width 2..4, every row 16-byte aligned (vec_ok) and seqlen a multiple of the
 // vector width (each vector wholly inside or wholly past the row). Everything else runs the next
 // path of the backward's table (dispatch.cu).
-#include <algorithm>
-#include <cstdlib>
-
 #include "launch_check.cuh"
 
 #include "dispatch.cuh"
@@ -55,6 +66,9 @@ constexpr int kThreads = 128;
 #define CAUSAL_CONV1D_BWD_FAST_MIN_BLOCKS (kVecs == 2 ? 8 : 6)
 #endif
 constexpr int kMinBlocks = CAUSAL_CONV1D_BWD_FAST_MIN_BLOCKS;
+// The spans kernel (16-bit rows longer than one warp span): spans per warp, resident blocks per SM.
+constexpr int kSpans = 4;
+constexpr int kSpansMinBlocks = 5;
 constexpr int kReduceThreads = 128;
 constexpr int kReduceUnroll = 8;  // independent partial loads in flight per reduce thread
 
@@ -246,11 +260,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   }
 }
 
-// TEMPORARY experiment (issue 16, CAUSAL_CONV1D_EXP_BWD_CF = 1..4; see launch()): a warp walks
-// `spans` consecutive warp spans of its row (each the 32 * kVecs vectors of the kernel above),
-// last span first, so that its prologue (warp decode, row pointers, weights, bias) and lane 31's
-// tail g (the kH positions after the warp) are paid once per `spans` spans instead of once per
-// span. Within a span the computation is the kernel above, value for value. Between spans:
+// The 16-bit kernel for rows of more than one warp span (launch()): a warp walks kSpans consecutive
+// warp spans of its row (each the 32 * kVecs vectors of the kernel above), last span first, so that
+// its prologue (warp decode, row pointers, weights, bias), lane 31's tail g (the kH positions after
+// the warp) and the block launch are paid once per kSpans spans instead of once per span. Within a
+// span the computation is the kernel above, value for value. Between spans:
 //  * the next span's vector v is loaded into rx[v] / rd[v] right after vector v of this span is
 //    processed (its registers are free then): the loads of span s - 1 are in flight during the
 //    compute of span s, with no extra registers;
@@ -262,11 +276,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 //    span that register holds the vector before the warp (an L2 hit) or zero at the row start.
 // Only the span processed first (the warp's highest) can be partial: every later one is wholly
 // inside the row. One partial row per span, at the row index the kernel above uses for that span
-// (p.partial's layout and values identical: bit-identical dx, dweight, dbias). kMinB: resident
-// blocks per SM for the register budget (6: <= 80 registers, the 16-bit width-4 kernels spill
-// 24-40 bytes; 5: <= 102, no spills).
-template <typename T, int kW, int kMinB>
-__global__ void __launch_bounds__(kThreads, kMinB)
+// (p.partial's layout, num_parts() and the values identical: bit-identical dx, dweight, dbias).
+// kSpansMinBlocks 5: <= 102 registers, no spills (at 6 blocks, <= 80 registers, 16-bit width 4
+// spilled 24-40 bytes and measured 122.2 us against 110.0).
+template <typename T, int kW>
+__global__ void __launch_bounds__(kThreads, kSpansMinBlocks)
     bwd_cf_fast_kernel_spans(const ConvParams p, const FastDiv wpr, const FastDiv dim, const uint32_t nwarps,
                              const uint32_t spans, const uint32_t wpr0) {
   constexpr int kPer = Vec16<T>::kPer;
@@ -514,31 +528,21 @@ void launch(const ConvParams& p, cudaStream_t stream) {
   const int64_t wpr = nparts / p.batch;
   const int64_t nwarps = wpr * p.batch * p.dim;  // < 2^31 (eligible())
   const int64_t blocks = (nwarps + kThreads / 32 - 1) / (kThreads / 32);
-  // TEMPORARY (issue 16 experiment; remove with the losing variants): CAUSAL_CONV1D_EXP_BWD_CF picks
-  // the kernel, read once: 0 / unset = bwd_cf_fast_kernel (today's); 1 = bwd_cf_fast_kernel_spans
-  // with 2 spans per warp at 5 blocks per SM; 2 = 4 spans, 5 blocks; 3 = 4 spans, 6 blocks (16-bit
-  // width 4 spills a little). All bit-identical to variant 0.
-  static const int v = [] {
-    const char* s = std::getenv("CAUSAL_CONV1D_EXP_BWD_CF");
-    return s ? std::atoi(s) : 0;
-  }();
-  if (v >= 1 && v <= 3) {
-    const int64_t spans = std::min<int64_t>(v == 1 ? 2 : 4, wpr);
-    const int64_t wpr_s = (wpr + spans - 1) / spans;
+  // 16-bit rows of more than one warp span: bwd_cf_fast_kernel_spans, kSpans spans per warp (the
+  // same partial rows, nparts of them). fp32 and rows of one span: bwd_cf_fast_kernel.
+  if (p.x_dtype != kFloat32 && wpr > 1) {
+    const int64_t spans = wpr < kSpans ? wpr : kSpans;
+    const int64_t wpr_s = (wpr + spans - 1) / spans;  // warps per row
     const int64_t nw = wpr_s * p.batch * p.dim;  // <= nwarps
     const int64_t nb = (nw + kThreads / 32 - 1) / (kThreads / 32);
     dispatch_dtype_width(p.x_dtype, p.width, Widths<2, 3, 4>{}, [&](auto tag, auto width) {
       using T = typename decltype(tag)::type;
-      constexpr int kW = decltype(width)::value;
-      const FastDiv fw(static_cast<uint32_t>(wpr_s)), fd(static_cast<uint32_t>(p.dim));
-      if (v <= 2) {
-        bwd_cf_fast_kernel_spans<T, kW, 5><<<static_cast<unsigned>(nb), kThreads, 0, stream>>>(
-            p, fw, fd, static_cast<uint32_t>(nw), static_cast<uint32_t>(spans), static_cast<uint32_t>(wpr));
-      } else {
-        bwd_cf_fast_kernel_spans<T, kW, 6><<<static_cast<unsigned>(nb), kThreads, 0, stream>>>(
-            p, fw, fd, static_cast<uint32_t>(nw), static_cast<uint32_t>(spans), static_cast<uint32_t>(wpr));
+      if constexpr (sizeof(T) == 2) {  // never instantiated for float
+        bwd_cf_fast_kernel_spans<T, decltype(width)::value><<<static_cast<unsigned>(nb), kThreads, 0, stream>>>(
+            p, FastDiv(static_cast<uint32_t>(wpr_s)), FastDiv(static_cast<uint32_t>(p.dim)), static_cast<uint32_t>(nw),
+            static_cast<uint32_t>(spans), static_cast<uint32_t>(wpr));
+        CC1D_CUDA_LAUNCH_CHECK();
       }
-      CC1D_CUDA_LAUNCH_CHECK();
     });
     launch_bwd_fast_reduce(p, nparts, stream);
     return;

@@ -42,8 +42,10 @@ def cases() -> list[tuple]:
     # Tokens per warp: 1024 (fp16 / bf16), 512 (fp32). L = 8: one vector; 24: three lanes;
     # 136: 17 lanes; 1024: exactly one / two warps; 2056, 4104: several warps, the last one
     # holding only a vector or two (lanes and vectors past the row). 4096, 9216: whole warp spans
-    # only (4 / 9 spans of bf16, 8 / 18 of fp32), for the TEMPORARY issue-16 experiment
-    # CAUSAL_CONV1D_EXP_BWD_CF=1..3 (a warp walks 2 or 4 spans: full first spans, odd span counts).
+    # only (4 / 9 spans of bf16, 8 / 18 of fp32). Kernels: fp32 and 16-bit L <= 1024 run
+    # bwd_cf_fast_kernel; 16-bit L > 1024 run bwd_cf_fast_kernel_spans (4 spans per warp): 2056 and
+    # 4104 with a partial first span (a warp of 3 spans; warps of 4 + 1), 4096 and 9216 with whole
+    # spans (one warp of 4; warps of 4 + 4 + 1).
     for dts, wk, W, (B, D, L) in itertools.product(
         ["fp32", "fp16", "bf16"],
         ["same", "fp32"],
@@ -186,6 +188,10 @@ def run_cases() -> int:
 
 def check_path() -> int:
     """The profiler's view: the fast kernel runs for an eligible case, the general one otherwise.
+
+    The eligible case (bf16, L 2048: two warp spans) runs bwd_cf_fast_kernel_spans, which the
+    substring FAST_KERNEL matches too; test_kernel_paths.py's case (bf16, L 512) runs
+    bwd_cf_fast_kernel.
 
     Returns the number of failed checks; 0 (with a note) when the profiler records no kernels
     (no CUPTI), since the check cannot be made then.
