@@ -19,6 +19,9 @@
 // the vector alignments above. Everything else runs the general kernel (update.cu).
 #include "launch_check.cuh"
 
+#include <cstdlib>
+#include <type_traits>
+
 #include "dispatch.cuh"
 #include "vec16.cuh"
 
@@ -84,12 +87,15 @@ __device__ __forceinline__ void load_bias_block(const UpdateParams& p, int c0, f
   }
 }
 
-template <typename T, int kW, int kS, bool kBSD>
+// kBlock: threads per block (TEMPORARY variants 1 and 2 launch 32 and 8; a run-time blockDim.x made
+// ptxas recompute the store addresses after the FMAs instead of keeping them live: 360 instructions
+// on the bf16 W4 S3 path against 318).
+template <typename T, int kW, int kS, bool kBSD, int kBlock = kThreads>
 __global__ void __launch_bounds__(kThreads) update_fast_kernel(const UpdateParams p, const int vecs_per_row) {
   constexpr int kC = Lanes<T>::kC;
   constexpr int kH = kW - 1;
   static_assert(kS >= kH, "the state must hold the width - 1 previous tokens");
-  const int v = blockIdx.x * kThreads + threadIdx.x;
+  const int v = blockIdx.x * kBlock + threadIdx.x;
   if (v >= vecs_per_row) return;
   const int b = blockIdx.y;
   const int c0 = v * kC;
@@ -160,11 +166,223 @@ __global__ void __launch_bounds__(kThreads) update_fast_kernel(const UpdateParam
   st_global_16(outp, Vec16<T>::store(o));
 }
 
+// ---- TEMPORARY experiment (B1 decode latency): CAUSAL_CONV1D_EXP_UPDATE picks a candidate --------
+// Read once per process; 0 / unset runs today's kernel and geometry unchanged. To be removed (or one
+// candidate made the default) once the H200 has measured them. Every candidate gives today's bits.
+//   1: today's kernel (same SASS but the block-size constant); a grid of fewer 128-thread blocks
+//      than SMs gets 32-thread blocks.
+//   2: as 1, and 8-thread blocks (one warp, 8 lanes) where even 32-thread ones would leave SMs idle.
+//   3: the loads-first kernel below (weights and bias of x's dtype, contiguous and 16-byte aligned;
+//      otherwise today's kernel), 128-thread blocks.
+//   4: 3 with 1's geometry.   5: 3 with 2's geometry.
+// Only 16-bit x at width 4, state_len 3 (the decode rows of benchmarks/bench.py) has candidates.
+int exp_variant() {
+  static const int v = [] {
+    const char* s = std::getenv("CAUSAL_CONV1D_EXP_UPDATE");
+    return s ? std::atoi(s) : 0;
+  }();
+  return v;
+}
+
+int exp_num_sms() {  // the current device's at the first call (the experiment runs on one device)
+  static const int n = [] {
+    int dev = 0, sms = 132;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+      (void)cudaGetLastError();
+      sms = 132;
+    }
+    return sms > 0 ? sms : 132;
+  }();
+  return n;
+}
+
+// Threads per block for a variant: 1 and 4 take 32-thread blocks where 128-thread ones would leave
+// SMs without a block; 2 and 5 take 8-thread blocks (one warp, 8 lanes live) where even 32-thread
+// ones would, else as 1. B1 D5376: 6 blocks of 128 today, 21 of 32 (1, 4), 84 of 8 (2, 5);
+// B1 D10240: 10 / 40 / 160; B16 D5376: 96 / 336 / 336; B16 D10240 and above: 128 throughout.
+int exp_threads(int variant, int vecs, int batch) {
+  auto blocks = [&](int t) { return static_cast<int64_t>((vecs + t - 1) / t) * batch; };
+  const int64_t sms = exp_num_sms();
+  if (variant == 1 || variant == 4) return blocks(kThreads) < sms ? 32 : kThreads;
+  if (variant == 2 || variant == 5) return blocks(32) < sms ? 8 : blocks(kThreads) < sms ? 32 : kThreads;
+  return kThreads;
+}
+
+template <typename T>
+constexpr int dtype_code() {
+  return std::is_same<T, __half>::value ? kFloat16 : std::is_same<T, __nv_bfloat16>::value ? kBFloat16 : kFloat32;
+}
+
+// 16-byte read-only load that NVVM keeps in program order (volatile asm); ptxas still schedules it
+// freely, hence the shape of the kernel below.
+__device__ __forceinline__ uint4 ld_global_16_early(const void* ptr) {
+  uint4 r;
+  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(ptr));
+  return r;
+}
+
+// Element i of N 16-byte vectors of T as float (compile-time i after unrolling). bf16: one shift or
+// one mask of the 32-bit word (ptxas made the high half a PRMT and a multiply); exact, as
+// __bfloat162float.
+template <typename T, int N>
+__device__ __forceinline__ float elem_f(const uint4 (&v)[N], int i) {
+  if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+    const uint32_t w = reinterpret_cast<const uint32_t*>(&v[0])[i >> 1];
+    return __uint_as_float((i & 1) ? (w & 0xffff0000u) : (w << 16));
+  } else {
+    return to_float(elem<T, N>(v, i));
+  }
+}
+template <typename T>
+__device__ __forceinline__ float elem_f(const uint4& v, int i) {
+  return elem_f<T, 1>(reinterpret_cast<const uint4(&)[1]>(v), i);
+}
+
+// Candidate 3-5: today's per-thread work (kC channels, same float order, same bits) with every load
+// issued up front: x, the weights and the bias before the state row is known (today's kernel issues
+// the bias only after the weights have come back: their conversion sits in the dtype switch ahead of
+// the bias load, one more L2 round trip), the state stores right after the state arrives, the
+// conversions of weights and bias after that. The host picks it only where the weights (D, W) and
+// the bias (D,) are contiguous, 16-byte aligned and of x's dtype: no dtype switch, no fallback here.
+template <typename T, int kW, int kS, bool kBSD>
+__global__ void __launch_bounds__(kThreads) update_fast_lf_kernel(const UpdateParams p, const int vecs_per_row) {
+  constexpr int kC = Lanes<T>::kC;
+  constexpr int kH = kW - 1;
+  constexpr int kNW = kC * kW * static_cast<int>(sizeof(T)) / 16;  // weight vectors per thread
+  static_assert(kC * kW * static_cast<int>(sizeof(T)) % 16 == 0, "weights must tile 16-byte vectors");
+  static_assert(kC * static_cast<int>(sizeof(T)) == 16, "one bias vector per thread");
+  const int v = blockIdx.x * blockDim.x + threadIdx.x;
+  if (v >= vecs_per_row) return;
+  const int b = blockIdx.y;
+  const int c0 = v * kC;
+
+  // 1. the loads that do not depend on the state row, and the state row index
+  const int sb = p.state_indices != nullptr ? p.state_indices[b] : b;
+  const uint4 xv = ld_global_16_early(static_cast<const T*>(p.x) + static_cast<int64_t>(b) * p.x_bs + c0);
+  uint4 wraw[kNW];
+  const T* wbase = static_cast<const T*>(p.weight) + static_cast<int64_t>(c0) * kW;
+#pragma unroll
+  for (int i = 0; i < kNW; ++i) wraw[i] = ld_global_16_early(reinterpret_cast<const uint4*>(wbase) + i);
+  // Without a bias the load reads the thread's first weight vector instead and finish() ignores it:
+  // no predicated load and no select (ptxas placed the select's moves, which wait for the load,
+  // ahead of the weight and state loads).
+  const bool has_bias = p.bias != nullptr;
+  const uint4 braw = ld_global_16_early(has_bias ? static_cast<const void*>(static_cast<const T*>(p.bias) + c0) : wbase);
+
+  T* __restrict__ outp = static_cast<T*>(p.out) + static_cast<int64_t>(b) * p.out_bs + c0;
+  // A padding slot (zero output, state untouched) is no branch here: ptxas would sink x's and the
+  // weights' loads below it (they are unused on the padding side), after the index's round trip.
+  const bool live = sb >= 0 && sb < p.state_batch;
+  T* __restrict__ st = static_cast<T*>(p.state) + static_cast<int64_t>(live ? sb : 0) * p.st_bs;
+  uint4 old[kS];
+#pragma unroll
+  for (int s = 0; s < kS; ++s) {
+    const T* src = kBSD ? st + static_cast<int64_t>(s) * p.st_ls + c0 : st + static_cast<int64_t>(c0) * kS + s * kC;
+    old[s] = live ? ld_global_16_early(src) : make_uint4(0u, 0u, 0u, 0u);
+  }
+
+  // 2. the new state (exact copies), stored as soon as the old state and x are in; then the outputs,
+  // in today's order (bias, then fmaf over the taps: the same bits). Four copies (silu, bias): the
+  // uniform branches between them end the block that issues the loads, so ptxas can neither
+  // sink a load below a conversion nor interleave the loads with the FMAs (it did both with one copy:
+  // x and the weights went below the padding-slot branch and the state loads between the FMAs).
+  auto finish = [&](auto silu, auto bias) {
+    auto old_at = [&](int c, int s) -> T { return kBSD ? elem<T, kS>(old, s * kC + c) : elem<T, kS>(old, c * kS + s); };
+    uint4 nst[kS];
+#pragma unroll
+    for (int c = 0; c < kC; ++c) {
+#pragma unroll
+      for (int s = 0; s < kS; ++s) {
+        const T val = s + 1 < kS ? old_at(c, s + 1) : reinterpret_cast<const T*>(&xv)[c];
+        set_elem<T, kS>(nst, kBSD ? s * kC + c : c * kS + s, val);
+      }
+    }
+    if (live) {
+#pragma unroll
+      for (int s = 0; s < kS; ++s) {
+        T* dst = kBSD ? st + static_cast<int64_t>(s) * p.st_ls + c0 : st + static_cast<int64_t>(c0) * kS + s * kC;
+        st_global_16(dst, nst[s]);
+      }
+    }
+    float o[kC];
+#pragma unroll
+    for (int c = 0; c < kC; ++c) {
+      float win[kW];
+#pragma unroll
+      for (int k = 0; k < kH; ++k) {
+        const int s = kS - kH + k;
+        win[k] = elem_f<T, kS>(old, kBSD ? s * kC + c : c * kS + s);
+      }
+      win[kH] = elem_f<T>(xv, c);
+      float acc = decltype(bias)::value ? elem_f<T>(braw, c) : 0.f;  // today's 0.f without a bias
+#pragma unroll
+      for (int k = 0; k < kW; ++k) acc = fmaf(elem_f<T, kNW>(wraw, c * kW + k), win[k], acc);
+      o[c] = decltype(silu)::value ? silu_f(acc) : acc;
+    }
+    st_global_16(outp, live ? Vec16<T>::store(o) : make_uint4(0u, 0u, 0u, 0u));
+  };
+  if (p.silu) {
+    if (has_bias) {
+      finish(std::true_type{}, std::true_type{});
+    } else {
+      finish(std::true_type{}, std::false_type{});
+    }
+  } else if (has_bias) {
+    finish(std::false_type{}, std::true_type{});
+  } else {
+    finish(std::false_type{}, std::false_type{});
+  }
+}
+
+// Whether the loads-first kernel may run p (T, kW, kS fixed by the caller): weights and bias of x's
+// dtype, contiguous (D, W) / (D,), 16-byte aligned (then every thread's slice is: c0 is a multiple of kC).
+template <typename T, int kW>
+bool lf_ok(const UpdateParams& p) {
+  if (p.w_dtype != dtype_code<T>() || p.w_ws != 1 || p.w_cs != kW || !aligned_to(p.weight, 16)) return false;
+  return p.bias == nullptr || (p.b_dtype == dtype_code<T>() && p.b_s == 1 && aligned_to(p.bias, 16));
+}
+
 template <typename T, int kW, int kS>
 void launch_s(const UpdateParams& p, cudaStream_t stream) {
   constexpr int kC = Lanes<T>::kC;
   const int vecs = p.dim / kC;
-  const dim3 grid((vecs + kThreads - 1) / kThreads, p.batch);
+  // The candidates run 16-bit x at width 4, state_len 3 only (12 more instantiations: the loads-first
+  // kernel and today's with 32- and 8-thread blocks, each over bf16 / fp16 and both state layouts);
+  // everything else runs today's kernel and geometry whatever the variable says.
+  if constexpr (sizeof(T) == 2 && kW == 4 && kS == 3) {
+    const int variant = exp_variant();
+    const int threads = exp_threads(variant, vecs, p.batch);
+    const dim3 grid((vecs + threads - 1) / threads, p.batch);
+    if (variant >= 3 && variant <= 5 && lf_ok<T, kW>(p)) {  // blockDim.x == threads
+      if (p.st_cs == 1) {
+        update_fast_lf_kernel<T, kW, kS, true><<<grid, threads, 0, stream>>>(p, vecs);
+      } else {
+        update_fast_lf_kernel<T, kW, kS, false><<<grid, threads, 0, stream>>>(p, vecs);
+      }
+      CC1D_CUDA_LAUNCH_CHECK();
+      return;
+    }
+    if (threads != kThreads) {  // variants 1, 2 (and 4, 5 where the loads-first kernel may not run p)
+      auto run = [&](auto block) {
+        constexpr int kB = decltype(block)::value;
+        if (p.st_cs == 1) {
+          update_fast_kernel<T, kW, kS, true, kB><<<grid, kB, 0, stream>>>(p, vecs);
+        } else {
+          update_fast_kernel<T, kW, kS, false, kB><<<grid, kB, 0, stream>>>(p, vecs);
+        }
+      };
+      if (threads == 32) {
+        run(std::integral_constant<int, 32>{});
+      } else {
+        run(std::integral_constant<int, 8>{});
+      }
+      CC1D_CUDA_LAUNCH_CHECK();
+      return;
+    }
+  }
+  const dim3 grid((vecs + kThreads - 1) / kThreads, p.batch);  // today's geometry
   if (p.st_cs == 1) {  // (B, S, D)-strided state (for S == 1 both forms read the same)
     update_fast_kernel<T, kW, kS, true><<<grid, kThreads, 0, stream>>>(p, vecs);
   } else {

@@ -31,6 +31,20 @@ def cases() -> list[tuple]:
         B, D = [(1, 8), (3, 96), (2, 4104), (5, 1032)][i % 4]
         wk = "fp32" if i % 3 == 0 else "same"
         out.append((dts, wk, W, ds, lay, B, D, i % 2 == 0, i % 5 != 1, i % 4 != 2, "plain"))
+    # Small batches at width 4, state_len 3 (16-bit): the geometries of the TEMPORARY candidates of
+    # CAUSAL_CONV1D_EXP_UPDATE (update_fast.cu; read once per process, so run this file once per
+    # value: for v in 0 1 2 3 4 5; do CAUSAL_CONV1D_EXP_UPDATE=$v pytest tests/gpu/test_update_fast.py; done).
+    # D 5384 / 10248 / 1032 / 4104 leave a partial last block at 8, 32 and 128 threads; B16 D5384 takes
+    # 32-thread blocks under 2 and 5; fp32 weights keep the loads-first kernel (3-5) off, S4 every candidate.
+    out += [
+        ("bf16", "same", 4, -1, "bds", 1, 5384, False, True, True, "plain"),
+        ("bf16", "same", 4, -1, "bsd", 1, 10248, False, True, True, "plain"),
+        ("fp16", "same", 4, -1, "bds", 2, 4104, True, False, True, "plain"),
+        ("bf16", "same", 4, -1, "bds", 3, 1032, True, True, False, "plain"),
+        ("fp16", "same", 4, -1, "bsd", 16, 5384, True, True, True, "plain"),
+        ("bf16", "fp32", 4, -1, "bds", 1, 5384, False, True, True, "plain"),
+        ("bf16", "same", 4, 0, "bds", 1, 5384, False, True, True, "plain"),
+    ]
     for dts, variant in itertools.product(["fp32", "bf16"], ["odd_dim", "misaligned", "strided_x", "seqlen2", "x2d"]):
         out.append((dts, "same", 4, -1, "bds", 3, 36 if variant == "odd_dim" else 64, False, True, True, variant))
     return out
