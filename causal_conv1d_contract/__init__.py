@@ -117,8 +117,6 @@ KERNEL_SWITCHES = {
     "CAUSAL_CONV1D_BWD_CL_FAST": "CUDA: the channel-last backward fast path (csrc/cuda/bwd_cl_fast.cu; kernel path bwd_cl_fast)",
     "CAUSAL_CONV1D_UPDATE_FAST": "CUDA: the decode (update) fast path (csrc/cuda/update_fast.cu; kernel path update_fast)",
     "CAUSAL_CONV1D_CPU_HUGE_PAGES": "CPU: the transparent-huge-page hint for large buffers (csrc/cpu/causal_conv1d_cpu.cpp)",
-    # TEMPORARY (to be removed with the candidates): not a path switch, a number read once per process.
-    "CAUSAL_CONV1D_EXP_UPDATE": "TEMPORARY experiment: 1-5 picks a candidate of the decode update fast path (csrc/cuda/update_fast.cu); unset or 0 runs today's kernel",
 }
 
 #: Every environment variable a user or a build may set, and what it does (README.md's table).

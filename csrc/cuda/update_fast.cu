@@ -17,9 +17,17 @@
 // accumulated in the general kernel's order (same float results: tests/gpu/test_update_fast.py).
 // Eligible: seqlen 1, no cache_seqlens, width 2..4, state_len W - 1 or W, dim a multiple of kC,
 // the vector alignments above. Everything else runs the general kernel (update.cu).
+//
+// Two kernels (both kernel path update_fast, same bits): update_fast_kernel (128-thread blocks) and,
+// for 16-bit x at width 4, state_len 3 with weights and bias of x's dtype, contiguous and 16-byte
+// aligned, update_fast_lf_kernel (every load issued first) where the 128-thread grid would have fewer
+// blocks than SMs: then 32-thread blocks, or 8-thread ones where 32-thread blocks would also be fewer
+// than the SMs (lf_threads). H200, CUDA graph, 2026-12-01 (µs, update_fast_kernel -> loads-first at
+// those block sizes): B1 D5376 2.1 -> 1.7, B16 D5376 2.4 -> 2.0, B1 D10240 2.2 -> 1.7, B1 D8192
+// 2.2 -> 1.7; B16 D10240 (160 blocks: update_fast_kernel) 2.8 against 2.7; B256 D8192 10.9 against
+// 12.8 for the loads-first kernel at 128 threads (so it is not used there).
 #include "launch_check.cuh"
 
-#include <cstdlib>
 #include <type_traits>
 
 #include "dispatch.cuh"
@@ -87,15 +95,12 @@ __device__ __forceinline__ void load_bias_block(const UpdateParams& p, int c0, f
   }
 }
 
-// kBlock: threads per block (TEMPORARY variants 1 and 2 launch 32 and 8; a run-time blockDim.x made
-// ptxas recompute the store addresses after the FMAs instead of keeping them live: 360 instructions
-// on the bf16 W4 S3 path against 318).
-template <typename T, int kW, int kS, bool kBSD, int kBlock = kThreads>
+template <typename T, int kW, int kS, bool kBSD>
 __global__ void __launch_bounds__(kThreads) update_fast_kernel(const UpdateParams p, const int vecs_per_row) {
   constexpr int kC = Lanes<T>::kC;
   constexpr int kH = kW - 1;
   static_assert(kS >= kH, "the state must hold the width - 1 previous tokens");
-  const int v = blockIdx.x * kBlock + threadIdx.x;
+  const int v = blockIdx.x * kThreads + threadIdx.x;
   if (v >= vecs_per_row) return;
   const int b = blockIdx.y;
   const int c0 = v * kC;
@@ -166,48 +171,6 @@ __global__ void __launch_bounds__(kThreads) update_fast_kernel(const UpdateParam
   st_global_16(outp, Vec16<T>::store(o));
 }
 
-// ---- TEMPORARY experiment (B1 decode latency): CAUSAL_CONV1D_EXP_UPDATE picks a candidate --------
-// Read once per process; 0 / unset runs today's kernel and geometry unchanged. To be removed (or one
-// candidate made the default) once the H200 has measured them. Every candidate gives today's bits.
-//   1: today's kernel (same SASS but the block-size constant); a grid of fewer 128-thread blocks
-//      than SMs gets 32-thread blocks.
-//   2: as 1, and 8-thread blocks (one warp, 8 lanes) where even 32-thread ones would leave SMs idle.
-//   3: the loads-first kernel below (weights and bias of x's dtype, contiguous and 16-byte aligned;
-//      otherwise today's kernel), 128-thread blocks.
-//   4: 3 with 1's geometry.   5: 3 with 2's geometry.
-// Only 16-bit x at width 4, state_len 3 (the decode rows of benchmarks/bench.py) has candidates.
-int exp_variant() {
-  static const int v = [] {
-    const char* s = std::getenv("CAUSAL_CONV1D_EXP_UPDATE");
-    return s ? std::atoi(s) : 0;
-  }();
-  return v;
-}
-
-int exp_num_sms() {  // the current device's at the first call (the experiment runs on one device)
-  static const int n = [] {
-    int dev = 0, sms = 132;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-      (void)cudaGetLastError();
-      sms = 132;
-    }
-    return sms > 0 ? sms : 132;
-  }();
-  return n;
-}
-
-// Threads per block for a variant: 1 and 4 take 32-thread blocks where 128-thread ones would leave
-// SMs without a block; 2 and 5 take 8-thread blocks (one warp, 8 lanes live) where even 32-thread
-// ones would, else as 1. B1 D5376: 6 blocks of 128 today, 21 of 32 (1, 4), 84 of 8 (2, 5);
-// B1 D10240: 10 / 40 / 160; B16 D5376: 96 / 336 / 336; B16 D10240 and above: 128 throughout.
-int exp_threads(int variant, int vecs, int batch) {
-  auto blocks = [&](int t) { return static_cast<int64_t>((vecs + t - 1) / t) * batch; };
-  const int64_t sms = exp_num_sms();
-  if (variant == 1 || variant == 4) return blocks(kThreads) < sms ? 32 : kThreads;
-  if (variant == 2 || variant == 5) return blocks(32) < sms ? 8 : blocks(kThreads) < sms ? 32 : kThreads;
-  return kThreads;
-}
-
 template <typename T>
 constexpr int dtype_code() {
   return std::is_same<T, __half>::value ? kFloat16 : std::is_same<T, __nv_bfloat16>::value ? kBFloat16 : kFloat32;
@@ -240,11 +203,12 @@ __device__ __forceinline__ float elem_f(const uint4& v, int i) {
   return elem_f<T, 1>(reinterpret_cast<const uint4(&)[1]>(v), i);
 }
 
-// Candidate 3-5: today's per-thread work (kC channels, same float order, same bits) with every load
-// issued up front: x, the weights and the bias before the state row is known (today's kernel issues
-// the bias only after the weights have come back: their conversion sits in the dtype switch ahead of
-// the bias load, one more L2 round trip), the state stores right after the state arrives, the
-// conversions of weights and bias after that. The host picks it only where the weights (D, W) and
+// The loads-first kernel, for small grids (lf_threads; 8- or 32-thread blocks, blockDim.x read at run
+// time): update_fast_kernel's per-thread work (kC channels, same float order, same bits) with every
+// load issued up front: x, the weights and the bias before the state row is known (update_fast_kernel
+// issues the bias only after the weights have come back: their conversion sits in the dtype switch
+// ahead of the bias load, one more L2 round trip), the state stores right after the state arrives,
+// the conversions of weights and bias after that. The host picks it only where the weights (D, W) and
 // the bias (D,) are contiguous, 16-byte aligned and of x's dtype: no dtype switch, no fallback here.
 template <typename T, int kW, int kS, bool kBSD>
 __global__ void __launch_bounds__(kThreads) update_fast_lf_kernel(const UpdateParams p, const int vecs_per_row) {
@@ -284,7 +248,7 @@ __global__ void __launch_bounds__(kThreads) update_fast_lf_kernel(const UpdatePa
   }
 
   // 2. the new state (exact copies), stored as soon as the old state and x are in; then the outputs,
-  // in today's order (bias, then fmaf over the taps: the same bits). Four copies (silu, bias): the
+  // in update_fast_kernel's order (bias, then fmaf over the taps: the same bits). Four copies (silu, bias): the
   // uniform branches between them end the block that issues the loads, so ptxas can neither
   // sink a load below a conversion nor interleave the loads with the FMAs (it did both with one copy:
   // x and the weights went below the padding-slot branch and the state loads between the FMAs).
@@ -316,7 +280,7 @@ __global__ void __launch_bounds__(kThreads) update_fast_lf_kernel(const UpdatePa
         win[k] = elem_f<T, kS>(old, kBSD ? s * kC + c : c * kS + s);
       }
       win[kH] = elem_f<T>(xv, c);
-      float acc = decltype(bias)::value ? elem_f<T>(braw, c) : 0.f;  // today's 0.f without a bias
+      float acc = decltype(bias)::value ? elem_f<T>(braw, c) : 0.f;  // update_fast_kernel's 0.f without a bias
 #pragma unroll
       for (int k = 0; k < kW; ++k) acc = fmaf(elem_f<T, kNW>(wraw, c * kW + k), win[k], acc);
       o[c] = decltype(silu)::value ? silu_f(acc) : acc;
@@ -344,18 +308,28 @@ bool lf_ok(const UpdateParams& p) {
   return p.bias == nullptr || (p.b_dtype == dtype_code<T>() && p.b_s == 1 && aligned_to(p.bias, 16));
 }
 
+// Threads per block of the loads-first kernel, or 0 for update_fast_kernel's 128-thread grid.
+// Small grids (fewer 128-thread blocks than SMs) leave SMs idle and each thread's L2 round trips are
+// the latency, so they take smaller blocks: 32 threads, or 8 (one warp, 8 lanes live) where even
+// 32-thread blocks would be fewer than the SMs. B1 D5376: 6 blocks of 128 -> 84 of 8; B1 D10240:
+// 10 -> 160 of 8; B16 D5376: 96 -> 336 of 32; B16 D10240 (160 blocks) and up: update_fast_kernel, which
+// is faster there (B256 D8192: 10.9 us against the loads-first kernel's 12.8; docs/PERF_NOTES.md).
+int lf_threads(int vecs, int batch, int num_sms) {
+  auto blocks = [&](int t) { return static_cast<int64_t>((vecs + t - 1) / t) * batch; };
+  if (blocks(kThreads) >= num_sms) return 0;
+  return blocks(32) < num_sms ? 8 : 32;
+}
+
 template <typename T, int kW, int kS>
 void launch_s(const UpdateParams& p, cudaStream_t stream) {
   constexpr int kC = Lanes<T>::kC;
   const int vecs = p.dim / kC;
-  // The candidates run 16-bit x at width 4, state_len 3 only (12 more instantiations: the loads-first
-  // kernel and today's with 32- and 8-thread blocks, each over bf16 / fp16 and both state layouts);
-  // everything else runs today's kernel and geometry whatever the variable says.
+  // The loads-first kernel exists for 16-bit x at width 4, state_len 3 only (the decode rows of
+  // benchmarks/bench.py; 4 instantiations: bf16 / fp16 x both state layouts).
   if constexpr (sizeof(T) == 2 && kW == 4 && kS == 3) {
-    const int variant = exp_variant();
-    const int threads = exp_threads(variant, vecs, p.batch);
-    const dim3 grid((vecs + threads - 1) / threads, p.batch);
-    if (variant >= 3 && variant <= 5 && lf_ok<T, kW>(p)) {  // blockDim.x == threads
+    const int threads = lf_threads(vecs, p.batch, p.num_sms);
+    if (threads != 0 && lf_ok<T, kW>(p)) {
+      const dim3 grid((vecs + threads - 1) / threads, p.batch);
       if (p.st_cs == 1) {
         update_fast_lf_kernel<T, kW, kS, true><<<grid, threads, 0, stream>>>(p, vecs);
       } else {
@@ -364,25 +338,8 @@ void launch_s(const UpdateParams& p, cudaStream_t stream) {
       CC1D_CUDA_LAUNCH_CHECK();
       return;
     }
-    if (threads != kThreads) {  // variants 1, 2 (and 4, 5 where the loads-first kernel may not run p)
-      auto run = [&](auto block) {
-        constexpr int kB = decltype(block)::value;
-        if (p.st_cs == 1) {
-          update_fast_kernel<T, kW, kS, true, kB><<<grid, kB, 0, stream>>>(p, vecs);
-        } else {
-          update_fast_kernel<T, kW, kS, false, kB><<<grid, kB, 0, stream>>>(p, vecs);
-        }
-      };
-      if (threads == 32) {
-        run(std::integral_constant<int, 32>{});
-      } else {
-        run(std::integral_constant<int, 8>{});
-      }
-      CC1D_CUDA_LAUNCH_CHECK();
-      return;
-    }
   }
-  const dim3 grid((vecs + kThreads - 1) / kThreads, p.batch);  // today's geometry
+  const dim3 grid((vecs + kThreads - 1) / kThreads, p.batch);
   if (p.st_cs == 1) {  // (B, S, D)-strided state (for S == 1 both forms read the same)
     update_fast_kernel<T, kW, kS, true><<<grid, kThreads, 0, stream>>>(p, vecs);
   } else {
