@@ -141,7 +141,7 @@ def _verify_stable_torch(job: Any, facts: dict[str, Any]) -> None:
         raise BuildError(f"torch reports an invalid version {facts['version']!r}") from None
     running = contract.Variant((v.major, v.minor), contract.accel_from_cuda(facts["cuda"]) if not facts.get("hip") else "cpu")
     problem = None if not facts.get("hip") else f"torch {facts['version']} is a ROCm build"
-    problem = problem or variant.refusal(facts["version"], facts["cuda"])
+    problem = problem or variant.mismatch(facts["version"], facts["cuda"])
     if problem is None and running.torch_minor != tuple(job.build_variant.torch_minor):
         say(f"building {variant} against torch {facts['version']} instead of the planned {job.torch_version} "
              "(any torch >= the stable target of the wheel's family builds the same ABI)")

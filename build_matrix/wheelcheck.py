@@ -256,9 +256,9 @@ def _stable_record_problems(record: dict, v: object) -> list[str]:
     if record.get("stable_abi_target") != v.torch:
         problems.append(f"stable_abi_target {record.get('stable_abi_target')!r} != {v.torch!r} (the label's)")
     tv = str(record.get("torch_version") or "")
-    refusal = v.refusal(tv, record.get("cuda_version"))
-    if refusal:
-        problems.append(f"torch_version {tv!r} / cuda_version {record.get('cuda_version')!r}: {refusal}")
+    mismatch = v.mismatch(tv, record.get("cuda_version"))  # built against a torch of its own family
+    if mismatch:
+        problems.append(f"torch_version {tv!r} / cuda_version {record.get('cuda_version')!r}: {mismatch}")
     if not isinstance(record.get("cxx11_abi"), bool):
         problems.append(f"cxx11_abi {record.get('cxx11_abi')!r} is not a bool")
     return problems

@@ -6,22 +6,25 @@ the other C++ ABI would otherwise fail inside ``dlopen`` with ``undefined symbol
 load and crash later). Here it fails with an ImportError that names the mismatch, the index URL of
 the variant that matches the running torch and the exact pip command that installs it.
 
-The build record (``_build_info.json``, keys ``causal_conv1dcontract.BUILD_INFO_KEYS``) is written by
+The build record (``_build_info.json``, keys ``causal_conv1d_contract.BUILD_INFO_KEYS``) is written by
 ``build_support/build_info.py`` into every wheel and into editable / in-place builds.
 
 A missing record is NOT an error: it means the package is imported from a source tree whose
 extension was compiled some other way (e.g. ``python setup.py build_ext --inplace`` run by a tool
 that skipped our build step, or a checkout before its first build). There is nothing to compare, so
 the import goes ahead (if ``_C`` is then incompatible, the loader's error is what you get) and
-``__version__`` is the bare ``causal_conv1dcontract.PACKAGE_VERSION``. Wheels always carry a record.
+``__version__`` is the bare ``causal_conv1d_contract.PACKAGE_VERSION``. Wheels always carry a record.
 A record that exists but cannot be read (invalid JSON, missing keys) IS an error: the install is
 damaged and the message says how to reinstall.
 
 Two kinds of record: a per-torch-minor build (``stable_abi_target`` null) must match the running
-torch's minor, CUDA major.minor and C++ ABI; a stable-ABI build (``stable_abi_target`` "2.10")
-accepts any torch >= its target whose accelerator family matches (CPU, CUDA 12, CUDA 13: its
-``cuda_major``), whatever its C++ ABI, and refuses a CUDA wheel on a CPU torch or cu12 on cu13 with
-``causal_conv1dcontract.StableVariant.refusal``'s sentence.
+torch's minor, CUDA major.minor and C++ ABI; a stable-ABI build (``stable_abi_target`` "2.10") is
+judged by the contract (``causal_conv1d_contract.StableVariant.loads_on`` / ``refusal``): it accepts
+any torch >= its target whose accelerator family matches (CPU, CUDA 12, CUDA 13: its
+``cuda_major``), whatever its C++ ABI, and the CPU wheel also any CUDA torch >= its target (CPU
+kernels only; a CUDA tensor gets the ops' "built without CUDA kernels" error, and doctor says so:
+:func:`limitation`); it refuses a CUDA wheel on a CPU torch or cu12 on cu13 with ``refusal``'s
+sentence.
 
 Kept cheap: ``json``, ``re``, the contracts (``causal_conv1d_contract``: stdlib only, no
 ``packaging``, shipped in the same wheel) and the ``torch`` import that loading ``_C`` needs anyway.
@@ -46,6 +49,7 @@ __all__ = [
     "fix_instructions",
     "record_kind",
     "wheel_variant",
+    "limitation",
 ]
 
 _MINOR_RE = re.compile(r"^\s*(\d+)\.(\d+)")
@@ -129,23 +133,37 @@ def record_kind(record: dict[str, Any]) -> str:
     return f"per torch minor (torch {torch}, {_cuda_label(record.get('cuda_version'))})"
 
 
-def _stable_mismatches(record: dict[str, Any], torch_version: str, torch_cuda: Optional[str]) -> list[str]:
-    """A stable-ABI record against the running torch: [] or the one sentence saying why not."""
-    target = _stable_target(record)
-    running = _minor(torch_version)
+def _stable_variant(record: dict[str, Any]) -> Optional[contract.StableVariant]:
+    """The contract's StableVariant a stable-ABI record names (family from ``cuda_major``), or None
+    when the record names none the contract knows."""
     major = record.get("cuda_major", _cuda_major(record.get("cuda_version")))
-    if running is not None and target is not None and running >= target and major == _cuda_major(torch_cuda):
-        return []  # any torch >= the target of the same family; the C++ ABI does not cross the stable ABI
     try:
         family = "cpu" if major is None else f"cu{int(major)}"
-        sentence = contract.StableVariant(family, target).refusal(torch_version, torch_cuda)  # type: ignore[arg-type]
+        return contract.StableVariant(family, _stable_target(record))  # type: ignore[arg-type]
     except (contract.InvalidVariant, TypeError, ValueError):
-        sentence = None
-    if sentence:
-        return [sentence]
-    built = "CPU" if major is None else f"CUDA {major}"
-    return [f"this stable-ABI build serves torch >= {record.get('stable_abi_target')} of {built} builds, "
-            f"but torch {torch_version} ({_cuda_label(torch_cuda)}) is running"]
+        return None
+
+
+def _stable_mismatches(record: dict[str, Any], torch_version: str, torch_cuda: Optional[str]) -> list[str]:
+    """A stable-ABI record against the running torch: [] or the one sentence saying why not. The policy
+    is the contract's (``StableVariant.loads_on`` / ``refusal``): any torch >= the target of the same
+    family, whatever its C++ ABI, and the CPU wheel on any torch >= the target, CPU or CUDA."""
+    sv = _stable_variant(record)
+    if sv is not None:
+        sentence = sv.refusal(torch_version, torch_cuda)
+        return [] if sentence is None else [sentence]
+    return [f"its build record names a stable-ABI build this version does not know (stable_abi_target "
+            f"{record.get('stable_abi_target')!r}, cuda_major {record.get('cuda_major')!r}), and torch {torch_version} "
+            f"({_cuda_label(torch_cuda)}) is running"]
+
+
+def limitation(record: Optional[dict[str, Any]], torch_version: str, torch_cuda: Optional[str]) -> Optional[str]:
+    """What a build that loads on the running torch lacks there (the contract's
+    ``StableVariant.limitation``: the CPU stable wheel on a CUDA torch has only CPU kernels), else None."""
+    if record is None or _stable_target(record) is None:
+        return None
+    sv = _stable_variant(record)
+    return None if sv is None else sv.limitation(torch_version, torch_cuda)
 
 
 def mismatches(record: dict[str, Any], torch_version: str, torch_cuda: Optional[str], torch_abi: Optional[bool]) -> list[str]:
@@ -154,7 +172,7 @@ def mismatches(record: dict[str, Any], torch_version: str, torch_cuda: Optional[
     Per-torch-minor record: compared are torch major.minor, the CUDA major.minor of torch's build
     (None = CPU torch) and the C++ ABI (``torch._C._GLIBCXX_USE_CXX11_ABI``). Patch releases of torch
     and the CUDA patch level are binary compatible and not compared. A stable-ABI record: see
-    ``_stable_mismatches`` (torch >= the target, same accelerator family; the ABI is not compared).
+    ``_stable_mismatches`` (the contract's ``StableVariant.refusal``; the ABI is not compared).
     """
     if _stable_target(record) is not None:
         return _stable_mismatches(record, torch_version, torch_cuda)

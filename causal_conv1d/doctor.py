@@ -4,7 +4,8 @@ Reports torch (version, CUDA/CPU/ROCm build, C++ ABI), GPUs and their compute ca
 the host compiler, this package's build record and whether it matches the running torch, the
 variant this machine needs (for torch >= 2.10: the stable-ABI wheel of its CUDA major or CPU, served
 from ``whl/stable2.10-<family>/`` whatever the torch minor), whether the index has a wheel for it (one request, short timeout,
-never fatal offline) and the exact pip and uv commands.
+never fatal offline) and the exact pip and uv commands. The CPU stable wheel on a CUDA torch is a valid
+install with CPU kernels only: a note (not a problem) says so and gives the command for the CUDA wheel.
 
 Runs on broken installs: it needs neither the compiled extension nor ``packaging`` (without
 ``packaging`` the index check matches platform tags by OS and CPU only, not the glibc version). It does not import
@@ -103,15 +104,19 @@ def record_section(torch_info: dict[str, Any]) -> dict[str, Any]:
     try:
         record = _guard.read_build_record(path)
     except ImportError as exc:
-        return {"path": str(path), "status": "damaged", "error": str(exc), "record": None, "mismatches": []}
+        return {"path": str(path), "status": "damaged", "error": str(exc), "record": None, "mismatches": [],
+                "limitation": None}
     if record is None:
         return {"path": str(path), "status": "missing (a source tree or a dev build: nothing to compare)",
-                "record": None, "mismatches": []}
+                "record": None, "mismatches": [], "limitation": None}
     mism: list[str] = []
+    lim: Optional[str] = None
     if torch_info.get("importable"):
         mism = _guard.mismatches(record, torch_info["version"], torch_info["cuda"], torch_info["cxx11_abi"])
+        # loads, but lacks something here: the CPU stable wheel on a CUDA torch (CPU kernels only)
+        lim = None if mism else _guard.limitation(record, torch_info["version"], torch_info["cuda"])
     return {"path": str(path), "status": "mismatch" if mism else "ok", "record": record, "mismatches": mism,
-            "kind": _guard.record_kind(record)}
+            "kind": _guard.record_kind(record), "limitation": lim}
 
 
 def install_section() -> dict[str, Any]:
@@ -290,6 +295,7 @@ def collect(check_index: bool = True) -> dict[str, Any]:
         "wheel_kind": None,
         "index": None,
         "commands": None,
+        "notes": [],
         "problems": [],
     }
     problems: list[str] = report["problems"]
@@ -331,6 +337,11 @@ def collect(check_index: bool = True) -> dict[str, Any]:
                             "no prebuilt wheels exist for it (build from source)")
         if rec["mismatches"]:
             problems.append(_guard.fix_instructions(rec["record"], t["version"], t["cuda"], t["cxx11_abi"]))
+        if rec.get("limitation"):  # a valid install (the CPU wheel on a CUDA torch): a note, not a problem
+            cmds = report["commands"]
+            how = (f"for the CUDA kernels install the {wanted.name} wheel:  {cmds['pip_exact']}" if "pip_exact" in cmds
+                   else f"for the CUDA kernels build from source:  {cmds['from_source']}")
+            report["notes"].append(f"{rec['limitation']}; {how}")
     return report
 
 
@@ -386,6 +397,9 @@ def format_text(r: dict[str, Any]) -> str:
         if "uv_pyproject" in r["commands"]:
             lines.append("  uv project (pyproject.toml):")
             lines += [f"    {ln}".rstrip() for ln in r["commands"]["uv_pyproject"].splitlines()]
+    if r.get("notes"):
+        lines.append("notes:")
+        lines += [f"  - {n}" for n in r["notes"]]
     if r["problems"]:
         lines.append("problems:")
         for p in r["problems"]:

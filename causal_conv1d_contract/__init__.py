@@ -18,7 +18,7 @@ import dataclasses
 import os
 import re
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Optional, Union
 
 if TYPE_CHECKING:  # packaging is a build-time tool, not a runtime requirement: imported lazily
@@ -353,6 +353,18 @@ class StableVariant:
     ABI with ``TORCH_TARGET_VERSION`` = ``target``. It serves every torch >= target of its family,
     whatever that torch's C++ ABI: the stable ABI crosses only C shims.
 
+    Two relations to a torch build, both decided here and nowhere else:
+
+    - :meth:`serves` (the wheel made for that torch): torch >= target and the same family. What is
+      recommended and linked: the index's torch-minor pages, the sdist's wheel lookup, doctor's and the
+      guard's install commands (all via :func:`stable_variant_for`), and what a build of this variant
+      compiles against (:meth:`mismatch`).
+    - :meth:`loads_on` (accepted when installed; the import guard, via :meth:`refusal`): every torch it
+      serves and, for the CPU wheel, every torch >= target whatever its build, CPU or CUDA (a CPU-only
+      runner with PyPI's default CUDA torch): its CPU kernels work, a CUDA tensor gets the ops'
+      "built without CUDA kernels" error (csrc/ops.cpp), and :meth:`limitation` says so. A CUDA wheel
+      loads only on a torch of its CUDA major: never on a CPU torch, never cu12 on cu13 or back.
+
     Name ``stable2.10-cu13``; local version label ``cu13.stable2.10``; ``Requires-Dist: torch>=2.10``.
     """
 
@@ -396,25 +408,58 @@ class StableVariant:
         return True
 
     def serves(self, variant: Variant) -> bool:
-        """Whether this wheel loads on the torch builds of ``variant`` (any C++ ABI)."""
+        """Whether this is the wheel made for the torch builds of ``variant`` (any C++ ABI): torch >=
+        target of the same accelerator family. The CPU wheel does not serve a CUDA torch (the CUDA
+        wheel of its major does), though it loads there (:meth:`loads_on`)."""
         return variant.torch_minor >= self.target and accel_family(variant.accel) == self.family
 
-    def refusal(self, torch_version: str, cuda_version: Optional[str]) -> Optional[str]:
-        """None when this build serves the running torch, else why not (one sentence)."""
+    def loads_on(self, variant: Variant) -> bool:
+        """Whether this wheel, once installed, may be imported with the torch builds of ``variant``:
+        those it serves and, for the CPU wheel, every torch >= target, CPU or CUDA (CPU kernels only)."""
+        return self.serves(variant) or (self.family == "cpu" and variant.torch_minor >= self.target)
+
+    def _why_not(self, torch_version: str, cuda_version: Optional[str],
+                 accepted: Callable[[Variant], bool]) -> Optional[str]:
         try:
             running = Variant.from_torch(torch_version, cuda_version)
         except InvalidVariant as exc:
             return str(exc)
+        if accepted(running):
+            return None
         if running.torch_minor < self.target:
             return (
                 f"this stable-ABI build needs torch >= {self.torch}, but torch {torch_version} is installed"
             )
         family = accel_family(running.accel)
-        if family != self.family:
-            built = "CPU" if self.family == "cpu" else f"CUDA {self.cuda_major}"
-            have = "a CPU build" if family == "cpu" else f"a CUDA {family[2:]} build ({cuda_version})"
-            return f"this build is for {built} torch, but the installed torch {torch_version} is {have}"
-        return None
+        built = "CPU" if self.family == "cpu" else f"CUDA {self.cuda_major}"
+        have = "a CPU build" if family == "cpu" else f"a CUDA {family[2:]} build ({cuda_version})"
+        return f"this build is for {built} torch, but the installed torch {torch_version} is {have}"
+
+    def refusal(self, torch_version: str, cuda_version: Optional[str]) -> Optional[str]:
+        """None when this build loads on the running torch (:meth:`loads_on`), else why not (one
+        sentence): what the import guard raises. The CPU wheel is accepted on a CUDA torch."""
+        return self._why_not(torch_version, cuda_version, self.loads_on)
+
+    def mismatch(self, torch_version: str, cuda_version: Optional[str]) -> Optional[str]:
+        """None when this build serves that torch (:meth:`serves`), else why not (one sentence): the
+        build side's check (the torch a build of this variant compiles against, its build record).
+        Stricter than :meth:`refusal`: a CPU build against a CUDA torch is a mismatch."""
+        return self._why_not(torch_version, cuda_version, self.serves)
+
+    def limitation(self, torch_version: str, cuda_version: Optional[str]) -> Optional[str]:
+        """When this build loads on the running torch without serving it (the CPU wheel on a CUDA
+        torch): what is missing, one sentence; else None."""
+        try:
+            running = Variant.from_torch(torch_version, cuda_version)
+        except InvalidVariant:
+            return None
+        if not self.loads_on(running) or self.serves(running):
+            return None
+        family = accel_family(running.accel)
+        return (
+            f"only CPU kernels are present: this is the CPU wheel ({self.name}) and the installed torch "
+            f"{torch_version} is a CUDA {family[2:]} build; CUDA tensors raise 'built without CUDA kernels'"
+        )
 
     def __str__(self) -> str:
         return self.name

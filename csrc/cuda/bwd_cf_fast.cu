@@ -9,10 +9,24 @@
 // thread issues all of its global loads (kVecs 16-byte vectors of x and of dout) before using any,
 // no shared memory in the main kernel, no barriers.
 //
-// Work split: a warp owns 32 * kVecs consecutive 16-byte vectors of one row (row = b * dim + d;
-// wpr = ceil(L / (32 * kVecs * kPer)) warps per row, a flattened 1-D grid of warps). Lane i owns
-// vectors i, 32 + i, 64 + i, ... of the warp's span: each warp-wide load or store moves 512
-// contiguous bytes. Each lane computes g for its own positions only:
+// Work split: a warp span is 32 * kVecs consecutive 16-byte vectors of one row (row = b * dim + d;
+// wpr = ceil(L / (32 * kVecs * kPer)) spans per row: 1024 tokens of bf16 / fp16, 512 of fp32 at
+// kVecs 4). Two kernels, picked by launch():
+//  * bwd_cf_fast_kernel: one warp per span, a flattened 1-D grid of warps. fp32, and 16-bit rows of
+//    at most one span.
+//  * bwd_cf_fast_kernel_spans: 16-bit rows of more than one span. A warp walks kSpans = 4
+//    consecutive spans of its row (fewer at the row's end), last first, the next span's loads issued
+//    as this span's registers free up; the prologue, lane 31's tail g and the block launch are paid
+//    once per warp instead of once per span. 5 blocks per SM (<= 102 registers). Per span the same
+//    computation, value for value, and the same partial row.
+//   Measured 2026-12-01, H200, torch 2.11, CUDA graph, µs, one span per warp -> 4 spans per warp
+//   at 5 blocks/SM: bf16 B4 D4096 L4096 width 4 120.8 -> 110.0 (upstream 1.7.0: 115.4); fp32 B4
+//   D4096 L4096 194.7 -> 214.4 (near the copy limit already, slower: fp32 keeps the old kernel);
+//   bf16 B16 D1024 L512 (one span per row, nothing to walk) 26.6 -> 27.7 (keeps the old kernel).
+//   Not kept: 2 spans at 5 blocks 111.9 / 208.5 / 28.1; 4 spans at 6 blocks (spills) 122.2 /
+//   214.4 / 29.7.
+// Within a span (both kernels), lane i owns vectors i, 32 + i, 64 + i, ... of the span: each
+// warp-wide load or store moves 512 contiguous bytes. Each lane computes g for its own positions:
 //  * x halo (the W-1 tokens before a vector, for z): the tail of the previous lane's same vector
 //    by a shuffle; lane 0 takes lane 31's previous vector (in registers), and for the first vector
 //    the 16-byte vector before the warp (loaded from x: an L2 hit, the neighbouring warp reads it)
@@ -22,9 +36,9 @@
 //    (computed one iteration earlier); for the last vector lane 31 computes the g of the W-1
 //    positions after the warp itself from the 16-byte vectors of x and dout there (0 past L).
 //  * dweight / dbias: fp32 per thread, reduced over the warp with shuffles (fixed order), one
-//    partial row per warp in p.partial[((b * wpr + wr) * (W+1) + k) * dim + d]; a second kernel
-//    sums the rows per channel in a fixed order and casts to weight's / bias's dtype. No atomics:
-//    bit-identical from run to run.
+//    partial row per span in p.partial[((b * wpr + span) * (W+1) + k) * dim + d] (both kernels:
+//    num_parts() = batch * wpr rows, whichever runs); a second kernel sums the rows per channel in
+//    a fixed order and casts to weight's / bias's dtype. No atomics: bit-identical run to run.
 // Eligible: channel-first x / dout / dx, no seq_idx, no initial_states / dfinal_states /
 // dinitial_states, width 2..4, every row 16-byte aligned (vec_ok) and seqlen a multiple of the
 // vector width (each vector wholly inside or wholly past the row). Everything else runs the next
@@ -52,6 +66,9 @@ constexpr int kThreads = 128;
 #define CAUSAL_CONV1D_BWD_FAST_MIN_BLOCKS (kVecs == 2 ? 8 : 6)
 #endif
 constexpr int kMinBlocks = CAUSAL_CONV1D_BWD_FAST_MIN_BLOCKS;
+// The spans kernel (16-bit rows longer than one warp span): spans per warp, resident blocks per SM.
+constexpr int kSpans = 4;
+constexpr int kSpansMinBlocks = 5;
 constexpr int kReduceThreads = 128;
 constexpr int kReduceUnroll = 8;  // independent partial loads in flight per reduce thread
 
@@ -243,6 +260,196 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   }
 }
 
+// The 16-bit kernel for rows of more than one warp span (launch()): a warp walks kSpans consecutive
+// warp spans of its row (each the 32 * kVecs vectors of the kernel above), last span first, so that
+// its prologue (warp decode, row pointers, weights, bias), lane 31's tail g (the kH positions after
+// the warp) and the block launch are paid once per kSpans spans instead of once per span. Within a
+// span the computation is the kernel above, value for value. Between spans:
+//  * the next span's vector v is loaded into rx[v] / rd[v] right after vector v of this span is
+//    processed (its registers are free then): the loads of span s - 1 are in flight during the
+//    compute of span s, with no extra registers;
+//  * the g halo of lane 31's last vector is lane 0's head of the next span's first vector (the
+//    span processed before): the `head` hand-over of the vector loop, unchanged; the first span
+//    processed gets lane 31's tail g as lane 0's initial head;
+//  * the x halo of lane 0's first vector is lane 31's vector kVecs - 1 of the span before, which
+//    sits (reloaded) in lane 31's rx[kVecs - 1] when vector 0 is processed; for the warp's first
+//    span that register holds the vector before the warp (an L2 hit) or zero at the row start.
+// Only the span processed first (the warp's highest) can be partial: every later one is wholly
+// inside the row. One partial row per span, at the row index the kernel above uses for that span
+// (p.partial's layout, num_parts() and the values identical: bit-identical dx, dweight, dbias).
+// kSpansMinBlocks 5: <= 102 registers, no spills (at 6 blocks, <= 80 registers, 16-bit width 4
+// spilled 24-40 bytes and measured 122.2 us against 110.0).
+template <typename T, int kW>
+__global__ void __launch_bounds__(kThreads, kSpansMinBlocks)
+    bwd_cf_fast_kernel_spans(const ConvParams p, const FastDiv wpr, const FastDiv dim, const uint32_t nwarps,
+                             const uint32_t spans, const uint32_t wpr0) {
+  constexpr int kPer = Vec16<T>::kPer;
+  constexpr int kH = kW - 1;
+  constexpr int kSpan = 32 * kPer;           // tokens from one of a lane's vectors to its next
+  constexpr int kWarpTok = kVecs * kSpan;    // tokens of one warp span
+  static_assert(kPer >= kH, "the halos must fit in one neighbouring vector");
+
+  const int lane = threadIdx.x & 31;
+  const uint32_t gw = blockIdx.x * (kThreads / 32) + (threadIdx.x >> 5);
+  if (gw >= nwarps) return;  // warp-uniform
+  const uint32_t row = wpr.div(gw);
+  const uint32_t wr = gw - row * wpr.d;  // warp index within its row (wpr.d = ceil(wpr0 / spans))
+  const uint32_t bu = dim.div(row);
+  const int b = static_cast<int>(bu);
+  const int d = static_cast<int>(row - bu * dim.d);
+  const int64_t L = p.seqlen;
+  const uint32_t span0 = wr * spans;  // the warp's first span (< wpr0)
+  const int ns = static_cast<int>(min(spans, wpr0 - span0));  // its spans inside the row, >= 1
+  int s = ns - 1;  // the span being processed (row span index span0 + s)
+  const int64_t w0 = static_cast<int64_t>(span0 + s) * kWarpTok;  // start of the span processed first
+  const bool row_start = span0 == 0;  // span span0 (processed last) starts the row: x before it is zero
+  const int64_t w1 = w0 + kWarpTok;
+  const int64_t lane_l0 = w0 + lane * kPer;
+  const T* __restrict__ xr = static_cast<const T*>(p.x) + b * p.x_bs + d * p.x_cs;
+  const T* __restrict__ dr = static_cast<const T*>(p.dout) + b * p.do_bs + d * p.do_cs;
+  T* __restrict__ dxr = static_cast<T*>(p.dx) + b * p.dx_bs + d * p.dx_cs;
+
+  // vectors v < nv of this lane are inside the row (L is a multiple of kPer); kVecs after the first span
+  const int64_t rem = L - lane_l0;
+  int nv = rem <= 0 ? 0 : (rem >= (kVecs - 1) * kSpan + 1 ? kVecs : static_cast<int>((rem + kSpan - 1) / kSpan));
+  const T* __restrict__ xl = xr + lane_l0;
+  const T* __restrict__ dl = dr + lane_l0;
+  T* __restrict__ dxl = dxr + lane_l0;
+
+  uint4 rx[kVecs], rd[kVecs];
+#pragma unroll
+  for (int v = kVecs - 1; v >= 0; --v) {
+    if (v < nv) {
+      rx[v] = ld_global_16(xl + v * kSpan);
+      rd[v] = ld_global_16(dl + v * kSpan);
+    } else {
+      rx[v] = make_uint4(0u, 0u, 0u, 0u);
+      rd[v] = make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+  uint4 ax = make_uint4(0u, 0u, 0u, 0u), ad = make_uint4(0u, 0u, 0u, 0u);
+  if (lane == 31 && w1 < L) {
+    ax = ld_global_16(xr + w1);
+    ad = ld_global_16(dr + w1);
+  }
+  float w[kW];
+  load_weights_exact<kW>(p, d, w);
+  const float bias = p.bias != nullptr ? load_any(p.bias, p.b_dtype, d * p.b_s) : 0.f;
+  const bool silu = p.silu;
+
+  // lane 31: g at the kH positions after the first span processed, handed to lane 0 as its head
+  float head[kH];
+  {
+    float xe[kPer], xa[kPer], da[kPer];
+    Vec16<T>::load(rx[kVecs - 1], xe);
+    Vec16<T>::load(ax, xa);
+    Vec16<T>::load(ad, da);
+    float win[2 * kH];
+#pragma unroll
+    for (int m = 0; m < kH; ++m) {
+      win[m] = xe[kPer - kH + m];
+      win[kH + m] = xa[m];
+    }
+#pragma unroll
+    for (int j = 0; j < kH; ++j) {
+      float gj = da[j];
+      if (silu) {
+        float z = bias;
+#pragma unroll
+        for (int k = 0; k < kW; ++k) z = fmaf(w[k], win[j + k], z);
+        gj = grad_silu(gj, z);
+      }
+      head[j] = __shfl_sync(0xffffffffu, w1 < L ? gj : 0.f, 31);
+    }
+  }
+
+  float dw[kW + 1];
+#pragma unroll
+  for (int k = 0; k <= kW; ++k) dw[k] = 0.f;
+  for (;;) {
+#pragma unroll
+    for (int v = kVecs - 1; v >= 0; --v) {
+      const bool live = v < nv;
+      float xv[kPer], dv[kPer], xp[kPer];
+      Vec16<T>::load(rx[v], xv);
+      Vec16<T>::load(rd[v], dv);
+      // lane 31's previous vector (for v == 0: rx[kVecs - 1], already reloaded below)
+      Vec16<T>::load(rx[v == 0 ? kVecs - 1 : v - 1], xp);
+      float win[kH + kPer];
+#pragma unroll
+      for (int j = 0; j < kH; ++j)
+        win[j] = __shfl_sync(0xffffffffu, lane == 31 ? xp[kPer - kH + j] : xv[kPer - kH + j], (lane + 31) & 31);
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) win[kH + i] = xv[i];
+
+      float g[kPer + kH];
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) g[i] = dv[i];
+      if (silu) {
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) {
+          float z = bias;
+#pragma unroll
+          for (int k = 0; k < kW; ++k) z = fmaf(w[k], win[i + k], z);
+          g[i] = grad_silu(g[i], z);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kH; ++j)
+        g[kPer + j] = __shfl_sync(0xffffffffu, lane == 0 ? head[j] : g[j], (lane + 1) & 31);
+#pragma unroll
+      for (int j = 0; j < kH; ++j) head[j] = g[j];
+
+      if (live) {
+        float o[kPer];
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) {
+          float acc = 0.f;
+#pragma unroll
+          for (int j = 0; j <= kH; ++j) acc = fmaf(w[kH - j], g[i + j], acc);
+          o[i] = acc;
+        }
+        st_global_16(dxl + v * kSpan, Vec16<T>::store(o));
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) {
+#pragma unroll
+          for (int k = 0; k < kW; ++k) dw[k] = fmaf(g[i], win[i + k], dw[k]);
+          dw[kW] += g[i];
+        }
+      }
+      // vector v of the next span (wholly inside the row); on the warp's first span (s == 0) only
+      // lane 31's rx[kVecs - 1]: xl + (kVecs-1)*kSpan - kWarpTok is x at the warp's start - kPer,
+      // the vector before the warp, 0 at the row start
+      if (s > 0) {
+        rx[v] = ld_global_16(xl + v * kSpan - kWarpTok);
+        rd[v] = ld_global_16(dl + v * kSpan - kWarpTok);
+      } else if (v == kVecs - 1) {
+        rx[v] = (lane == 31 && !row_start) ? ld_global_16(xl + v * kSpan - kWarpTok) : make_uint4(0u, 0u, 0u, 0u);
+      }
+    }
+    // warp reduction in a fixed order; one partial row per span (the row the kernel above writes)
+#pragma unroll
+    for (int k = 0; k <= kW; ++k) {
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) dw[k] += __shfl_xor_sync(0xffffffffu, dw[k], off);
+    }
+    if (lane == 0) {
+      const int64_t part = static_cast<int64_t>(b) * wpr0 + span0 + s;
+      float* __restrict__ out = p.partial + part * (kW + 1) * p.dim + d;
+#pragma unroll
+      for (int k = 0; k <= kW; ++k) out[static_cast<int64_t>(k) * p.dim] = dw[k];
+    }
+#pragma unroll
+    for (int k = 0; k <= kW; ++k) dw[k] = 0.f;
+    if (s == 0) break;
+    --s;
+    xl -= kWarpTok;
+    dl -= kWarpTok;
+    dxl -= kWarpTok;
+    nv = kVecs;
+  }
+}
+
 // dweight[d, k] (k < width) and dbias[d] (k == width) = fixed-order sums over the nparts partial rows.
 __global__ void __launch_bounds__(kReduceThreads)
     bwd_cf_fast_reduce_kernel(const float* __restrict__ partial, const int64_t nparts, const int width, const int D,
@@ -321,6 +528,25 @@ void launch(const ConvParams& p, cudaStream_t stream) {
   const int64_t wpr = nparts / p.batch;
   const int64_t nwarps = wpr * p.batch * p.dim;  // < 2^31 (eligible())
   const int64_t blocks = (nwarps + kThreads / 32 - 1) / (kThreads / 32);
+  // 16-bit rows of more than one warp span: bwd_cf_fast_kernel_spans, kSpans spans per warp (the
+  // same partial rows, nparts of them). fp32 and rows of one span: bwd_cf_fast_kernel.
+  if (p.x_dtype != kFloat32 && wpr > 1) {
+    const int64_t spans = wpr < kSpans ? wpr : kSpans;
+    const int64_t wpr_s = (wpr + spans - 1) / spans;  // warps per row
+    const int64_t nw = wpr_s * p.batch * p.dim;  // <= nwarps
+    const int64_t nb = (nw + kThreads / 32 - 1) / (kThreads / 32);
+    dispatch_dtype_width(p.x_dtype, p.width, Widths<2, 3, 4>{}, [&](auto tag, auto width) {
+      using T = typename decltype(tag)::type;
+      if constexpr (sizeof(T) == 2) {  // never instantiated for float
+        bwd_cf_fast_kernel_spans<T, decltype(width)::value><<<static_cast<unsigned>(nb), kThreads, 0, stream>>>(
+            p, FastDiv(static_cast<uint32_t>(wpr_s)), FastDiv(static_cast<uint32_t>(p.dim)), static_cast<uint32_t>(nw),
+            static_cast<uint32_t>(spans), static_cast<uint32_t>(wpr));
+        CC1D_CUDA_LAUNCH_CHECK();
+      }
+    });
+    launch_bwd_fast_reduce(p, nparts, stream);
+    return;
+  }
   dispatch_dtype_width(p.x_dtype, p.width, Widths<2, 3, 4>{}, [&](auto tag, auto width) {
     bwd_cf_fast_kernel<typename decltype(tag)::type, decltype(width)::value>
         <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(

@@ -68,6 +68,9 @@ struct UpdateParams {
   int batch = 0, dim = 0, width = 0, seqlen = 0, state_len = 0, state_batch = 0;
   int x_dtype = kFloat32, w_dtype = kFloat32, b_dtype = kFloat32;
   bool silu = false;
+  // Set by the host (update_fast.cu's small-grid test). 16 bits in silu's padding: the struct's size
+  // and the kernels' parameter offsets (their SASS) are those of the struct without it.
+  int16_t num_sms = 132;
   const void* x = nullptr;  // (batch, dim, seqlen), arbitrary strides
   int64_t x_bs = 0, x_cs = 0, x_ls = 0;
   void* state = nullptr;  // (state_batch, dim, state_len), arbitrary strides, x's dtype

@@ -4,6 +4,7 @@
 // (dispatch.cu; the kernel files have no torch, so they compile fast and are the same in both
 // op-layer builds).
 // Torch is seen through csrc/torch_api.h and cuda/torch_api_cuda.h (stable ABI or ATen).
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <tuple>
@@ -194,6 +195,7 @@ Tensor update_cuda(const Tensor& x, Tensor& conv_state, const Tensor& weight, co
   p.seqlen = static_cast<int>(L);
   p.state_len = static_cast<int>(conv_state.size(2));
   p.state_batch = static_cast<int>(conv_state.size(0));
+  p.num_sms = static_cast<int16_t>(std::min(sm_count(device_index(x)), 32767));
   fill_x_weight_bias(p, x, weight, bias, silu);
   bind_bdl(conv_state, p.state, p.st_bs, p.st_cs, p.st_ls);
   bind_bdl(out, p.out, p.out_bs, p.out_cs, p.out_ls);

@@ -17,7 +17,18 @@
 // accumulated in the general kernel's order (same float results: tests/gpu/test_update_fast.py).
 // Eligible: seqlen 1, no cache_seqlens, width 2..4, state_len W - 1 or W, dim a multiple of kC,
 // the vector alignments above. Everything else runs the general kernel (update.cu).
+//
+// Two kernels (both kernel path update_fast, same bits): update_fast_kernel (128-thread blocks) and,
+// for 16-bit x at width 4, state_len 3 with weights and bias of x's dtype, contiguous and 16-byte
+// aligned, update_fast_lf_kernel (every load issued first) where the 128-thread grid would have fewer
+// blocks than SMs: then 32-thread blocks, or 8-thread ones where 32-thread blocks would also be fewer
+// than the SMs (lf_threads). H200, CUDA graph, 2026-12-01 (µs, update_fast_kernel -> loads-first at
+// those block sizes): B1 D5376 2.1 -> 1.7, B16 D5376 2.4 -> 2.0, B1 D10240 2.2 -> 1.7, B1 D8192
+// 2.2 -> 1.7; B16 D10240 (160 blocks: update_fast_kernel) 2.8 against 2.7; B256 D8192 10.9 against
+// 12.8 for the loads-first kernel at 128 threads (so it is not used there).
 #include "launch_check.cuh"
+
+#include <type_traits>
 
 #include "dispatch.cuh"
 #include "vec16.cuh"
@@ -160,10 +171,174 @@ __global__ void __launch_bounds__(kThreads) update_fast_kernel(const UpdateParam
   st_global_16(outp, Vec16<T>::store(o));
 }
 
+template <typename T>
+constexpr int dtype_code() {
+  return std::is_same<T, __half>::value ? kFloat16 : std::is_same<T, __nv_bfloat16>::value ? kBFloat16 : kFloat32;
+}
+
+// 16-byte read-only load that NVVM keeps in program order (volatile asm); ptxas still schedules it
+// freely, hence the shape of the kernel below.
+__device__ __forceinline__ uint4 ld_global_16_early(const void* ptr) {
+  uint4 r;
+  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(ptr));
+  return r;
+}
+
+// Element i of N 16-byte vectors of T as float (compile-time i after unrolling). bf16: one shift or
+// one mask of the 32-bit word (ptxas made the high half a PRMT and a multiply); exact, as
+// __bfloat162float.
+template <typename T, int N>
+__device__ __forceinline__ float elem_f(const uint4 (&v)[N], int i) {
+  if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+    const uint32_t w = reinterpret_cast<const uint32_t*>(&v[0])[i >> 1];
+    return __uint_as_float((i & 1) ? (w & 0xffff0000u) : (w << 16));
+  } else {
+    return to_float(elem<T, N>(v, i));
+  }
+}
+template <typename T>
+__device__ __forceinline__ float elem_f(const uint4& v, int i) {
+  return elem_f<T, 1>(reinterpret_cast<const uint4(&)[1]>(v), i);
+}
+
+// The loads-first kernel, for small grids (lf_threads; 8- or 32-thread blocks, blockDim.x read at run
+// time): update_fast_kernel's per-thread work (kC channels, same float order, same bits) with every
+// load issued up front: x, the weights and the bias before the state row is known (update_fast_kernel
+// issues the bias only after the weights have come back: their conversion sits in the dtype switch
+// ahead of the bias load, one more L2 round trip), the state stores right after the state arrives,
+// the conversions of weights and bias after that. The host picks it only where the weights (D, W) and
+// the bias (D,) are contiguous, 16-byte aligned and of x's dtype: no dtype switch, no fallback here.
+template <typename T, int kW, int kS, bool kBSD>
+__global__ void __launch_bounds__(kThreads) update_fast_lf_kernel(const UpdateParams p, const int vecs_per_row) {
+  constexpr int kC = Lanes<T>::kC;
+  constexpr int kH = kW - 1;
+  constexpr int kNW = kC * kW * static_cast<int>(sizeof(T)) / 16;  // weight vectors per thread
+  static_assert(kC * kW * static_cast<int>(sizeof(T)) % 16 == 0, "weights must tile 16-byte vectors");
+  static_assert(kC * static_cast<int>(sizeof(T)) == 16, "one bias vector per thread");
+  const int v = blockIdx.x * blockDim.x + threadIdx.x;
+  if (v >= vecs_per_row) return;
+  const int b = blockIdx.y;
+  const int c0 = v * kC;
+
+  // 1. the loads that do not depend on the state row, and the state row index
+  const int sb = p.state_indices != nullptr ? p.state_indices[b] : b;
+  const uint4 xv = ld_global_16_early(static_cast<const T*>(p.x) + static_cast<int64_t>(b) * p.x_bs + c0);
+  uint4 wraw[kNW];
+  const T* wbase = static_cast<const T*>(p.weight) + static_cast<int64_t>(c0) * kW;
+#pragma unroll
+  for (int i = 0; i < kNW; ++i) wraw[i] = ld_global_16_early(reinterpret_cast<const uint4*>(wbase) + i);
+  // Without a bias the load reads the thread's first weight vector instead and finish() ignores it:
+  // no predicated load and no select (ptxas placed the select's moves, which wait for the load,
+  // ahead of the weight and state loads).
+  const bool has_bias = p.bias != nullptr;
+  const uint4 braw = ld_global_16_early(has_bias ? static_cast<const void*>(static_cast<const T*>(p.bias) + c0) : wbase);
+
+  T* __restrict__ outp = static_cast<T*>(p.out) + static_cast<int64_t>(b) * p.out_bs + c0;
+  // A padding slot (zero output, state untouched) is no branch here: ptxas would sink x's and the
+  // weights' loads below it (they are unused on the padding side), after the index's round trip.
+  const bool live = sb >= 0 && sb < p.state_batch;
+  T* __restrict__ st = static_cast<T*>(p.state) + static_cast<int64_t>(live ? sb : 0) * p.st_bs;
+  uint4 old[kS];
+#pragma unroll
+  for (int s = 0; s < kS; ++s) {
+    const T* src = kBSD ? st + static_cast<int64_t>(s) * p.st_ls + c0 : st + static_cast<int64_t>(c0) * kS + s * kC;
+    old[s] = live ? ld_global_16_early(src) : make_uint4(0u, 0u, 0u, 0u);
+  }
+
+  // 2. the new state (exact copies), stored as soon as the old state and x are in; then the outputs,
+  // in update_fast_kernel's order (bias, then fmaf over the taps: the same bits). Four copies (silu, bias): the
+  // uniform branches between them end the block that issues the loads, so ptxas can neither
+  // sink a load below a conversion nor interleave the loads with the FMAs (it did both with one copy:
+  // x and the weights went below the padding-slot branch and the state loads between the FMAs).
+  auto finish = [&](auto silu, auto bias) {
+    auto old_at = [&](int c, int s) -> T { return kBSD ? elem<T, kS>(old, s * kC + c) : elem<T, kS>(old, c * kS + s); };
+    uint4 nst[kS];
+#pragma unroll
+    for (int c = 0; c < kC; ++c) {
+#pragma unroll
+      for (int s = 0; s < kS; ++s) {
+        const T val = s + 1 < kS ? old_at(c, s + 1) : reinterpret_cast<const T*>(&xv)[c];
+        set_elem<T, kS>(nst, kBSD ? s * kC + c : c * kS + s, val);
+      }
+    }
+    if (live) {
+#pragma unroll
+      for (int s = 0; s < kS; ++s) {
+        T* dst = kBSD ? st + static_cast<int64_t>(s) * p.st_ls + c0 : st + static_cast<int64_t>(c0) * kS + s * kC;
+        st_global_16(dst, nst[s]);
+      }
+    }
+    float o[kC];
+#pragma unroll
+    for (int c = 0; c < kC; ++c) {
+      float win[kW];
+#pragma unroll
+      for (int k = 0; k < kH; ++k) {
+        const int s = kS - kH + k;
+        win[k] = elem_f<T, kS>(old, kBSD ? s * kC + c : c * kS + s);
+      }
+      win[kH] = elem_f<T>(xv, c);
+      float acc = decltype(bias)::value ? elem_f<T>(braw, c) : 0.f;  // update_fast_kernel's 0.f without a bias
+#pragma unroll
+      for (int k = 0; k < kW; ++k) acc = fmaf(elem_f<T, kNW>(wraw, c * kW + k), win[k], acc);
+      o[c] = decltype(silu)::value ? silu_f(acc) : acc;
+    }
+    st_global_16(outp, live ? Vec16<T>::store(o) : make_uint4(0u, 0u, 0u, 0u));
+  };
+  if (p.silu) {
+    if (has_bias) {
+      finish(std::true_type{}, std::true_type{});
+    } else {
+      finish(std::true_type{}, std::false_type{});
+    }
+  } else if (has_bias) {
+    finish(std::false_type{}, std::true_type{});
+  } else {
+    finish(std::false_type{}, std::false_type{});
+  }
+}
+
+// Whether the loads-first kernel may run p (T, kW, kS fixed by the caller): weights and bias of x's
+// dtype, contiguous (D, W) / (D,), 16-byte aligned (then every thread's slice is: c0 is a multiple of kC).
+template <typename T, int kW>
+bool lf_ok(const UpdateParams& p) {
+  if (p.w_dtype != dtype_code<T>() || p.w_ws != 1 || p.w_cs != kW || !aligned_to(p.weight, 16)) return false;
+  return p.bias == nullptr || (p.b_dtype == dtype_code<T>() && p.b_s == 1 && aligned_to(p.bias, 16));
+}
+
+// Threads per block of the loads-first kernel, or 0 for update_fast_kernel's 128-thread grid.
+// Small grids (fewer 128-thread blocks than SMs) leave SMs idle and each thread's L2 round trips are
+// the latency, so they take smaller blocks: 32 threads, or 8 (one warp, 8 lanes live) where even
+// 32-thread blocks would be fewer than the SMs. B1 D5376: 6 blocks of 128 -> 84 of 8; B1 D10240:
+// 10 -> 160 of 8; B16 D5376: 96 -> 336 of 32; B16 D10240 (160 blocks) and up: update_fast_kernel, which
+// is faster there (B256 D8192: 10.9 us against the loads-first kernel's 12.8; docs/PERF_NOTES.md).
+int lf_threads(int vecs, int batch, int num_sms) {
+  auto blocks = [&](int t) { return static_cast<int64_t>((vecs + t - 1) / t) * batch; };
+  if (blocks(kThreads) >= num_sms) return 0;
+  return blocks(32) < num_sms ? 8 : 32;
+}
+
 template <typename T, int kW, int kS>
 void launch_s(const UpdateParams& p, cudaStream_t stream) {
   constexpr int kC = Lanes<T>::kC;
   const int vecs = p.dim / kC;
+  // The loads-first kernel exists for 16-bit x at width 4, state_len 3 only (the decode rows of
+  // benchmarks/bench.py; 4 instantiations: bf16 / fp16 x both state layouts).
+  if constexpr (sizeof(T) == 2 && kW == 4 && kS == 3) {
+    const int threads = lf_threads(vecs, p.batch, p.num_sms);
+    if (threads != 0 && lf_ok<T, kW>(p)) {
+      const dim3 grid((vecs + threads - 1) / threads, p.batch);
+      if (p.st_cs == 1) {
+        update_fast_lf_kernel<T, kW, kS, true><<<grid, threads, 0, stream>>>(p, vecs);
+      } else {
+        update_fast_lf_kernel<T, kW, kS, false><<<grid, threads, 0, stream>>>(p, vecs);
+      }
+      CC1D_CUDA_LAUNCH_CHECK();
+      return;
+    }
+  }
   const dim3 grid((vecs + kThreads - 1) / kThreads, p.batch);
   if (p.st_cs == 1) {  // (B, S, D)-strided state (for S == 1 both forms read the same)
     update_fast_kernel<T, kW, kS, true><<<grid, kThreads, 0, stream>>>(p, vecs);

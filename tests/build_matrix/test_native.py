@@ -67,6 +67,9 @@ def test_verify_torch_of_a_stable_job(tmp_path: Path) -> None:
     build_venv.verify_torch(job, {"version": "2.13.0+cpu", "cuda": None, "cxx11_abi": False}, _opts(tmp_path))
     with pytest.raises(native.BuildError, match="needs torch >= 2.10"):
         build_venv.verify_torch(job, {"version": "2.9.1+cpu", "cuda": None, "cxx11_abi": True}, _opts(tmp_path))
+    # the CPU wheel loads on a CUDA torch (StableVariant.loads_on), but its job builds against a CPU one
+    with pytest.raises(native.BuildError, match="for CPU torch, but the installed torch 2.14.1\\+cu130 is a CUDA 13"):
+        build_venv.verify_torch(job, {"version": "2.14.1+cu130", "cuda": "13.0", "cxx11_abi": True}, _opts(tmp_path))
     cu13 = make_plan().job("stable2.10-cu13-linux-x86_64")
     build_venv.verify_torch(cu13, {"version": "2.14.1+cu130", "cuda": "13.0", "cxx11_abi": True}, _opts(tmp_path))
     with pytest.raises(native.BuildError, match="for CUDA 13 torch, but the installed torch 2.14.1\\+cu126 is a CUDA 12"):

@@ -1,9 +1,12 @@
 """The import guard and doctor with stable-ABI build records (``stable_abi_target`` "2.10").
 
 A stable record serves any torch >= its target whose accelerator family matches, whatever the
-C++ ABI; it refuses torch 2.9, a CUDA wheel on a CPU torch and a cu12 wheel on a cu13 torch with
-``StableVariant.refusal``'s sentence. The subprocess tests put a stable record into the real CPU
-wheel (torch 2.13 is what this machine has): the guard decides before the extension loads.
+C++ ABI, and the CPU wheel also loads on any CUDA torch >= its target (CPU kernels only: doctor says
+so in a note and prints the CUDA wheel's command); it refuses torch 2.9, a CUDA wheel on a CPU torch
+and a cu12 wheel on a cu13 torch with ``StableVariant.refusal``'s sentence. The subprocess tests put
+a stable record into the real CPU wheel (torch 2.13 is what this machine has; a CUDA torch is
+played by setting ``torch.version.cuda`` / ``torch.__version__`` before the import): the guard
+decides before the extension loads.
 """
 
 from __future__ import annotations
@@ -65,6 +68,25 @@ def test_stable_record_accepts_any_torch_of_its_family(guard) -> None:
         assert guard.mismatches(cu12, torch, cuda, True) == [], torch
     assert guard.mismatches(cu13, "2.11.0+cu130", "13.0", True) == []
     assert guard.mismatches(cu13, "2.16.0+cu132", "13.2", False) == []
+    for torch, cuda in (("2.11.0+cu130", "13.0"), ("2.12.1+cu126", "12.6"), ("2.14.1+cu130", "13.0")):
+        assert guard.mismatches(cu13 if cuda.startswith("13") else cu12, torch, cuda, True) == [], torch
+        assert guard.limitation(cu13 if cuda.startswith("13") else cu12, torch, cuda) is None
+
+
+@pytest.mark.parametrize(("torch", "cuda"), [("2.10.0+cu126", "12.6"), ("2.11.0+cu130", "13.0"),
+                                             ("2.12.1+cu126", "12.6"), ("2.14.1+cu130", "13.0"), ("2.16.0+cu132", "13.2")])
+def test_cpu_stable_record_loads_on_a_cuda_torch_with_cpu_kernels_only(guard, torch: str, cuda: str) -> None:
+    """The CPU wheel is accepted on a CUDA torch (a CPU-only runner with PyPI's default torch); the
+    guard says nothing at import, ``limitation`` (doctor's note) names what is missing."""
+    cpu = stable_record("cpu")
+    assert guard.mismatches(cpu, torch, cuda, True) == []
+    assert guard.mismatches(cpu, torch, cuda, False) == []  # any C++ ABI, as on a CPU torch
+    assert guard.limitation(cpu, torch, cuda) == contract.StableVariant("cpu").limitation(torch, cuda)
+    assert guard.limitation(cpu, torch, cuda).startswith("only CPU kernels are present")
+    assert guard.limitation(cpu, "2.13.0+cpu", None) is None
+    legacy_cpu = {**cpu, "variant": "torch2.13-cpu", "stable_abi_target": None}
+    assert guard.limitation(legacy_cpu, torch, cuda) is None  # the per-minor CPU wheel keeps its rule:
+    assert guard.mismatches(legacy_cpu, "2.13.0+cu130", "13.0", True) != []  # refused on a CUDA torch
 
 
 @pytest.mark.parametrize(
@@ -75,7 +97,9 @@ def test_stable_record_accepts_any_torch_of_its_family(guard) -> None:
         ("cu13", "2.13.0+cpu", None, "this build is for CUDA 13 torch, but the installed torch 2.13.0+cpu is a CPU build"),
         ("cu12", "2.13.0+cu130", "13.0",
          "this build is for CUDA 12 torch, but the installed torch 2.13.0+cu130 is a CUDA 13 build (13.0)"),
-        ("cpu", "2.13.0+cu130", "13.0", "this build is for CPU torch, but the installed torch 2.13.0+cu130 is a CUDA 13 build"),
+        ("cpu", "2.9.1+cu128", "12.8", "this stable-ABI build needs torch >= 2.10, but torch 2.9.1+cu128 is installed"),
+        ("cu13", "2.13.0+cu128", "12.8",
+         "this build is for CUDA 13 torch, but the installed torch 2.13.0+cu128 is a CUDA 12 build (12.8)"),
         ("cu13", "2.9.1+cu130", "13.0", "needs torch >= 2.10"),
     ],
 )
@@ -124,6 +148,64 @@ def test_cuda_stable_wheel_on_a_cpu_torch_is_refused(unpacked: Path, torch_venv,
         assert f"{contract.DEFAULT_INDEX_URL}whl/stable2.10-cpu/" in err
         assert 'pip install "torch==2.13.0" "causal-conv1d==1.7.0+cpu.stable2.10" --only-binary causal-conv1d' in err
         assert "invalid ELF header" not in err
+
+
+#: Before ``import causal_conv1d``: the CPU torch 2.13 of this machine reports itself as a CUDA 13
+#: build of torch 2.14.1 (what the guard and doctor read: ``torch.__version__``, ``torch.version.cuda``).
+AS_CUDA_TORCH = "import torch; torch.__version__ = '2.14.1+cu130'; torch.version.cuda = '13.0'\n"
+
+
+def test_cpu_stable_wheel_imports_on_a_cuda_torch(unpacked: Path) -> None:  # noqa: F811
+    set_record(unpacked, stable_record("cpu"))
+    code = AS_CUDA_TORCH + (
+        "import causal_conv1d as c\n"
+        "x, w = torch.randn(2, 8, 16), torch.randn(8, 4)\n"
+        "from causal_conv1d.causal_conv1d_interface import causal_conv1d_ref\n"
+        "assert torch.allclose(c.causal_conv1d_fn(x, w), causal_conv1d_ref(x, w), atol=1e-5)\n"  # CPU kernels work
+        "cuda_only = torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA)\n"
+        "try:\n"
+        "    torch.ops.causal_conv1d.fwd.default.redispatch(cuda_only, x, w, None, None, None, False, False)\n"
+        "except RuntimeError as exc:\n"
+        "    print('CUDA:', exc)\n"
+        "print('version', c.__version__)\n"
+    )
+    proc = py(unpacked, ["-c", code])
+    assert proc.returncode == 0, proc.stderr
+    assert "BuildMismatch" not in proc.stderr and proc.stderr.strip() == "", proc.stderr  # no warning at import
+    assert "version 1.7.0+cpu.stable2.10" in proc.stdout
+    assert "causal_conv1d was built without CUDA kernels (CPU-only build): causal_conv1d::fwd got CUDA tensors" in proc.stdout
+    assert "`python -m causal_conv1d doctor` prints the command" in proc.stdout
+    # the CUDA wheels keep their family: cu12 on this (pretended) cu13 torch is refused before _C loads
+    set_record(unpacked, stable_record("cu12"))
+    err = py(unpacked, ["-c", AS_CUDA_TORCH + "import causal_conv1d"]).stderr
+    assert "this build is for CUDA 12 torch, but the installed torch 2.14.1+cu130 is a CUDA 13 build (13.0)" in err, err
+
+
+def test_doctor_says_cpu_kernels_only_and_names_the_cuda_wheel(unpacked: Path) -> None:  # noqa: F811
+    set_record(unpacked, stable_record("cpu"))
+    base = "http://mirror.example/"
+    doctor = "from causal_conv1d.doctor import main; raise SystemExit(main({args}))"
+    proc = py(unpacked, ["-c", AS_CUDA_TORCH + doctor.format(args="['--json', '--offline']")],
+              **{contract.ENV_INDEX_URL: base})
+    r = json.loads(proc.stdout)
+    assert proc.returncode == 0 and r["problems"] == [], r["problems"]  # a valid install, not a problem
+    assert r["import"]["ok"] is True and r["build_record"]["status"] == "ok"
+    assert r["build_record"]["limitation"] == contract.StableVariant("cpu").limitation("2.14.1+cu130", "13.0")
+    # what is recommended stays the CUDA family of this torch
+    assert r["variant"] == "torch2.14-cu130" and r["wheel_variant"] == "stable2.10-cu13"
+    cuda_cmd = ('pip install "torch==2.14.1" "causal-conv1d==1.7.0+cu13.stable2.10" --only-binary causal-conv1d '
+                f"--index-url https://download.pytorch.org/whl/cu130/ --extra-index-url {base}whl/stable2.10-cu13/")
+    assert r["commands"]["pip_exact"] == cuda_cmd
+    assert r["notes"] == [
+        "only CPU kernels are present: this is the CPU wheel (stable2.10-cpu) and the installed torch 2.14.1+cu130 is "
+        "a CUDA 13 build; CUDA tensors raise 'built without CUDA kernels'; for the CUDA kernels install the "
+        f"stable2.10-cu13 wheel:  {cuda_cmd}"]
+    text = py(unpacked, ["-c", AS_CUDA_TORCH + doctor.format(args="['--offline']")], **{contract.ENV_INDEX_URL: base}).stdout
+    assert "notes:\n  - only CPU kernels are present: this is the CPU wheel (stable2.10-cpu)" in text, text
+    assert cuda_cmd in text and "no problems found" in text
+    # on the CPU torch it serves: no note
+    rc, r = doctor_json(unpacked, "--offline")
+    assert rc == 0 and r["notes"] == [] and r["build_record"]["limitation"] is None
 
 
 def _stable_site(root: Path, family: str) -> str:

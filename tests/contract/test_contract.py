@@ -173,6 +173,35 @@ def test_which_torch_builds_a_stable_wheel_serves() -> None:
     assert cpu.refusal("2.9.1", None) == "this stable-ABI build needs torch >= 2.10, but torch 2.9.1 is installed"
 
 
+def test_the_cpu_stable_wheel_loads_on_a_cuda_torch_but_does_not_serve_it() -> None:
+    """Accepted when installed (the guard: loads_on / refusal), never recommended (serves, the
+    family lookup, the index pages, the build side's mismatch); CUDA wheels keep their family."""
+    cu12, cu13, cpu = c.StableVariant("cu12"), c.StableVariant("cu13"), c.StableVariant("cpu")
+    for name in ("torch2.10-cu126", "torch2.11-cu130", "torch2.12-cu126", "torch2.14-cu130", "torch2.16-cu132"):
+        v = c.Variant.parse(name)
+        assert cpu.loads_on(v) and not cpu.serves(v), name
+        assert c.stable_variant_for(v) == (cu12 if "cu12" in name else cu13), name  # what is recommended
+    assert cpu.loads_on(c.Variant.parse("torch2.13-cpu")) and not cpu.loads_on(c.Variant.parse("torch2.9-cu128"))
+    assert not cpu.loads_on(c.Variant.parse("torch2.9-cpu"))
+    # CUDA wheels: exactly the torch they serve (never a CPU torch, never the other CUDA major)
+    assert not cu13.loads_on(c.Variant.parse("torch2.13-cpu")) and not cu12.loads_on(c.Variant.parse("torch2.13-cu130"))
+    assert not cu13.loads_on(c.Variant.parse("torch2.13-cu128")) and cu13.loads_on(c.Variant.parse("torch2.13-cu130"))
+    for torch, cuda in (("2.11.0+cu130", "13.0"), ("2.12.1+cu126", "12.6"), ("2.14.1+cu130", "13.0")):
+        assert cpu.refusal(torch, cuda) is None, torch
+        assert cpu.mismatch(torch, cuda) == (
+            f"this build is for CPU torch, but the installed torch {torch} is a CUDA {cuda.split('.')[0]} build ({cuda})")
+        assert cpu.limitation(torch, cuda) == (
+            f"only CPU kernels are present: this is the CPU wheel (stable2.10-cpu) and the installed torch {torch} "
+            f"is a CUDA {cuda.split('.')[0]} build; CUDA tensors raise 'built without CUDA kernels'")
+    assert cpu.refusal("2.9.1+cu128", "12.8") == "this stable-ABI build needs torch >= 2.10, but torch 2.9.1+cu128 is installed"
+    assert cpu.mismatch("2.13.0+cpu", None) is None and cpu.limitation("2.13.0+cpu", None) is None
+    assert cpu.limitation("2.9.1+cu128", "12.8") is None  # refused, not limited
+    assert cu13.mismatch("2.14.1+cu130", "13.0") is None and cu13.limitation("2.14.1+cu130", "13.0") is None
+    cu13_on_cpu = "this build is for CUDA 13 torch, but the installed torch 2.13.0+cpu is a CPU build"
+    assert cu13.refusal("2.13.0+cpu", None) == cu13.mismatch("2.13.0+cpu", None) == cu13_on_cpu
+    assert cu13.limitation("2.13.0+cpu", None) is None
+
+
 def test_index_base_and_the_layout() -> None:
     """One resolution of the site (environment or default, with a trailing slash) and one layout."""
     assert c.index_base({}) == c.DEFAULT_INDEX_URL and c.DEFAULT_INDEX_URL.endswith("/")

@@ -41,12 +41,17 @@ def cases() -> list[tuple]:
     # (dtype, weight kind, width, B, D, L, strided, silu, bias)
     # Tokens per warp: 1024 (fp16 / bf16), 512 (fp32). L = 8: one vector; 24: three lanes;
     # 136: 17 lanes; 1024: exactly one / two warps; 2056, 4104: several warps, the last one
-    # holding only a vector or two (lanes and vectors past the row).
+    # holding only a vector or two (lanes and vectors past the row). 4096, 9216: whole warp spans
+    # only (4 / 9 spans of bf16, 8 / 18 of fp32). Kernels: fp32 and 16-bit L <= 1024 run
+    # bwd_cf_fast_kernel; 16-bit L > 1024 run bwd_cf_fast_kernel_spans (4 spans per warp): 2056 and
+    # 4104 with a partial first span (a warp of 3 spans; warps of 4 + 1), 4096 and 9216 with whole
+    # spans (one warp of 4; warps of 4 + 4 + 1).
     for dts, wk, W, (B, D, L) in itertools.product(
         ["fp32", "fp16", "bf16"],
         ["same", "fp32"],
         [2, 3, 4],
-        [(2, 37, 8), (3, 5, 24), (2, 19, 136), (1, 3, 1024), (2, 6, 2056), (1, 3, 4104), (4, 96, 4104)],
+        [(2, 37, 8), (3, 5, 24), (2, 19, 136), (1, 3, 1024), (2, 6, 2056), (1, 3, 4104), (4, 96, 4104),
+         (2, 4, 4096), (1, 2, 9216)],
     ):
         i = len(out)
         out.append((dts, wk, W, B, D, L, i % 3 == 0, i % 4 != 1, i % 5 != 2))
@@ -183,6 +188,10 @@ def run_cases() -> int:
 
 def check_path() -> int:
     """The profiler's view: the fast kernel runs for an eligible case, the general one otherwise.
+
+    The eligible case (bf16, L 2048: two warp spans) runs bwd_cf_fast_kernel_spans, which the
+    substring FAST_KERNEL matches too; test_kernel_paths.py's case (bf16, L 512) runs
+    bwd_cf_fast_kernel.
 
     Returns the number of failed checks; 0 (with a note) when the profiler records no kernels
     (no CUPTI), since the check cannot be made then.

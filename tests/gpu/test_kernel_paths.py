@@ -20,7 +20,7 @@ FAST_PATHS = {
     "fwd_cl_fast": ("fwd", "fwd_general", "::fwd_cl_fast_kernel<"),
     "bwd_cf_fast": ("bwd", "bwd_general", "::bwd_cf_fast_kernel<"),
     "bwd_cl_fast": ("bwd", "bwd_general", "::bwd_cl_fast_kernel<"),
-    "update_fast": ("update", "update_general", "::update_fast_kernel<"),
+    "update_fast": ("update", "update_general", "::update_fast_"),  # update_fast_kernel, update_fast_lf_kernel
 }
 GENERAL_KERNELS = {
     "fwd_general": ("::fwd_cf_kernel<", "::fwd_cl_kernel<"),

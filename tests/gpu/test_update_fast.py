@@ -7,6 +7,9 @@ states): the fast path accumulates in the general kernel's order. The cases mix 
 (seqlen 1, width 2..4, state_len width - 1 or width, (B, D, S) or (B, S, D) states, indexed rows,
 padding slots, fp32 weights with 16-bit x, no bias) with ones that must fall back (state_len width + 1,
 dim not a multiple of the 16-byte vector, a state 2 bytes off alignment, strided channels, seqlen 2).
+The fast path has two kernels, chosen by grid size (16-bit x, width 4, state_len 3: the loads-first
+one on grids of fewer 128-thread blocks than SMs); the cases cover both, and the last test checks
+by the profiler's kernel names which one ran.
 """
 
 from __future__ import annotations
@@ -31,6 +34,24 @@ def cases() -> list[tuple]:
         B, D = [(1, 8), (3, 96), (2, 4104), (5, 1032)][i % 4]
         wk = "fp32" if i % 3 == 0 else "same"
         out.append((dts, wk, W, ds, lay, B, D, i % 2 == 0, i % 5 != 1, i % 4 != 2, "plain"))
+    # 16-bit x at width 4, state_len 3: two kernels by grid size (update_fast.cu, lf_threads). Fewer
+    # 128-thread blocks than SMs: the loads-first kernel with 8-thread blocks (B1 D5384, B1 D10248,
+    # B2 D4104, B3 D1032) or 32-thread ones (B16 D5384), all with a partial last block, indexed rows
+    # with padding slots (-1 and past the cache at B > 2), no bias, silu off. fp32 weights and S4 keep
+    # it off (update_fast_kernel). B192 D2048 and B160 D1032 (a partial 128-thread block): grids of at
+    # least 320 blocks, update_fast_kernel on any GPU. The cases above (B <= 5) are small too.
+    out += [
+        ("bf16", "same", 4, -1, "bds", 1, 5384, False, True, True, "plain"),
+        ("bf16", "same", 4, -1, "bsd", 1, 10248, False, True, True, "plain"),
+        ("fp16", "same", 4, -1, "bds", 2, 4104, True, False, True, "plain"),
+        ("bf16", "same", 4, -1, "bds", 3, 1032, True, True, False, "plain"),
+        ("fp16", "same", 4, -1, "bsd", 16, 5384, True, True, True, "plain"),
+        ("bf16", "same", 4, -1, "bsd", 16, 5384, True, False, False, "plain"),
+        ("bf16", "fp32", 4, -1, "bds", 1, 5384, False, True, True, "plain"),
+        ("bf16", "same", 4, 0, "bds", 1, 5384, False, True, True, "plain"),
+        ("bf16", "same", 4, -1, "bds", 192, 2048, False, True, True, "plain"),
+        ("fp16", "same", 4, -1, "bsd", 160, 1032, True, False, False, "plain"),
+    ]
     for dts, variant in itertools.product(["fp32", "bf16"], ["odd_dim", "misaligned", "strided_x", "seqlen2", "x2d"]):
         out.append((dts, "same", 4, -1, "bds", 3, 36 if variant == "odd_dim" else 64, False, True, True, variant))
     return out
@@ -42,6 +63,16 @@ def expect_fast(case: tuple) -> bool:
     dts, _, _, ds, _, _, D, _, _, _, variant = case
     per_vector = 4 if dts == "fp32" else 8
     return ds != 1 and D % per_vector == 0 and variant not in ("misaligned", "strided_x", "seqlen2")
+
+
+def expected_kernel(case: tuple, num_sms: int) -> str:
+    """The fast-path kernel update_fast.cu's launcher picks for an eligible case (lf_threads, lf_ok):
+    the loads-first one for 16-bit x, width 4, state_len 3, weights of x's dtype, and fewer 128-thread
+    blocks than SMs; update_fast_kernel otherwise."""
+    dts, wk, W, ds, _, B, D, _, _, _, _ = case
+    blocks = -(-(D // 8) // 128) * B
+    lf = dts in ("fp16", "bf16") and wk == "same" and W == 4 and ds == -1 and blocks < num_sms
+    return "::update_fast_lf_kernel<" if lf else "::update_fast_kernel<"
 
 
 def run_cases(fast: bool) -> tuple[int, list]:
@@ -123,3 +154,40 @@ def test_update_fast_path_matches_reference_and_general_kernel(ops):
     for n, ((o1, s1), (o0, s0)) in enumerate(zip(results[True], results[False])):
         assert torch.equal(s1, s0), f"case {n} {cases()[n]}: states differ between the fast and the general kernel"
         assert torch.equal(o1, o0), f"case {n} {cases()[n]}: outputs differ between the fast and the general kernel"
+
+
+def test_update_fast_picks_its_kernel_by_grid_size(ops):
+    """Both fast-path kernels are exercised: the profiler's kernel names for every eligible plain case
+    (skipped without CUPTI; the recorded path is asserted above)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    dts_map = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+    picked = []
+    with kernel_path(ops, PATH, 1):
+        for case in cases():
+            dts, wk, W, ds, lay, B, D, _, bias, silu, variant = case
+            if variant != "plain" or not expect_fast(case):
+                continue
+            dtype = dts_map[dts]
+            wd = dtype if wk == "same" else torch.float32
+            S = W + ds
+            x = torch.randn(B, D, 1, device="cuda", dtype=dtype)
+            state = torch.randn(B, D, S, device="cuda", dtype=dtype)
+            if lay == "bsd":
+                state = torch.randn(B, S, D, device="cuda", dtype=dtype).transpose(1, 2)
+            w = torch.randn(D, W, device="cuda").to(wd)
+            b = torch.randn(D, device="cuda").to(wd) if bias else None
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                ops.update(x, state, w, b, silu, None, None)
+                torch.cuda.synchronize()
+            names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+            if not names:
+                pytest.skip("the profiler recorded no CUDA kernels (no CUPTI)")
+            want = expected_kernel(case, sms)
+            assert any(want in k for k in names), f"{case}: want {want}, ran {names}"
+            picked.append(want)
+    assert "::update_fast_lf_kernel<" in picked, "no case ran the loads-first kernel"
+    assert "::update_fast_kernel<" in picked, "no case ran update_fast_kernel"
