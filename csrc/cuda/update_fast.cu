@@ -95,6 +95,22 @@ __device__ __forceinline__ void load_bias_block(const UpdateParams& p, int c0, f
   }
 }
 
+// The new state of kC channels, bit for bit (both kernels): new[s] = old[s + 1] (s < S - 1), new[S - 1] = x;
+// kBSD: the (B, S, D) layout (position-major within the thread's vectors), else (B, D, S).
+template <typename T, int kS, bool kBSD>
+__device__ __forceinline__ void shift_state(const uint4 (&old)[kS], const uint4& xv, uint4 (&nst)[kS]) {
+  constexpr int kC = Lanes<T>::kC;
+#pragma unroll
+  for (int c = 0; c < kC; ++c) {
+#pragma unroll
+    for (int s = 0; s < kS; ++s) {
+      const int from = s + 1;
+      const T val = from < kS ? elem<T, kS>(old, kBSD ? from * kC + c : c * kS + from) : reinterpret_cast<const T*>(&xv)[c];
+      set_elem<T, kS>(nst, kBSD ? s * kC + c : c * kS + s, val);
+    }
+  }
+}
+
 template <typename T, int kW, int kS, bool kBSD>
 __global__ void __launch_bounds__(kThreads) update_fast_kernel(const UpdateParams p, const int vecs_per_row) {
   constexpr int kC = Lanes<T>::kC;
@@ -143,14 +159,7 @@ __global__ void __launch_bounds__(kThreads) update_fast_kernel(const UpdateParam
   // old value of channel c at state position s
   auto old_at = [&](int c, int s) -> T { return kBSD ? elem<T, kS>(old, s * kC + c) : elem<T, kS>(old, c * kS + s); };
   uint4 nst[kS];
-#pragma unroll
-  for (int c = 0; c < kC; ++c) {
-#pragma unroll
-    for (int s = 0; s < kS; ++s) {
-      const T val = s + 1 < kS ? old_at(c, s + 1) : reinterpret_cast<const T*>(&xv)[c];
-      set_elem<T, kS>(nst, kBSD ? s * kC + c : c * kS + s, val);
-    }
-  }
+  shift_state<T, kS, kBSD>(old, xv, nst);
   float o[kC];
 #pragma unroll
   for (int c = 0; c < kC; ++c) {
@@ -253,16 +262,8 @@ __global__ void __launch_bounds__(kThreads) update_fast_lf_kernel(const UpdatePa
   // sink a load below a conversion nor interleave the loads with the FMAs (it did both with one copy:
   // x and the weights went below the padding-slot branch and the state loads between the FMAs).
   auto finish = [&](auto silu, auto bias) {
-    auto old_at = [&](int c, int s) -> T { return kBSD ? elem<T, kS>(old, s * kC + c) : elem<T, kS>(old, c * kS + s); };
     uint4 nst[kS];
-#pragma unroll
-    for (int c = 0; c < kC; ++c) {
-#pragma unroll
-      for (int s = 0; s < kS; ++s) {
-        const T val = s + 1 < kS ? old_at(c, s + 1) : reinterpret_cast<const T*>(&xv)[c];
-        set_elem<T, kS>(nst, kBSD ? s * kC + c : c * kS + s, val);
-      }
-    }
+    shift_state<T, kS, kBSD>(old, xv, nst);
     if (live) {
 #pragma unroll
       for (int s = 0; s < kS; ++s) {
