@@ -18,7 +18,15 @@
 // computed once; final_states copied from x after the loop by one lane of the row's last warp (no
 // test in every vector). bf16 width 4: 1510 -> 1281 SASS instructions per warp, ~96 per vector of
 // which 72 are the convolution and silu. The 16-bit kernels of 8 vectors per lane read x and write
-// out evict-first (ld/st.global.cs: every byte is used once).
+// out evict-first (ld/st.global.cs: every byte is used once); since session 6 every kernel does.
+// L2 prefetch (session 6): on grids of at least 4 waves whose rows sit at one stride, each lane
+// first prefetches one 128-byte line of the span pf_rows rows ahead (the warp that starts about
+// half a warp lifetime later), so the DRAM reads run ahead of the warps' compute-then-load bursts
+// at no register cost. Same-run A/B on the H200 (2026-12-01, µs, without / with): bf16 B4 D4096
+// L4096 70.5, 70.6 / 69.2, 69.3 and 71.4, 70.8 / 70.6, 70.1; fp32 131.2, 131.5 / 128.2, 129.2 and
+// 132.6, 132.2 / 132.2, 131.1; 7B B1 L8192 D10240 87.7, 88.1 / 87.2, 87.2 and 89.1, 88.0 / 87.5,
+// 86.9. Not kept: the evict-last prefetch (another ~1 us, but its lines outlive their one use:
+// vec16.cuh), a whole wave ahead (slower), the B16 D1024 L512 row (3 waves; no gain).
 // Eligible: channel-first, no seq_idx, width 2..4, every row of x and out 16-byte aligned and
 // seqlen a multiple of the vector width (so each vector is wholly inside or wholly past the row).
 // Everything else runs the next path of the forward's table (dispatch.cu).
@@ -75,26 +83,28 @@ __device__ __forceinline__ void st_x(uint4* p, const uint4& v) {
 
 template <typename T, int kW, int kVecs>
 __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
-    fwd_cf_fast_kernel(const ConvParams p, const int64_t wpr, const int64_t nwarps) {
+    fwd_cf_fast_kernel(const ConvParams p, const int64_t wpr, const int64_t nwarps, const int64_t pf_rows) {
   constexpr int kPer = Vec16<T>::kPer;
   constexpr int kH = kW - 1;
   constexpr int kStride = 32;  // in 16-byte vectors: a lane's vector v + 1 is 512 bytes after v
   static_assert(kPer >= kH, "the halo must fit in the previous lane's vector");
-  constexpr bool kStream = kVecs == 8;  // evict-first x and out (above)
+  constexpr bool kStream = true;  // evict-first x and out (above)
 
   const int lane = threadIdx.x & 31;
   const int64_t gw = static_cast<int64_t>(blockIdx.x) * (kThreads / 32) + (threadIdx.x >> 5);
   if (gw >= nwarps) return;  // warp-uniform
   int64_t wr;  // warp index within its row
   int b, d;
+  int64_t row;
   if (nwarps <= 0xffffffffLL) {  // uniform: 32-bit divisions (a 64-bit one is a long call)
     const uint32_t r = static_cast<uint32_t>(gw) / static_cast<uint32_t>(wpr);
     const uint32_t bb = r / static_cast<uint32_t>(p.dim);
     wr = static_cast<uint32_t>(gw) - r * static_cast<uint32_t>(wpr);
     b = static_cast<int>(bb);
     d = static_cast<int>(r - bb * static_cast<uint32_t>(p.dim));
+    row = r;
   } else {
-    const int64_t row = gw / wpr;
+    row = gw / wpr;
     wr = gw - row * wpr;
     b = static_cast<int>(row / p.dim);
     d = static_cast<int>(row - static_cast<int64_t>(b) * p.dim);
@@ -111,6 +121,15 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
   const int nin = left <= 0 ? 0 : (left >= static_cast<int64_t>(kVecs) * 32 * kPer ? kVecs
                                   : static_cast<int>((left + 32 * kPer - 1) / (32 * kPer)));
 
+  // this warp's span of the row pf_rows ahead (the warp pf_rows * wpr later) into L2, one 128-byte
+  // line per lane (a span is at most 32 lines); pf_rows 0: none (launch_v)
+  const int64_t lw = L - w0;  // > 0
+  const uint32_t span_bytes = static_cast<uint32_t>((lw < 32 * kVecs * kPer ? lw : 32 * kVecs * kPer) * sizeof(T));
+  const bool my_line = static_cast<uint32_t>(lane) * 128u < span_bytes;
+  if (pf_rows > 0 && my_line) {
+    const char* mine = reinterpret_cast<const char*>(xr + w0) + lane * 128;
+    if (row + pf_rows < static_cast<int64_t>(p.batch) * p.dim) prefetch_l2(mine + pf_rows * p.x_cs * static_cast<int64_t>(sizeof(T)));
+  }
   uint4 raw[kVecs];
 #pragma unroll
   for (int v = 0; v < kVecs; ++v) raw[v] = v < nin ? ld_x<kStream>(xv + v * kStride) : make_uint4(0u, 0u, 0u, 0u);
@@ -183,11 +202,22 @@ int64_t grid_blocks(const ConvParams& p) {
   return (warps_per_row(p) * p.batch * p.dim + kThreads / 32 - 1) / (kThreads / 32);
 }
 
+// L2 prefetch distance in rows: the rows of half the resident warps (a warp prefetches for the warp
+// that starts about half a warp lifetime after it). 0 (none) when the rows are not at one stride
+// (x's batch stride is not dim rows) or the grid is under 4 waves (the B16 D1024 L512 row: no gain).
+int64_t pf_rows_for(const ConvParams& p, int64_t wpr, int warps_per_sm) {
+  if (!(p.batch == 1 || p.x_bs == static_cast<int64_t>(p.dim) * p.x_cs)) return 0;
+  const int64_t resident = static_cast<int64_t>(p.num_sms) * warps_per_sm;
+  if (wpr * p.batch * p.dim < 4 * resident) return 0;
+  return (resident / 2 + wpr - 1) / wpr;
+}
+
 template <typename T, int kW, int kVecs>
 void launch_v(const ConvParams& p, cudaStream_t stream) {
   const int64_t wpr = warps_per_row(p);
   const int64_t nwarps = wpr * p.batch * p.dim;
-  fwd_cf_fast_kernel<T, kW, kVecs><<<static_cast<unsigned>(grid_blocks(p)), kThreads, 0, stream>>>(p, wpr, nwarps);
+  const int64_t pf = pf_rows_for(p, wpr, min_blocks(kVecs) * (kThreads / 32));
+  fwd_cf_fast_kernel<T, kW, kVecs><<<static_cast<unsigned>(grid_blocks(p)), kThreads, 0, stream>>>(p, wpr, nwarps, pf);
   CC1D_CUDA_LAUNCH_CHECK();
 }
 

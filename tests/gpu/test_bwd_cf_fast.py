@@ -18,6 +18,7 @@ compute-sanitizer over the same cases:
 from __future__ import annotations
 
 import itertools
+import re
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,7 @@ pytestmark = pytest.mark.gpu
 HERE = Path(__file__).resolve().parent
 PATH = "bwd_cf_fast"
 FAST_KERNEL = "bwd_cf_fast_kernel"
+SHORT_KERNEL = r"bwd_cf_fast_kernel<__nv_bfloat16, 4, 2>"  # the profiler's name of the short-row kernel
 
 # rounding of the stored result (dx in x's dtype, dweight / dbias in weight's dtype), relative to |ref|
 ROUND_TOL = {"fp32": 1e-5, "fp16": 2e-3, "bf16": 1.5e-2}
@@ -40,18 +42,32 @@ def cases() -> list[tuple]:
     out = []
     # (dtype, weight kind, width, B, D, L, strided, silu, bias)
     # Tokens per warp: 1024 (fp16 / bf16), 512 (fp32). L = 8: one vector; 24: three lanes;
-    # 136: 17 lanes; 1024: exactly one / two warps; 2056, 4104: several warps, the last one
+    # 136: 17 lanes; 256, 512: exactly 2 vectors per lane (fp32 / 16-bit) and 520 just past them;
+    # 1024: exactly one / two warps; 2056, 4104: several warps, the last one
     # holding only a vector or two (lanes and vectors past the row). 4096, 9216: whole warp spans
     # only (4 / 9 spans of bf16, 8 / 18 of fp32). Kernels: fp32 and 16-bit L <= 1024 run
-    # bwd_cf_fast_kernel; 16-bit L > 1024 run bwd_cf_fast_kernel_spans (4 spans per warp): 2056 and
+    # bwd_cf_fast_kernel, at 2 vectors per lane for rows of at most that (fp32 L <= 256, 16-bit
+    # L <= 512: 8 .. 512 here), else at 4; 16-bit L > 1024 run bwd_cf_fast_kernel_spans (4 spans per warp): 2056 and
     # 4104 with a partial first span (a warp of 3 spans; warps of 4 + 1), 4096 and 9216 with whole
     # spans (one warp of 4; warps of 4 + 4 + 1).
     for dts, wk, W, (B, D, L) in itertools.product(
         ["fp32", "fp16", "bf16"],
         ["same", "fp32"],
         [2, 3, 4],
-        [(2, 37, 8), (3, 5, 24), (2, 19, 136), (1, 3, 1024), (2, 6, 2056), (1, 3, 4104), (4, 96, 4104),
-         (2, 4, 4096), (1, 2, 9216)],
+        [
+            (2, 37, 8),
+            (3, 5, 24),
+            (2, 19, 136),
+            (3, 7, 256),
+            (2, 9, 512),
+            (1, 5, 520),
+            (1, 3, 1024),
+            (2, 6, 2056),
+            (1, 3, 4104),
+            (4, 96, 4104),
+            (2, 4, 4096),
+            (1, 2, 9216),
+        ],
     ):
         i = len(out)
         out.append((dts, wk, W, B, D, L, i % 3 == 0, i % 4 != 1, i % 5 != 2))
@@ -215,6 +231,8 @@ def check_path() -> int:
         return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
 
     eligible = kernels(x, w, b, dout, None, None, None, False, True)
+    xs, ds = x[:, :, :512].contiguous(), dout[:, :, :512].contiguous()
+    short = kernels(xs, w, b, ds, None, None, None, False, True)  # 512 tokens: 2 vectors per lane
     recorded = path_ran(ops, "bwd", PATH)
     ineligible = kernels(x, w, b, dout, None, init, None, True, True)  # initial_states: general kernel
     recorded += path_ran(ops, "bwd", "bwd_general")
@@ -230,7 +248,10 @@ def check_path() -> int:
     if any(FAST_KERNEL in k for k in ineligible):
         print(f"FAIL ineligible case (initial_states) ran {FAST_KERNEL}: {ineligible}")
         failed += 1
-    print(f"path check: {2 - failed}/2 passed")
+    if not any(re.search(SHORT_KERNEL, k) for k in short):
+        print(f"FAIL a 512-token bf16 row did not run the 2-vector kernel ({SHORT_KERNEL}): {short}")
+        failed += 1
+    print(f"path check: {3 - failed}/3 passed")
     return failed + len(recorded)
 
 

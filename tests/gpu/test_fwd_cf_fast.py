@@ -48,8 +48,44 @@ def cases() -> list[tuple]:
     return out
 
 
-def run_cases() -> int:
-    """Run every case on the GPU (the path forced on); print failures; return the number failed."""
+def _grid(dts: str, L: int, sms: int) -> tuple[int, int]:
+    """fwd_cf_fast.cu's warps per row and resident warps on a GPU of `sms` SMs."""
+    per = 4 if dts == "fp32" else 8
+    vecs = 8 if dts != "fp32" and L >= 2048 else 4
+    return -(-L // (32 * vecs * per)), sms * (8 if vecs == 8 else 10) * 4
+
+
+def prefetch_rows(dts: str, B: int, D: int, L: int, batch_strided: bool, sms: int) -> int:
+    """The L2 prefetch distance in rows that fwd_cf_fast.cu's launch_v picks (0: no prefetch): rows of
+    half the resident warps, when x's rows are at one stride and the grid is at least 4 waves."""
+    wpr, resident = _grid(dts, L, sms)
+    if (batch_strided and B > 1) or wpr * B * D < 4 * resident:
+        return 0
+    return -(-(resident // 2) // wpr)
+
+
+def prefetch_cases(sms: int) -> list[tuple]:
+    """Grids of at least 4 waves on this GPU (D from its SM count), where each warp prefetches the
+    span of the warp pf_rows rows ahead: 16-bit rows of whole and partial warp spans, fp32, and a
+    batch-strided x (no prefetch: its rows are not at one stride). The rows near the end of x have
+    no row pf_rows ahead (nothing prefetched) and are checked like every other row."""
+    out = []
+    for dts, W, B, L, strided in [
+        ("bf16", 4, 2, 4096, False),
+        ("fp16", 3, 1, 4104, False),
+        ("fp32", 4, 2, 1024, False),
+        ("bf16", 2, 2, 2056, True),
+    ]:
+        wpr, resident = _grid(dts, L, sms)
+        D = -(-4 * resident // (B * wpr)) + 3
+        # (dtype, weight kind, width, B, D, L, strided, states, silu, bias)
+        out.append((dts, "same", W, B, D, L, strided, False, True, True))
+    return out
+
+
+def run_cases(which: str = "small") -> int:
+    """Run every case of cases() (which="small") or prefetch_cases() (which="prefetch") on the GPU
+    (the path forced on); print failures; return the number failed."""
     import torch
     from gpu_ops import load_ops
     from ref import conv_ref, tol_for
@@ -57,7 +93,15 @@ def run_cases() -> int:
     ops = load_ops()
     dts_map = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
     failed = 0
-    for n, (dts, wk, W, B, D, L, strided, states, silu, bias) in enumerate(cases()):
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    todo = cases() if which == "small" else prefetch_cases(sms)
+    for n, (dts, wk, W, B, D, L, strided, states, silu, bias) in enumerate(todo):
+        if which == "prefetch":
+            want_pf = not strided
+            got_pf = prefetch_rows(dts, B, D, L, strided, sms) > 0
+            if got_pf != want_pf:
+                failed += 1
+                print(f"FAIL {dts} B={B} D={D} L={L}: prefetch {got_pf}, the case is meant to run with it {want_pf}")
         dtype = dts_map[dts]
         wd = dtype if wk == "same" else torch.float32
         g = torch.Generator(device="cuda").manual_seed(n)
@@ -89,7 +133,7 @@ def run_cases() -> int:
                 f"silu={silu} bias={bias}: " + "; ".join(msg)
             )
     torch.cuda.synchronize()
-    print(f"{len(cases()) - failed}/{len(cases())} cases passed")
+    print(f"{len(todo) - failed}/{len(todo)} {which} cases passed")
     return failed
 
 
@@ -121,5 +165,5 @@ def check_path() -> int:
 
 def test_fwd_cf_fast_path(ops):
     with kernel_path(ops, PATH, 1):
-        failed = run_cases() + check_path()
+        failed = run_cases() + run_cases("prefetch") + check_path()
     assert failed == 0, f"{failed} fast-path cases failed (printed above)"
