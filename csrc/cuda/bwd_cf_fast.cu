@@ -47,6 +47,7 @@
 
 #include "dispatch.cuh"
 #include "vec16.cuh"
+#include "exp_switch.cuh"
 
 namespace causal_conv1d_cuda {
 namespace {
@@ -90,9 +91,11 @@ struct FastDiv {
   __device__ __forceinline__ uint32_t div(uint32_t n) const { return (__umulhi(n, m) + n) >> s; }
 };
 
-template <typename T, int kW>
-__global__ void __launch_bounds__(kThreads, kMinBlocks)
-    bwd_cf_fast_kernel(const ConvParams p, const FastDiv wpr, const FastDiv dim, const uint32_t nwarps) {
+template <typename T, int kW, int kV>
+__global__ void __launch_bounds__(kThreads, kV == 2 ? 8 : kMinBlocks)
+    bwd_cf_fast_kernel(const ConvParams p, const FastDiv wpr, const FastDiv dim, const uint32_t nwarps,
+                       const int64_t pf_rows, const int pf_mode) {
+  constexpr int kVecs = kV;  // EXP: shadows the file's constant
   constexpr int kPer = Vec16<T>::kPer;
   constexpr int kH = kW - 1;
   constexpr int kSpan = 32 * kPer;  // tokens from one of a lane's vectors to its next
@@ -142,6 +145,31 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     ad = ld_global_16(dr + w1);
   }
   if (lane == 0 && w0 > 0) bx = ld_global_16(xr + w0 - kPer);
+  // EXP: this warp's span of x and dout of the row pf_rows ahead into L2
+  if (pf_mode != 0 && static_cast<int64_t>(row) + pf_rows < static_cast<int64_t>(p.batch) * p.dim) {
+    const int64_t lw = L - w0;
+    const uint32_t bytes = static_cast<uint32_t>((lw < kVecs * kSpan ? lw : kVecs * kSpan) * sizeof(T));
+    // bulk: lane 0 x, lane 1 dout; lines: x by lanes 0-15, dout by lanes 16-31 (16 lines per stream at kVecs 4)
+    const T* xt = xr + pf_rows * p.x_cs + w0;
+    const T* dt = dr + pf_rows * p.do_cs + w0;
+    if (pf_mode == 2) {
+      if (lane == 0) prefetch_l2_bulk(xt, bytes);
+      if (lane == 1) prefetch_l2_bulk(dt, bytes);
+    } else {
+      const char* base = reinterpret_cast<const char*>(lane < 16 ? xt : dt);
+#pragma unroll
+      for (int i = 0; i < (kVecs * 4 + 15) / 16; ++i) {
+        const uint32_t off = static_cast<uint32_t>((lane & 15) + 16 * i) * 128u;
+        if (off < bytes) {
+          if (pf_mode == 3) {
+            prefetch_l2_last(base + off);
+          } else {
+            prefetch_l2(base + off);
+          }
+        }
+      }
+    }
+  }
   float w[kW];
   load_weights_exact<kW>(p, d, w);
   const float bias = p.bias != nullptr ? load_any(p.bias, p.b_dtype, d * p.b_s) : 0.f;
@@ -282,7 +310,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 template <typename T, int kW>
 __global__ void __launch_bounds__(kThreads, kSpansMinBlocks)
     bwd_cf_fast_kernel_spans(const ConvParams p, const FastDiv wpr, const FastDiv dim, const uint32_t nwarps,
-                             const uint32_t spans, const uint32_t wpr0) {
+                             const uint32_t spans, const uint32_t wpr0, const int64_t pf_rows, const int pf_mode) {
   constexpr int kPer = Vec16<T>::kPer;
   constexpr int kH = kW - 1;
   constexpr int kSpan = 32 * kPer;           // tokens from one of a lane's vectors to its next
@@ -331,6 +359,15 @@ __global__ void __launch_bounds__(kThreads, kSpansMinBlocks)
   if (lane == 31 && w1 < L) {
     ax = ld_global_16(xr + w1);
     ad = ld_global_16(dr + w1);
+  }
+  // EXP: this warp's spans of x and dout of the row pf_rows ahead into L2
+  if (pf_mode != 0 && static_cast<int64_t>(row) + pf_rows < static_cast<int64_t>(p.batch) * p.dim) {
+    const int64_t t0 = static_cast<int64_t>(span0) * kWarpTok;
+    const int64_t lw = L - t0;
+    const int64_t tw = static_cast<int64_t>(ns) * kWarpTok;
+    const uint32_t bytes = static_cast<uint32_t>((lw < tw ? lw : tw) * sizeof(T));
+    prefetch_span<kSpans * kVecs * 4>(xr + pf_rows * p.x_cs + t0, bytes, pf_mode, lane, 0);
+    prefetch_span<kSpans * kVecs * 4>(dr + pf_rows * p.do_cs + t0, bytes, pf_mode, lane, 1);
   }
   float w[kW];
   load_weights_exact<kW>(p, d, w);
@@ -523,7 +560,19 @@ int64_t num_parts(const ConvParams& p) {
   return static_cast<int64_t>(p.batch) * ((p.seqlen + per_warp - 1) / per_warp);
 }
 
+// EXP: prefetch distance in rows (CAUSAL_CONV1D_EXP_PF eighths of the resident warps), 0 = off
+int64_t pf_rows_for(const ConvParams& p, int64_t wpr, int warps_per_sm) {
+  const int eighths = exp_int("CAUSAL_CONV1D_EXP_PF", 0);
+  if (eighths <= 0 || exp_int("CAUSAL_CONV1D_EXP_PF_MODE", 0) == 0) return 0;
+  if (!(p.batch == 1 || (p.x_bs == static_cast<int64_t>(p.dim) * p.x_cs && p.do_bs == static_cast<int64_t>(p.dim) * p.do_cs)))
+    return 0;
+  const int64_t ahead = static_cast<int64_t>(p.num_sms) * warps_per_sm * eighths / 8;
+  const int64_t r = (ahead + wpr - 1) / wpr;
+  return r < 1 ? 1 : r;
+}
+
 void launch(const ConvParams& p, cudaStream_t stream) {
+  const int pf_mode = exp_int("CAUSAL_CONV1D_EXP_PF_MODE", 0);
   const int64_t nparts = num_parts(p);  // the op layer sized p.partial with it
   const int64_t wpr = nparts / p.batch;
   const int64_t nwarps = wpr * p.batch * p.dim;  // < 2^31 (eligible())
@@ -540,17 +589,28 @@ void launch(const ConvParams& p, cudaStream_t stream) {
       if constexpr (sizeof(T) == 2) {  // never instantiated for float
         bwd_cf_fast_kernel_spans<T, decltype(width)::value><<<static_cast<unsigned>(nb), kThreads, 0, stream>>>(
             p, FastDiv(static_cast<uint32_t>(wpr_s)), FastDiv(static_cast<uint32_t>(p.dim)), static_cast<uint32_t>(nw),
-            static_cast<uint32_t>(spans), static_cast<uint32_t>(wpr));
+            static_cast<uint32_t>(spans), static_cast<uint32_t>(wpr), pf_rows_for(p, wpr_s, kSpansMinBlocks * 4),
+            pf_mode);
         CC1D_CUDA_LAUNCH_CHECK();
       }
     });
     launch_bwd_fast_reduce(p, nparts, stream);
     return;
   }
+  const int64_t per = p.x_dtype == kFloat32 ? 4 : 8;
+  const bool v2 = exp_int("CAUSAL_CONV1D_EXP_BWD_V2", 0) != 0 && p.seqlen <= 32 * 2 * per;  // EXP: wpr is 1 either way
   dispatch_dtype_width(p.x_dtype, p.width, Widths<2, 3, 4>{}, [&](auto tag, auto width) {
-    bwd_cf_fast_kernel<typename decltype(tag)::type, decltype(width)::value>
-        <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-            p, FastDiv(static_cast<uint32_t>(wpr)), FastDiv(static_cast<uint32_t>(p.dim)), static_cast<uint32_t>(nwarps));
+    using T = typename decltype(tag)::type;
+    constexpr int kW = decltype(width)::value;
+    if (v2) {
+      bwd_cf_fast_kernel<T, kW, 2><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+          p, FastDiv(static_cast<uint32_t>(wpr)), FastDiv(static_cast<uint32_t>(p.dim)), static_cast<uint32_t>(nwarps),
+          pf_rows_for(p, wpr, 32), pf_mode);
+    } else {
+      bwd_cf_fast_kernel<T, kW, kVecs><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+          p, FastDiv(static_cast<uint32_t>(wpr)), FastDiv(static_cast<uint32_t>(p.dim)), static_cast<uint32_t>(nwarps),
+          pf_rows_for(p, wpr, kMinBlocks * 4), pf_mode);
+    }
     CC1D_CUDA_LAUNCH_CHECK();
   });
   launch_bwd_fast_reduce(p, nparts, stream);
