@@ -58,6 +58,9 @@ namespace {
 #define CAUSAL_CONV1D_BWD_FAST_VECS 4
 #endif
 constexpr int kVecs = CAUSAL_CONV1D_BWD_FAST_VECS;
+// Rows of at most 2 vectors per lane (16-bit L <= 512, fp32 L <= 256) run at kShortVecs: at 4, half
+// of every lane's vectors would lie past the row and still be computed.
+constexpr int kShortVecs = 2;
 static_assert(kVecs == 2 || kVecs == 4, "CAUSAL_CONV1D_BWD_FAST_VECS must be 2 or 4");
 constexpr int kThreads = 128;
 // Resident blocks per SM the register budget must allow (sm_90, 64K registers per SM):
@@ -67,11 +70,11 @@ constexpr int kThreads = 128;
 #define CAUSAL_CONV1D_BWD_FAST_MIN_BLOCKS (kVecs == 2 ? 8 : 6)
 #endif
 constexpr int kMinBlocks = CAUSAL_CONV1D_BWD_FAST_MIN_BLOCKS;
+constexpr int min_blocks(int vecs) { return vecs == kVecs ? kMinBlocks : 8; }  // kShortVecs: <= 64 registers
 // The spans kernel (16-bit rows longer than one warp span): spans per warp, resident blocks per SM.
 constexpr int kSpans = 4;
 constexpr int kSpansMinBlocks = 5;
 constexpr int kReduceThreads = 128;
-constexpr int kReduceUnroll = 8;  // independent partial loads in flight per reduce thread
 
 // dout * silu'(z) = dout * s * (1 + z * (1 - s)), s = sigmoid(z): 2 MUFU (ex2, rcp) + 5 FP32 ops.
 __device__ __forceinline__ float grad_silu(float dout, float z) {
@@ -91,11 +94,9 @@ struct FastDiv {
   __device__ __forceinline__ uint32_t div(uint32_t n) const { return (__umulhi(n, m) + n) >> s; }
 };
 
-template <typename T, int kW, int kV>
-__global__ void __launch_bounds__(kThreads, kV == 2 ? 8 : kMinBlocks)
-    bwd_cf_fast_kernel(const ConvParams p, const FastDiv wpr, const FastDiv dim, const uint32_t nwarps,
-                       const int64_t pf_rows, const int pf_mode) {
-  constexpr int kVecs = kV;  // EXP: shadows the file's constant
+template <typename T, int kW, int kVecs>
+__global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
+    bwd_cf_fast_kernel(const ConvParams p, const FastDiv wpr, const FastDiv dim, const uint32_t nwarps) {
   constexpr int kPer = Vec16<T>::kPer;
   constexpr int kH = kW - 1;
   constexpr int kSpan = 32 * kPer;  // tokens from one of a lane's vectors to its next
@@ -145,31 +146,6 @@ __global__ void __launch_bounds__(kThreads, kV == 2 ? 8 : kMinBlocks)
     ad = ld_global_16(dr + w1);
   }
   if (lane == 0 && w0 > 0) bx = ld_global_16(xr + w0 - kPer);
-  // EXP: this warp's span of x and dout of the row pf_rows ahead into L2
-  if (pf_mode != 0 && static_cast<int64_t>(row) + pf_rows < static_cast<int64_t>(p.batch) * p.dim) {
-    const int64_t lw = L - w0;
-    const uint32_t bytes = static_cast<uint32_t>((lw < kVecs * kSpan ? lw : kVecs * kSpan) * sizeof(T));
-    // bulk: lane 0 x, lane 1 dout; lines: x by lanes 0-15, dout by lanes 16-31 (16 lines per stream at kVecs 4)
-    const T* xt = xr + pf_rows * p.x_cs + w0;
-    const T* dt = dr + pf_rows * p.do_cs + w0;
-    if (pf_mode == 2) {
-      if (lane == 0) prefetch_l2_bulk(xt, bytes);
-      if (lane == 1) prefetch_l2_bulk(dt, bytes);
-    } else {
-      const char* base = reinterpret_cast<const char*>(lane < 16 ? xt : dt);
-#pragma unroll
-      for (int i = 0; i < (kVecs * 4 + 15) / 16; ++i) {
-        const uint32_t off = static_cast<uint32_t>((lane & 15) + 16 * i) * 128u;
-        if (off < bytes) {
-          if (pf_mode == 3) {
-            prefetch_l2_last(base + off);
-          } else {
-            prefetch_l2(base + off);
-          }
-        }
-      }
-    }
-  }
   float w[kW];
   load_weights_exact<kW>(p, d, w);
   const float bias = p.bias != nullptr ? load_any(p.bias, p.b_dtype, d * p.b_s) : 0.f;
@@ -310,7 +286,7 @@ __global__ void __launch_bounds__(kThreads, kV == 2 ? 8 : kMinBlocks)
 template <typename T, int kW>
 __global__ void __launch_bounds__(kThreads, kSpansMinBlocks)
     bwd_cf_fast_kernel_spans(const ConvParams p, const FastDiv wpr, const FastDiv dim, const uint32_t nwarps,
-                             const uint32_t spans, const uint32_t wpr0, const int64_t pf_rows, const int pf_mode) {
+                             const uint32_t spans, const uint32_t wpr0) {
   constexpr int kPer = Vec16<T>::kPer;
   constexpr int kH = kW - 1;
   constexpr int kSpan = 32 * kPer;           // tokens from one of a lane's vectors to its next
@@ -359,15 +335,6 @@ __global__ void __launch_bounds__(kThreads, kSpansMinBlocks)
   if (lane == 31 && w1 < L) {
     ax = ld_global_16(xr + w1);
     ad = ld_global_16(dr + w1);
-  }
-  // EXP: this warp's spans of x and dout of the row pf_rows ahead into L2
-  if (pf_mode != 0 && static_cast<int64_t>(row) + pf_rows < static_cast<int64_t>(p.batch) * p.dim) {
-    const int64_t t0 = static_cast<int64_t>(span0) * kWarpTok;
-    const int64_t lw = L - t0;
-    const int64_t tw = static_cast<int64_t>(ns) * kWarpTok;
-    const uint32_t bytes = static_cast<uint32_t>((lw < tw ? lw : tw) * sizeof(T));
-    prefetch_span<kSpans * kVecs * 4>(xr + pf_rows * p.x_cs + t0, bytes, pf_mode, lane, 0);
-    prefetch_span<kSpans * kVecs * 4>(dr + pf_rows * p.do_cs + t0, bytes, pf_mode, lane, 1);
   }
   float w[kW];
   load_weights_exact<kW>(p, d, w);
@@ -488,6 +455,17 @@ __global__ void __launch_bounds__(kThreads, kSpansMinBlocks)
 }
 
 // dweight[d, k] (k < width) and dbias[d] (k == width) = fixed-order sums over the nparts partial rows.
+// acc[0] = the pairwise sum of acc[0 .. kN): halves folded onto the lower half, kN a power of 2
+template <int kN>
+__device__ __forceinline__ void fold_sum(float* acc) {
+  if constexpr (kN > 1) {
+#pragma unroll
+    for (int u = 0; u < kN / 2; ++u) acc[u] += acc[u + kN / 2];
+    fold_sum<kN / 2>(acc);
+  }
+}
+
+template <int kReduceUnroll>
 __global__ void __launch_bounds__(kReduceThreads)
     bwd_cf_fast_reduce_kernel(const float* __restrict__ partial, const int64_t nparts, const int width, const int D,
                               void* dweight, const int w_dtype, void* dbias, const int b_dtype) {
@@ -508,11 +486,7 @@ __global__ void __launch_bounds__(kReduceThreads)
 #pragma unroll
   for (int u = 0; u < kReduceUnroll; ++u)
     if (i + u < nparts) acc[u] += partial[(i + u) * stride + idx];
-#pragma unroll
-  for (int h = kReduceUnroll / 2; h > 0; h >>= 1) {
-#pragma unroll
-    for (int u = 0; u < h; ++u) acc[u] += acc[u + h];
-  }
+  fold_sum<kReduceUnroll>(acc);
   if (k < width) {
     store_any(dweight, w_dtype, static_cast<int64_t>(d) * width + k, acc[0]);
   } else {
@@ -560,19 +534,7 @@ int64_t num_parts(const ConvParams& p) {
   return static_cast<int64_t>(p.batch) * ((p.seqlen + per_warp - 1) / per_warp);
 }
 
-// EXP: prefetch distance in rows (CAUSAL_CONV1D_EXP_PF eighths of the resident warps), 0 = off
-int64_t pf_rows_for(const ConvParams& p, int64_t wpr, int warps_per_sm) {
-  const int eighths = exp_int("CAUSAL_CONV1D_EXP_PF", 0);
-  if (eighths <= 0 || exp_int("CAUSAL_CONV1D_EXP_PF_MODE", 0) == 0) return 0;
-  if (!(p.batch == 1 || (p.x_bs == static_cast<int64_t>(p.dim) * p.x_cs && p.do_bs == static_cast<int64_t>(p.dim) * p.do_cs)))
-    return 0;
-  const int64_t ahead = static_cast<int64_t>(p.num_sms) * warps_per_sm * eighths / 8;
-  const int64_t r = (ahead + wpr - 1) / wpr;
-  return r < 1 ? 1 : r;
-}
-
 void launch(const ConvParams& p, cudaStream_t stream) {
-  const int pf_mode = exp_int("CAUSAL_CONV1D_EXP_PF_MODE", 0);
   const int64_t nparts = num_parts(p);  // the op layer sized p.partial with it
   const int64_t wpr = nparts / p.batch;
   const int64_t nwarps = wpr * p.batch * p.dim;  // < 2^31 (eligible())
@@ -589,27 +551,25 @@ void launch(const ConvParams& p, cudaStream_t stream) {
       if constexpr (sizeof(T) == 2) {  // never instantiated for float
         bwd_cf_fast_kernel_spans<T, decltype(width)::value><<<static_cast<unsigned>(nb), kThreads, 0, stream>>>(
             p, FastDiv(static_cast<uint32_t>(wpr_s)), FastDiv(static_cast<uint32_t>(p.dim)), static_cast<uint32_t>(nw),
-            static_cast<uint32_t>(spans), static_cast<uint32_t>(wpr), pf_rows_for(p, wpr_s, kSpansMinBlocks * 4),
-            pf_mode);
+            static_cast<uint32_t>(spans), static_cast<uint32_t>(wpr));
         CC1D_CUDA_LAUNCH_CHECK();
       }
     });
     launch_bwd_fast_reduce(p, nparts, stream);
     return;
   }
-  const int64_t per = p.x_dtype == kFloat32 ? 4 : 8;
-  const bool v2 = exp_int("CAUSAL_CONV1D_EXP_BWD_V2", 0) != 0 && p.seqlen <= 32 * 2 * per;  // EXP: wpr is 1 either way
+  // rows of at most kShortVecs vectors per lane: one warp per row either way (wpr 1, the same partial rows)
+  const bool short_rows = p.seqlen <= 32 * kShortVecs * (p.x_dtype == kFloat32 ? 4 : 8);
   dispatch_dtype_width(p.x_dtype, p.width, Widths<2, 3, 4>{}, [&](auto tag, auto width) {
     using T = typename decltype(tag)::type;
     constexpr int kW = decltype(width)::value;
-    if (v2) {
-      bwd_cf_fast_kernel<T, kW, 2><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-          p, FastDiv(static_cast<uint32_t>(wpr)), FastDiv(static_cast<uint32_t>(p.dim)), static_cast<uint32_t>(nwarps),
-          pf_rows_for(p, wpr, 32), pf_mode);
+    const FastDiv fw(static_cast<uint32_t>(wpr)), fd(static_cast<uint32_t>(p.dim));
+    if (short_rows && exp_int("CAUSAL_CONV1D_EXP_BWD_V2", 1) != 0) {
+      bwd_cf_fast_kernel<T, kW, kShortVecs><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+          p, fw, fd, static_cast<uint32_t>(nwarps));
     } else {
       bwd_cf_fast_kernel<T, kW, kVecs><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-          p, FastDiv(static_cast<uint32_t>(wpr)), FastDiv(static_cast<uint32_t>(p.dim)), static_cast<uint32_t>(nwarps),
-          pf_rows_for(p, wpr, kMinBlocks * 4), pf_mode);
+          p, fw, fd, static_cast<uint32_t>(nwarps));
     }
     CC1D_CUDA_LAUNCH_CHECK();
   });
@@ -620,8 +580,14 @@ void launch(const ConvParams& p, cudaStream_t stream) {
 
 void launch_bwd_fast_reduce(const ConvParams& p, int64_t nparts, cudaStream_t stream) {
   const int64_t total = static_cast<int64_t>(p.width + 1) * p.dim;
-  bwd_cf_fast_reduce_kernel<<<static_cast<unsigned>((total + kReduceThreads - 1) / kReduceThreads), kReduceThreads, 0,
-                              stream>>>(p.partial, nparts, p.width, p.dim, p.dweight, p.w_dtype, p.dbias, p.b_dtype);
+  const unsigned grid = static_cast<unsigned>((total + kReduceThreads - 1) / kReduceThreads);
+  if (exp_int("CAUSAL_CONV1D_EXP_RED_U", 8) == 16) {
+    bwd_cf_fast_reduce_kernel<16><<<grid, kReduceThreads, 0, stream>>>(p.partial, nparts, p.width, p.dim, p.dweight,
+                                                                      p.w_dtype, p.dbias, p.b_dtype);
+  } else {
+    bwd_cf_fast_reduce_kernel<8><<<grid, kReduceThreads, 0, stream>>>(p.partial, nparts, p.width, p.dim, p.dweight,
+                                                                     p.w_dtype, p.dbias, p.b_dtype);
+  }
   CC1D_CUDA_LAUNCH_CHECK();
 }
 

@@ -74,15 +74,14 @@ __device__ __forceinline__ void st_x(uint4* p, const uint4& v) {
   }
 }
 
-template <typename T, int kW, int kVecs>
+template <typename T, int kW, int kVecs, int kPf>
 __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
-    fwd_cf_fast_kernel(const ConvParams p, const int64_t wpr, const int64_t nwarps, const int64_t pf_rows,
-                       const int pf_mode) {
+    fwd_cf_fast_kernel(const ConvParams p, const int64_t wpr, const int64_t nwarps, const int64_t pf_rows) {
   constexpr int kPer = Vec16<T>::kPer;
   constexpr int kH = kW - 1;
   constexpr int kStride = 32;  // in 16-byte vectors: a lane's vector v + 1 is 512 bytes after v
   static_assert(kPer >= kH, "the halo must fit in the previous lane's vector");
-  constexpr bool kStream = kVecs == 8;  // evict-first x and out (above)
+  constexpr bool kStream = kVecs == 8 || kPf != 0;  // evict-first x and out (above)
 
   const int lane = threadIdx.x & 31;
   const int64_t gw = static_cast<int64_t>(blockIdx.x) * (kThreads / 32) + (threadIdx.x >> 5);
@@ -118,18 +117,22 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
   uint4 raw[kVecs];
 #pragma unroll
   for (int v = 0; v < kVecs; ++v) raw[v] = v < nin ? ld_x<kStream>(xv + v * kStride) : make_uint4(0u, 0u, 0u, 0u);
-  // EXP: this warp's span of the row pf_rows ahead into L2 (host: rows at one uniform stride)
-  if (pf_mode != 0 && row + pf_rows < static_cast<int64_t>(p.batch) * p.dim) {
-    const int64_t lw = L - w0;
-    const uint32_t bytes = static_cast<uint32_t>((lw < 32 * kVecs * kPer ? lw : 32 * kVecs * kPer) * sizeof(T));
-    const T* tgt = xr + pf_rows * p.x_cs + w0;
-    if (pf_mode == 2) {
-      if (lane == 0) prefetch_l2_bulk(tgt, bytes);
-    } else if (static_cast<uint32_t>(lane) * 128u < bytes) {  // a span is at most 32 lines
-      if (pf_mode == 3) {
-        prefetch_l2_last(reinterpret_cast<const char*>(tgt) + lane * 128);
+  // this warp's span of the row pf_rows ahead into L2 (pf_rows 0: none; rows at one stride, host)
+  if constexpr (kPf != 0) {
+    if (pf_rows > 0 && row + pf_rows < static_cast<int64_t>(p.batch) * p.dim) {
+      const int64_t lw = L - w0;  // > 0
+      const uint32_t bytes = static_cast<uint32_t>((lw < 32 * kVecs * kPer ? lw : 32 * kVecs * kPer) * sizeof(T));
+      const char* tgt = reinterpret_cast<const char*>(xr + pf_rows * p.x_cs + w0);
+      if constexpr (kPf == 4) {
+        if (lane == 0) prefetch_l2_bulk_last(tgt, bytes);
       } else {
-        prefetch_l2(reinterpret_cast<const char*>(tgt) + lane * 128);
+        if (static_cast<uint32_t>(lane) * 128u < bytes) {  // a span is at most 32 lines
+          if constexpr (kPf == 3) {
+            prefetch_l2_last(tgt + lane * 128);
+          } else {
+            prefetch_l2(tgt + lane * 128);
+          }
+        }
       }
     }
   }
@@ -191,11 +194,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
 }
 
 // 16-byte vectors per lane for p (see kThreads): 8 for 16-bit rows that fill warps of 8 vectors.
-int vecs_per_lane(const ConvParams& p) {
-  const int per = p.x_dtype == kFloat32 ? 4 : 8;
-  if (exp_int("CAUSAL_CONV1D_EXP_FWD_V2", 0) != 0 && p.seqlen <= 32 * 2 * per) return 2;  // EXP
-  return p.x_dtype != kFloat32 && p.seqlen >= 32 * 8 * 8 ? 8 : 4;
-}
+int vecs_per_lane(const ConvParams& p) { return p.x_dtype != kFloat32 && p.seqlen >= 32 * 8 * 8 ? 8 : 4; }
 
 // Warps per row and the grid's blocks.
 int64_t warps_per_row(const ConvParams& p) {
@@ -206,10 +205,11 @@ int64_t grid_blocks(const ConvParams& p) {
   return (warps_per_row(p) * p.batch * p.dim + kThreads / 32 - 1) / (kThreads / 32);
 }
 
-// EXP: prefetch distance in rows (CAUSAL_CONV1D_EXP_PF eighths of the resident warps), 0 = off
+// Prefetch distance in rows: the rows of EXP_PF eighths of the resident warps (default 4), 0 when
+// the rows are not at one stride.
 int64_t pf_rows_for(const ConvParams& p, int64_t wpr, int warps_per_sm) {
-  const int eighths = exp_int("CAUSAL_CONV1D_EXP_PF", 0);
-  if (eighths <= 0 || exp_int("CAUSAL_CONV1D_EXP_PF_MODE", 0) == 0) return 0;
+  const int eighths = exp_int("CAUSAL_CONV1D_EXP_PF", 4);
+  if (eighths <= 0) return 0;
   if (!(p.batch == 1 || p.x_bs == static_cast<int64_t>(p.dim) * p.x_cs)) return 0;
   const int64_t ahead = static_cast<int64_t>(p.num_sms) * warps_per_sm * eighths / 8;
   const int64_t r = (ahead + wpr - 1) / wpr;
@@ -221,8 +221,13 @@ void launch_v(const ConvParams& p, cudaStream_t stream) {
   const int64_t wpr = warps_per_row(p);
   const int64_t nwarps = wpr * p.batch * p.dim;
   const int64_t pf = pf_rows_for(p, wpr, min_blocks(kVecs) * (kThreads / 32));
-  fwd_cf_fast_kernel<T, kW, kVecs><<<static_cast<unsigned>(grid_blocks(p)), kThreads, 0, stream>>>(
-      p, wpr, nwarps, pf, pf == 0 ? 0 : exp_int("CAUSAL_CONV1D_EXP_PF_MODE", 0));
+  const unsigned grid = static_cast<unsigned>(grid_blocks(p));
+  switch (exp_int("CAUSAL_CONV1D_EXP_PF_MODE", 3)) {
+    case 0: fwd_cf_fast_kernel<T, kW, kVecs, 0><<<grid, kThreads, 0, stream>>>(p, wpr, nwarps, 0); break;
+    case 1: fwd_cf_fast_kernel<T, kW, kVecs, 1><<<grid, kThreads, 0, stream>>>(p, wpr, nwarps, pf); break;
+    case 4: fwd_cf_fast_kernel<T, kW, kVecs, 4><<<grid, kThreads, 0, stream>>>(p, wpr, nwarps, pf); break;
+    default: fwd_cf_fast_kernel<T, kW, kVecs, 3><<<grid, kThreads, 0, stream>>>(p, wpr, nwarps, pf); break;
+  }
   CC1D_CUDA_LAUNCH_CHECK();
 }
 
@@ -249,7 +254,6 @@ void launch(const ConvParams& p, cudaStream_t stream) {
         return launch_v<T, kW, 8>(p, stream);
       }
     }
-    if (vecs_per_lane(p) == 2) return launch_v<T, kW, 2>(p, stream);  // EXP
     launch_v<T, kW, 4>(p, stream);
   });
 }

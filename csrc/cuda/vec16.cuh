@@ -77,39 +77,21 @@ __device__ __forceinline__ void st_global_16(void* ptr, const uint4& v) {
                : "memory");
 }
 
-// L2 prefetches (no register, no completion to wait for): one 128-byte line, with or without the
-// evict-last hint, or a bulk range (sm_90: the TMA unit walks it; 16-byte aligned, size a multiple of 16).
+// L2 prefetches (no register, nothing to wait for). EXP modes: 1 one 128-byte line per lane, 3 the
+// same with the evict-last hint, 4 one bulk range by one lane with an evict-last cache policy (sm_90).
 __device__ __forceinline__ void prefetch_l2(const void* ptr) { asm volatile("prefetch.global.L2 [%0];" ::"l"(ptr)); }
 __device__ __forceinline__ void prefetch_l2_last(const void* ptr) {
   asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(ptr));
 }
-__device__ __forceinline__ void prefetch_l2_bulk(const void* ptr, uint32_t bytes) {
+__device__ __forceinline__ void prefetch_l2_bulk_last(const void* ptr, uint32_t bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(ptr), "r"(bytes) : "memory");
+  uint64_t pol;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+  asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;" ::"l"(ptr), "r"(bytes), "l"(pol)
+               : "memory");
 #else
-  prefetch_l2(ptr);
+  prefetch_l2_last(ptr);
 #endif
-}
-// mode 1: per-lane lines, 2: bulk by lane `bulk_lane`, 3: per-lane evict-last. `bytes` (a multiple of
-// 16, at most kMaxLines * 128) from `ptr`; lane i takes lines i, i + 32, ...
-template <int kMaxLines>
-__device__ __forceinline__ void prefetch_span(const void* ptr, uint32_t bytes, int mode, int lane, int bulk_lane) {
-  if (mode == 2) {
-    if (lane == bulk_lane) prefetch_l2_bulk(ptr, bytes);
-    return;
-  }
-#pragma unroll
-  for (int i = 0; i < (kMaxLines + 31) / 32; ++i) {
-    const uint32_t off = static_cast<uint32_t>(lane + 32 * i) * 128u;
-    if (off < bytes) {
-      const char* q = static_cast<const char*>(ptr) + off;
-      if (mode == 3) {
-        prefetch_l2_last(q);
-      } else {
-        prefetch_l2(q);
-      }
-    }
-  }
 }
 
 // w[k] = weight[d, k] as float (kW == width: no padded taps), one dtype switch for all taps.
