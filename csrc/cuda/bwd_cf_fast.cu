@@ -75,6 +75,7 @@ constexpr int min_blocks(int vecs) { return vecs == kVecs ? kMinBlocks : 8; }  /
 constexpr int kSpans = 4;
 constexpr int kSpansMinBlocks = 5;
 constexpr int kReduceThreads = 128;
+constexpr int kReduceUnroll = 8;  // independent partial loads in flight per reduce thread
 
 // dout * silu'(z) = dout * s * (1 + z * (1 - s)), s = sigmoid(z): 2 MUFU (ex2, rcp) + 5 FP32 ops.
 __device__ __forceinline__ float grad_silu(float dout, float z) {
@@ -94,7 +95,30 @@ struct FastDiv {
   __device__ __forceinline__ uint32_t div(uint32_t n) const { return (__umulhi(n, m) + n) >> s; }
 };
 
-template <typename T, int kW, int kVecs>
+// EXP: evict-first loads of x / dout and stores of dx
+__device__ __forceinline__ uint4 bwd_ld_cs(const void* p) {
+  uint4 r;
+  asm volatile("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  return r;
+}
+template <bool kCs>
+__device__ __forceinline__ uint4 bwd_ld(const void* p) {
+  if constexpr (kCs) {
+    return bwd_ld_cs(p);
+  } else {
+    return ld_global_16(p);
+  }
+}
+template <bool kCs>
+__device__ __forceinline__ void bwd_st(void* p, const uint4& v) {
+  if constexpr (kCs) {
+    asm volatile("st.global.cs.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+  } else {
+    st_global_16(p, v);
+  }
+}
+
+template <typename T, int kW, int kVecs, bool kCs = false>
 __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
     bwd_cf_fast_kernel(const ConvParams p, const FastDiv wpr, const FastDiv dim, const uint32_t nwarps) {
   constexpr int kPer = Vec16<T>::kPer;
@@ -131,8 +155,8 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
 #pragma unroll
   for (int v = kVecs - 1; v >= 0; --v) {
     if (v < nv) {
-      rx[v] = ld_global_16(xl + v * kSpan);
-      rd[v] = ld_global_16(dl + v * kSpan);
+      rx[v] = bwd_ld<kCs>(xl + v * kSpan);
+      rd[v] = bwd_ld<kCs>(dl + v * kSpan);
     } else {
       rx[v] = make_uint4(0u, 0u, 0u, 0u);
       rd[v] = make_uint4(0u, 0u, 0u, 0u);
@@ -240,7 +264,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
         for (int j = 0; j <= kH; ++j) acc = fmaf(w[kH - j], g[i + j], acc);
         o[i] = acc;
       }
-      st_global_16(dxl + v * kSpan, Vec16<T>::store(o));
+      bwd_st<kCs>(dxl + v * kSpan, Vec16<T>::store(o));
 #pragma unroll
       for (int i = 0; i < kPer; ++i) {
 #pragma unroll
@@ -455,17 +479,6 @@ __global__ void __launch_bounds__(kThreads, kSpansMinBlocks)
 }
 
 // dweight[d, k] (k < width) and dbias[d] (k == width) = fixed-order sums over the nparts partial rows.
-// acc[0] = the pairwise sum of acc[0 .. kN): halves folded onto the lower half, kN a power of 2
-template <int kN>
-__device__ __forceinline__ void fold_sum(float* acc) {
-  if constexpr (kN > 1) {
-#pragma unroll
-    for (int u = 0; u < kN / 2; ++u) acc[u] += acc[u + kN / 2];
-    fold_sum<kN / 2>(acc);
-  }
-}
-
-template <int kReduceUnroll>
 __global__ void __launch_bounds__(kReduceThreads)
     bwd_cf_fast_reduce_kernel(const float* __restrict__ partial, const int64_t nparts, const int width, const int D,
                               void* dweight, const int w_dtype, void* dbias, const int b_dtype) {
@@ -486,7 +499,11 @@ __global__ void __launch_bounds__(kReduceThreads)
 #pragma unroll
   for (int u = 0; u < kReduceUnroll; ++u)
     if (i + u < nparts) acc[u] += partial[(i + u) * stride + idx];
-  fold_sum<kReduceUnroll>(acc);
+#pragma unroll
+  for (int h = kReduceUnroll / 2; h > 0; h >>= 1) {
+#pragma unroll
+    for (int u = 0; u < h; ++u) acc[u] += acc[u + h];
+  }
   if (k < width) {
     store_any(dweight, w_dtype, static_cast<int64_t>(d) * width + k, acc[0]);
   } else {
@@ -567,6 +584,9 @@ void launch(const ConvParams& p, cudaStream_t stream) {
     if (short_rows && exp_int("CAUSAL_CONV1D_EXP_BWD_V2", 1) != 0) {
       bwd_cf_fast_kernel<T, kW, kShortVecs><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
           p, fw, fd, static_cast<uint32_t>(nwarps));
+    } else if (exp_int("CAUSAL_CONV1D_EXP_BWD_CS", 0) != 0) {
+      bwd_cf_fast_kernel<T, kW, kVecs, true><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+          p, fw, fd, static_cast<uint32_t>(nwarps));
     } else {
       bwd_cf_fast_kernel<T, kW, kVecs><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
           p, fw, fd, static_cast<uint32_t>(nwarps));
@@ -580,14 +600,8 @@ void launch(const ConvParams& p, cudaStream_t stream) {
 
 void launch_bwd_fast_reduce(const ConvParams& p, int64_t nparts, cudaStream_t stream) {
   const int64_t total = static_cast<int64_t>(p.width + 1) * p.dim;
-  const unsigned grid = static_cast<unsigned>((total + kReduceThreads - 1) / kReduceThreads);
-  if (exp_int("CAUSAL_CONV1D_EXP_RED_U", 8) == 16) {
-    bwd_cf_fast_reduce_kernel<16><<<grid, kReduceThreads, 0, stream>>>(p.partial, nparts, p.width, p.dim, p.dweight,
-                                                                      p.w_dtype, p.dbias, p.b_dtype);
-  } else {
-    bwd_cf_fast_reduce_kernel<8><<<grid, kReduceThreads, 0, stream>>>(p.partial, nparts, p.width, p.dim, p.dweight,
-                                                                     p.w_dtype, p.dbias, p.b_dtype);
-  }
+  bwd_cf_fast_reduce_kernel<<<static_cast<unsigned>((total + kReduceThreads - 1) / kReduceThreads), kReduceThreads, 0,
+                              stream>>>(p.partial, nparts, p.width, p.dim, p.dweight, p.w_dtype, p.dbias, p.b_dtype);
   CC1D_CUDA_LAUNCH_CHECK();
 }
 

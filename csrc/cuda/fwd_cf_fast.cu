@@ -114,28 +114,29 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
   const int nin = left <= 0 ? 0 : (left >= static_cast<int64_t>(kVecs) * 32 * kPer ? kVecs
                                   : static_cast<int>((left + 32 * kPer - 1) / (32 * kPer)));
 
+  // this warp's span of the row pf_rows ahead into L2 (pf_rows 0: none; rows at one stride, host)
+  const int64_t lw = L - w0;  // > 0
+  const uint32_t span_bytes = static_cast<uint32_t>((lw < 32 * kVecs * kPer ? lw : 32 * kVecs * kPer) * sizeof(T));
+  const bool my_line = static_cast<uint32_t>(lane) * 128u < span_bytes;  // a span is at most 32 lines
+  if constexpr (kPf != 0) {
+    if (pf_rows > 0 && my_line) {
+      const char* mine = reinterpret_cast<const char*>(xr + w0) + lane * 128;
+      if (row + pf_rows < static_cast<int64_t>(p.batch) * p.dim) {
+        const char* tgt = mine + pf_rows * p.x_cs * static_cast<int64_t>(sizeof(T));
+        if constexpr (kPf == 5) {
+          prefetch_l2_last(tgt);
+        } else {
+          prefetch_l2(tgt);
+        }
+      }
+      // mode 5: this span's own lines (prefetched evict-last by the warp pf_rows rows back, its loads
+      // issued below) back to normal priority, so that no evict-last line outlives its one use
+      if constexpr (kPf == 5) l2_priority_normal(mine);
+    }
+  }
   uint4 raw[kVecs];
 #pragma unroll
   for (int v = 0; v < kVecs; ++v) raw[v] = v < nin ? ld_x<kStream>(xv + v * kStride) : make_uint4(0u, 0u, 0u, 0u);
-  // this warp's span of the row pf_rows ahead into L2 (pf_rows 0: none; rows at one stride, host)
-  if constexpr (kPf != 0) {
-    if (pf_rows > 0 && row + pf_rows < static_cast<int64_t>(p.batch) * p.dim) {
-      const int64_t lw = L - w0;  // > 0
-      const uint32_t bytes = static_cast<uint32_t>((lw < 32 * kVecs * kPer ? lw : 32 * kVecs * kPer) * sizeof(T));
-      const char* tgt = reinterpret_cast<const char*>(xr + pf_rows * p.x_cs + w0);
-      if constexpr (kPf == 4) {
-        if (lane == 0) prefetch_l2_bulk_last(tgt, bytes);
-      } else {
-        if (static_cast<uint32_t>(lane) * 128u < bytes) {  // a span is at most 32 lines
-          if constexpr (kPf == 3) {
-            prefetch_l2_last(tgt + lane * 128);
-          } else {
-            prefetch_l2(tgt + lane * 128);
-          }
-        }
-      }
-    }
-  }
   float halo[kH];
 #pragma unroll
   for (int j = 0; j < kH; ++j) halo[j] = 0.f;
@@ -206,12 +207,14 @@ int64_t grid_blocks(const ConvParams& p) {
 }
 
 // Prefetch distance in rows: the rows of EXP_PF eighths of the resident warps (default 4), 0 when
-// the rows are not at one stride.
+// the rows are not at one stride or the grid is under 4 waves.
 int64_t pf_rows_for(const ConvParams& p, int64_t wpr, int warps_per_sm) {
   const int eighths = exp_int("CAUSAL_CONV1D_EXP_PF", 4);
   if (eighths <= 0) return 0;
   if (!(p.batch == 1 || p.x_bs == static_cast<int64_t>(p.dim) * p.x_cs)) return 0;
-  const int64_t ahead = static_cast<int64_t>(p.num_sms) * warps_per_sm * eighths / 8;
+  const int64_t resident = static_cast<int64_t>(p.num_sms) * warps_per_sm;
+  if (wpr * p.batch * p.dim < 4 * resident) return 0;
+  const int64_t ahead = resident * eighths / 8;
   const int64_t r = (ahead + wpr - 1) / wpr;
   return r < 1 ? 1 : r;
 }
@@ -222,11 +225,10 @@ void launch_v(const ConvParams& p, cudaStream_t stream) {
   const int64_t nwarps = wpr * p.batch * p.dim;
   const int64_t pf = pf_rows_for(p, wpr, min_blocks(kVecs) * (kThreads / 32));
   const unsigned grid = static_cast<unsigned>(grid_blocks(p));
-  switch (exp_int("CAUSAL_CONV1D_EXP_PF_MODE", 3)) {
+  switch (exp_int("CAUSAL_CONV1D_EXP_PF_MODE", 5)) {
     case 0: fwd_cf_fast_kernel<T, kW, kVecs, 0><<<grid, kThreads, 0, stream>>>(p, wpr, nwarps, 0); break;
     case 1: fwd_cf_fast_kernel<T, kW, kVecs, 1><<<grid, kThreads, 0, stream>>>(p, wpr, nwarps, pf); break;
-    case 4: fwd_cf_fast_kernel<T, kW, kVecs, 4><<<grid, kThreads, 0, stream>>>(p, wpr, nwarps, pf); break;
-    default: fwd_cf_fast_kernel<T, kW, kVecs, 3><<<grid, kThreads, 0, stream>>>(p, wpr, nwarps, pf); break;
+    default: fwd_cf_fast_kernel<T, kW, kVecs, 5><<<grid, kThreads, 0, stream>>>(p, wpr, nwarps, pf); break;
   }
   CC1D_CUDA_LAUNCH_CHECK();
 }

@@ -77,21 +77,14 @@ __device__ __forceinline__ void st_global_16(void* ptr, const uint4& v) {
                : "memory");
 }
 
-// L2 prefetches (no register, nothing to wait for). EXP modes: 1 one 128-byte line per lane, 3 the
-// same with the evict-last hint, 4 one bulk range by one lane with an evict-last cache policy (sm_90).
+// L2 hints for one 128-byte line (no register, nothing to wait for): a prefetch with normal or
+// evict-last priority, and the reset of a line's priority to normal.
 __device__ __forceinline__ void prefetch_l2(const void* ptr) { asm volatile("prefetch.global.L2 [%0];" ::"l"(ptr)); }
 __device__ __forceinline__ void prefetch_l2_last(const void* ptr) {
   asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(ptr));
 }
-__device__ __forceinline__ void prefetch_l2_bulk_last(const void* ptr, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  uint64_t pol;
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
-  asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;" ::"l"(ptr), "r"(bytes), "l"(pol)
-               : "memory");
-#else
-  prefetch_l2_last(ptr);
-#endif
+__device__ __forceinline__ void l2_priority_normal(const void* ptr) {
+  asm volatile("applypriority.global.L2::evict_normal [%0], 128;" ::"l"(ptr) : "memory");
 }
 
 // w[k] = weight[d, k] as float (kW == width: no padded taps), one dtype switch for all taps.
