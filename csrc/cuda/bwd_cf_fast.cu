@@ -47,7 +47,6 @@
 
 #include "dispatch.cuh"
 #include "vec16.cuh"
-#include "exp_switch.cuh"
 
 namespace causal_conv1d_cuda {
 namespace {
@@ -95,30 +94,7 @@ struct FastDiv {
   __device__ __forceinline__ uint32_t div(uint32_t n) const { return (__umulhi(n, m) + n) >> s; }
 };
 
-// EXP: evict-first loads of x / dout and stores of dx
-__device__ __forceinline__ uint4 bwd_ld_cs(const void* p) {
-  uint4 r;
-  asm volatile("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
-  return r;
-}
-template <bool kCs>
-__device__ __forceinline__ uint4 bwd_ld(const void* p) {
-  if constexpr (kCs) {
-    return bwd_ld_cs(p);
-  } else {
-    return ld_global_16(p);
-  }
-}
-template <bool kCs>
-__device__ __forceinline__ void bwd_st(void* p, const uint4& v) {
-  if constexpr (kCs) {
-    asm volatile("st.global.cs.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
-  } else {
-    st_global_16(p, v);
-  }
-}
-
-template <typename T, int kW, int kVecs, bool kCs = false>
+template <typename T, int kW, int kVecs>
 __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
     bwd_cf_fast_kernel(const ConvParams p, const FastDiv wpr, const FastDiv dim, const uint32_t nwarps) {
   constexpr int kPer = Vec16<T>::kPer;
@@ -155,8 +131,8 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
 #pragma unroll
   for (int v = kVecs - 1; v >= 0; --v) {
     if (v < nv) {
-      rx[v] = bwd_ld<kCs>(xl + v * kSpan);
-      rd[v] = bwd_ld<kCs>(dl + v * kSpan);
+      rx[v] = ld_global_16(xl + v * kSpan);
+      rd[v] = ld_global_16(dl + v * kSpan);
     } else {
       rx[v] = make_uint4(0u, 0u, 0u, 0u);
       rd[v] = make_uint4(0u, 0u, 0u, 0u);
@@ -264,7 +240,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
         for (int j = 0; j <= kH; ++j) acc = fmaf(w[kH - j], g[i + j], acc);
         o[i] = acc;
       }
-      bwd_st<kCs>(dxl + v * kSpan, Vec16<T>::store(o));
+      st_global_16(dxl + v * kSpan, Vec16<T>::store(o));
 #pragma unroll
       for (int i = 0; i < kPer; ++i) {
 #pragma unroll
@@ -581,11 +557,8 @@ void launch(const ConvParams& p, cudaStream_t stream) {
     using T = typename decltype(tag)::type;
     constexpr int kW = decltype(width)::value;
     const FastDiv fw(static_cast<uint32_t>(wpr)), fd(static_cast<uint32_t>(p.dim));
-    if (short_rows && exp_int("CAUSAL_CONV1D_EXP_BWD_V2", 1) != 0) {
+    if (short_rows) {
       bwd_cf_fast_kernel<T, kW, kShortVecs><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-          p, fw, fd, static_cast<uint32_t>(nwarps));
-    } else if (exp_int("CAUSAL_CONV1D_EXP_BWD_CS", 0) != 0) {
-      bwd_cf_fast_kernel<T, kW, kVecs, true><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
           p, fw, fd, static_cast<uint32_t>(nwarps));
     } else {
       bwd_cf_fast_kernel<T, kW, kVecs><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(

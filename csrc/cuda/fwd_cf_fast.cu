@@ -26,7 +26,6 @@
 
 #include "dispatch.cuh"
 #include "vec16.cuh"
-#include "exp_switch.cuh"
 
 namespace causal_conv1d_cuda {
 namespace {
@@ -74,14 +73,14 @@ __device__ __forceinline__ void st_x(uint4* p, const uint4& v) {
   }
 }
 
-template <typename T, int kW, int kVecs, int kPf>
+template <typename T, int kW, int kVecs>
 __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
     fwd_cf_fast_kernel(const ConvParams p, const int64_t wpr, const int64_t nwarps, const int64_t pf_rows) {
   constexpr int kPer = Vec16<T>::kPer;
   constexpr int kH = kW - 1;
   constexpr int kStride = 32;  // in 16-byte vectors: a lane's vector v + 1 is 512 bytes after v
   static_assert(kPer >= kH, "the halo must fit in the previous lane's vector");
-  constexpr bool kStream = kVecs == 8 || kPf != 0;  // evict-first x and out (above)
+  constexpr bool kStream = true;  // evict-first x and out (above)
 
   const int lane = threadIdx.x & 31;
   const int64_t gw = static_cast<int64_t>(blockIdx.x) * (kThreads / 32) + (threadIdx.x >> 5);
@@ -114,25 +113,14 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
   const int nin = left <= 0 ? 0 : (left >= static_cast<int64_t>(kVecs) * 32 * kPer ? kVecs
                                   : static_cast<int>((left + 32 * kPer - 1) / (32 * kPer)));
 
-  // this warp's span of the row pf_rows ahead into L2 (pf_rows 0: none; rows at one stride, host)
+  // this warp's span of the row pf_rows ahead (the warp pf_rows * wpr later) into L2, one 128-byte
+  // line per lane (a span is at most 32 lines); pf_rows 0: none (launch_v)
   const int64_t lw = L - w0;  // > 0
   const uint32_t span_bytes = static_cast<uint32_t>((lw < 32 * kVecs * kPer ? lw : 32 * kVecs * kPer) * sizeof(T));
-  const bool my_line = static_cast<uint32_t>(lane) * 128u < span_bytes;  // a span is at most 32 lines
-  if constexpr (kPf != 0) {
-    if (pf_rows > 0 && my_line) {
-      const char* mine = reinterpret_cast<const char*>(xr + w0) + lane * 128;
-      if (row + pf_rows < static_cast<int64_t>(p.batch) * p.dim) {
-        const char* tgt = mine + pf_rows * p.x_cs * static_cast<int64_t>(sizeof(T));
-        if constexpr (kPf == 5) {
-          prefetch_l2_last(tgt);
-        } else {
-          prefetch_l2(tgt);
-        }
-      }
-      // mode 5: this span's own lines (prefetched evict-last by the warp pf_rows rows back, its loads
-      // issued below) back to normal priority, so that no evict-last line outlives its one use
-      if constexpr (kPf == 5) l2_priority_normal(mine);
-    }
+  const bool my_line = static_cast<uint32_t>(lane) * 128u < span_bytes;
+  if (pf_rows > 0 && my_line) {
+    const char* mine = reinterpret_cast<const char*>(xr + w0) + lane * 128;
+    if (row + pf_rows < static_cast<int64_t>(p.batch) * p.dim) prefetch_l2(mine + pf_rows * p.x_cs * static_cast<int64_t>(sizeof(T)));
   }
   uint4 raw[kVecs];
 #pragma unroll
@@ -206,17 +194,14 @@ int64_t grid_blocks(const ConvParams& p) {
   return (warps_per_row(p) * p.batch * p.dim + kThreads / 32 - 1) / (kThreads / 32);
 }
 
-// Prefetch distance in rows: the rows of EXP_PF eighths of the resident warps (default 4), 0 when
-// the rows are not at one stride or the grid is under 4 waves.
+// L2 prefetch distance in rows: the rows of half the resident warps (a warp prefetches for the warp
+// that starts about half a warp lifetime after it). 0 (none) when the rows are not at one stride
+// (x's batch stride is not dim rows) or the grid is under 4 waves (the B16 D1024 L512 row: no gain).
 int64_t pf_rows_for(const ConvParams& p, int64_t wpr, int warps_per_sm) {
-  const int eighths = exp_int("CAUSAL_CONV1D_EXP_PF", 4);
-  if (eighths <= 0) return 0;
   if (!(p.batch == 1 || p.x_bs == static_cast<int64_t>(p.dim) * p.x_cs)) return 0;
   const int64_t resident = static_cast<int64_t>(p.num_sms) * warps_per_sm;
   if (wpr * p.batch * p.dim < 4 * resident) return 0;
-  const int64_t ahead = resident * eighths / 8;
-  const int64_t r = (ahead + wpr - 1) / wpr;
-  return r < 1 ? 1 : r;
+  return (resident / 2 + wpr - 1) / wpr;
 }
 
 template <typename T, int kW, int kVecs>
@@ -224,12 +209,7 @@ void launch_v(const ConvParams& p, cudaStream_t stream) {
   const int64_t wpr = warps_per_row(p);
   const int64_t nwarps = wpr * p.batch * p.dim;
   const int64_t pf = pf_rows_for(p, wpr, min_blocks(kVecs) * (kThreads / 32));
-  const unsigned grid = static_cast<unsigned>(grid_blocks(p));
-  switch (exp_int("CAUSAL_CONV1D_EXP_PF_MODE", 5)) {
-    case 0: fwd_cf_fast_kernel<T, kW, kVecs, 0><<<grid, kThreads, 0, stream>>>(p, wpr, nwarps, 0); break;
-    case 1: fwd_cf_fast_kernel<T, kW, kVecs, 1><<<grid, kThreads, 0, stream>>>(p, wpr, nwarps, pf); break;
-    default: fwd_cf_fast_kernel<T, kW, kVecs, 5><<<grid, kThreads, 0, stream>>>(p, wpr, nwarps, pf); break;
-  }
+  fwd_cf_fast_kernel<T, kW, kVecs><<<static_cast<unsigned>(grid_blocks(p)), kThreads, 0, stream>>>(p, wpr, nwarps, pf);
   CC1D_CUDA_LAUNCH_CHECK();
 }
 
