@@ -35,6 +35,8 @@
 #include "dispatch.cuh"
 #include "vec16.cuh"
 
+#include <type_traits>
+
 namespace causal_conv1d_cuda {
 namespace {
 
@@ -49,37 +51,49 @@ constexpr int kThreads = 128;
 // 128 KB; no spills in any instantiation.
 constexpr int min_blocks(int vecs) { return vecs == 2 ? 12 : (vecs == 4 ? 10 : 8); }
 
-__device__ __forceinline__ float silu_fast(float z) { return __fdividef(z, 1.f + __expf(-z)); }
-
-// Evict-first 16-byte load and store (every byte of x and out is used once): on the H200 0.4-1.0 us
-// less per call than plain ones on the 16-bit B4 D4096 L4096 rows (2026-12-01, PERF_NOTES).
-__device__ __forceinline__ uint4 ld_stream_16(const uint4* p) {
-  uint4 r;
-  asm volatile("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+// v, with its origin hidden from the compiler: a 32-bit offset stays one register that the compiler
+// widens with one IMAD.WIDE where it needs the address, instead of a 64-bit expression it rebuilds.
+__device__ __forceinline__ uint32_t opaque_u32(uint32_t v) {
+  uint32_t r;
+  asm("mov.b32 %0, %1;" : "=r"(r) : "r"(v));
   return r;
 }
-template <bool kStream>
-__device__ __forceinline__ uint4 ld_x(const uint4* p) {
-  if constexpr (kStream) {
-    return ld_stream_16(p);
-  } else {
-    uint4 r = __ldg(p);
-    return r;
-  }
+
+__device__ __forceinline__ float silu_fast(float z) { return __fdividef(z, 1.f + __expf(-z)); }
+
+// L2 cache policies (createpolicy: folded by the compiler into the access's memory descriptor, no
+// register): x is read with an evict_normal hint, which resets a line that the prefetch below
+// brought in at evict_last (so nothing stays behind at evict_last after its one use); out is written
+// evict-first. All accesses are .cs (evict-first in L1).
+__device__ __forceinline__ uint64_t l2_policy_evict_normal() {
+  uint64_t pol;
+  asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(pol));
+  return pol;
 }
-__device__ __forceinline__ void st_stream_16(uint4* p, const uint4& v) {
-  asm volatile("st.global.cs.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+__device__ __forceinline__ uint64_t l2_policy_evict_first() {
+  uint64_t pol;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+  return pol;
+}
+__device__ __forceinline__ uint4 ld_hint_16(const uint4* p, uint64_t pol) {
+  uint4 r;
+  asm volatile("ld.global.cs.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "l"(pol));
+  return r;
+}
+__device__ __forceinline__ void st_hint_16(uint4* p, const uint4& v, uint64_t pol) {
+  asm volatile("st.global.cs.L2::cache_hint.v4.b32 [%0], {%1, %2, %3, %4}, %5;\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z),
+               "r"(v.w), "l"(pol)
                : "memory");
 }
 
-template <bool kStream>
-__device__ __forceinline__ void st_x(uint4* p, const uint4& v) {
-  if constexpr (kStream) {
-    st_stream_16(p, v);
-  } else {
-    st_global_16(p, v);
-  }
-}
+// Row addressing, by instantiation: 32-bit vector offsets from p.x / p.out, except for bf16 widths
+// 3-4, whose SASS with 64-bit row pointers is shorter (ptxas keeps the store pointer in registers
+// there; in every other 8-vector kernel it rebuilt it from b, d and the strides at every vector:
+// loop instructions per warp, pointers / offsets, nvcc 13.0 sm_90: bf16 W4 765 / 790, W3 684 / 710,
+// W2 733 / 632; fp16 W4 896 / 787, W3 817 / 709; fp32 W4 260 / 199).
+template <typename T, int kW>
+constexpr bool use_offsets() { return !(std::is_same<T, __nv_bfloat16>::value && kW >= 3); }
 
 template <typename T, int kW, int kVecs>
 __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
@@ -88,7 +102,6 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
   constexpr int kH = kW - 1;
   constexpr int kStride = 32;  // in 16-byte vectors: a lane's vector v + 1 is 512 bytes after v
   static_assert(kPer >= kH, "the halo must fit in the previous lane's vector");
-  constexpr bool kStream = true;  // evict-first x and out (above)
 
   const int lane = threadIdx.x & 31;
   const int64_t gw = static_cast<int64_t>(blockIdx.x) * (kThreads / 32) + (threadIdx.x >> 5);
@@ -112,34 +125,53 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
   const int64_t L = p.seqlen;
   const int64_t w0 = wr * (32 * kVecs * kPer);
   const int64_t lane_l0 = w0 + lane * kPer;
+  // this lane's first vector of x and of out (use_offsets: 32-bit offsets in vectors, eligible() keeps
+  // every vector of x and out within 2^32 of its base; else 64-bit row pointers)
+  const uint4* __restrict__ xv;
+  uint4* __restrict__ ov;
+  uint32_t xo = 0;
   const T* __restrict__ xr = static_cast<const T*>(p.x) + b * p.x_bs + d * p.x_cs;
-  T* __restrict__ outr = static_cast<T*>(p.out) + b * p.out_bs + d * p.out_cs;
-  const uint4* __restrict__ xv = reinterpret_cast<const uint4*>(xr + lane_l0);
-  uint4* __restrict__ ov = reinterpret_cast<uint4*>(outr + lane_l0);
+  if constexpr (use_offsets<T, kW>()) {
+    xo = opaque_u32(static_cast<uint32_t>((b * p.x_bs + d * p.x_cs + lane_l0) / kPer));
+    const uint32_t oo = opaque_u32(static_cast<uint32_t>((b * p.out_bs + d * p.out_cs + lane_l0) / kPer));
+    xv = static_cast<const uint4*>(p.x) + xo;
+    ov = static_cast<uint4*>(p.out) + oo;
+  } else {
+    T* __restrict__ outr = static_cast<T*>(p.out) + b * p.out_bs + d * p.out_cs;
+    xv = reinterpret_cast<const uint4*>(xr + lane_l0);
+    ov = reinterpret_cast<uint4*>(outr + lane_l0);
+  }
   // this lane's vectors inside the row: v < nin (L is a multiple of kPer: none straddles the end)
   const int64_t left = L - lane_l0;
   const int nin = left <= 0 ? 0 : (left >= static_cast<int64_t>(kVecs) * 32 * kPer ? kVecs
                                   : static_cast<int>((left + 32 * kPer - 1) / (32 * kPer)));
 
-  // this warp's span of the row pf_rows ahead (the warp pf_rows * wpr later) into L2, one 128-byte
-  // line per lane (a span is at most 32 lines); pf_rows 0: none (launch_v)
+  // this warp's span of the row pf_rows ahead (the warp pf_rows * wpr later) into L2 at evict_last,
+  // one 128-byte line per lane (a span is at most 32 lines); that warp's evict_normal loads reset the
+  // lines; pf_rows 0: none (launch_v)
   const int64_t lw = L - w0;  // > 0
   const uint32_t span_bytes = static_cast<uint32_t>((lw < 32 * kVecs * kPer ? lw : 32 * kVecs * kPer) * sizeof(T));
   const bool my_line = static_cast<uint32_t>(lane) * 128u < span_bytes;
   if (pf_rows > 0 && my_line) {
-    const char* mine = reinterpret_cast<const char*>(xr + w0) + lane * 128;
-    if (row + pf_rows < static_cast<int64_t>(p.batch) * p.dim) prefetch_l2(mine + pf_rows * p.x_cs * static_cast<int64_t>(sizeof(T)));
+    const char* mine = reinterpret_cast<const char*>(xv - lane) + lane * 128;
+    if (row + pf_rows < static_cast<int64_t>(p.batch) * p.dim) {
+      prefetch_l2_evict_last(mine + pf_rows * p.x_cs * static_cast<int64_t>(sizeof(T)));
+    }
   }
   uint4 raw[kVecs];
+  {
+    const uint64_t pol = l2_policy_evict_normal();
 #pragma unroll
-  for (int v = 0; v < kVecs; ++v) raw[v] = v < nin ? ld_x<kStream>(xv + v * kStride) : make_uint4(0u, 0u, 0u, 0u);
+    for (int v = 0; v < kVecs; ++v) raw[v] = v < nin ? ld_hint_16(xv + v * kStride, pol) : make_uint4(0u, 0u, 0u, 0u);
+  }
   float halo[kH];
 #pragma unroll
   for (int j = 0; j < kH; ++j) halo[j] = 0.f;
   if (lane == 0) {
     if (w0 > 0) {
+      const T* __restrict__ before = reinterpret_cast<const T*>(xv) - kH;
 #pragma unroll
-      for (int j = 0; j < kH; ++j) halo[j] = to_float(__ldg(xr + w0 - kH + j));
+      for (int j = 0; j < kH; ++j) halo[j] = to_float(__ldg(before + j));
     } else if (p.init != nullptr) {
       const T* __restrict__ ir = static_cast<const T*>(p.init) + b * p.i_bs + d * p.i_cs;
 #pragma unroll
@@ -180,13 +212,19 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
       win[kH - 1] = xf[i];
       o[i] = silu ? silu_fast(acc) : acc;
     }
-    if (v < nin) st_x<kStream>(ov + v * kStride, Vec16<T>::store(o));
+    if (v < nin) st_hint_16(ov + v * kStride, Vec16<T>::store(o), l2_policy_evict_first());
   }
   // final_states[b, d, j] = x[b, d, L - kH + j], copied (bit for bit) by lane 0 of the row's last warp
   if (p.final_out != nullptr && wr == wpr - 1 && lane == 0) {
     T* __restrict__ fin = static_cast<T*>(p.final_out) + b * p.f_bs + d * p.f_cs;
 #pragma unroll
-    for (int j = 0; j < kH; ++j) fin[j * p.f_ls] = xr[L - kH + j];
+    for (int j = 0; j < kH; ++j) {
+      if constexpr (use_offsets<T, kW>()) {
+        fin[j * p.f_ls] = static_cast<const T*>(p.x)[static_cast<int64_t>(xo) * kPer + (L - lane_l0) - kH + j];
+      } else {
+        fin[j * p.f_ls] = xr[L - kH + j];
+      }
+    }
   }
 }
 
@@ -209,7 +247,7 @@ int64_t pf_rows_for(const ConvParams& p, int64_t wpr, int warps_per_sm) {
   if (!(p.batch == 1 || p.x_bs == static_cast<int64_t>(p.dim) * p.x_cs)) return 0;
   const int64_t resident = static_cast<int64_t>(p.num_sms) * warps_per_sm;
   if (wpr * p.batch * p.dim < 4 * resident) return 0;
-  return (resident / 2 + wpr - 1) / wpr;
+  return (resident * 3 / 8 + wpr - 1) / wpr;
 }
 
 template <typename T, int kW, int kVecs>
@@ -232,6 +270,10 @@ bool eligible(const ConvParams& p) {
   if (p.width < 2 || p.width > 4 || p.batch <= 0 || p.dim <= 0 || p.seqlen <= 0) return false;
   const int64_t per = p.x_dtype == kFloat32 ? 4 : 8;  // elements per 16-byte vector
   if (p.seqlen % per != 0) return false;
+  // the kernel's 32-bit vector offsets: the last element of x and of out within 2^32 vectors of its base
+  const int64_t x_end = static_cast<int64_t>(p.batch - 1) * p.x_bs + static_cast<int64_t>(p.dim - 1) * p.x_cs + p.seqlen;
+  const int64_t out_end = static_cast<int64_t>(p.batch - 1) * p.out_bs + static_cast<int64_t>(p.dim - 1) * p.out_cs + p.seqlen;
+  if (x_end / per > 0xffffffffLL || out_end / per > 0xffffffffLL) return false;
   return grid_blocks(p) <= 0x7fffffffLL;
 }
 

@@ -57,11 +57,11 @@ def _grid(dts: str, L: int, sms: int) -> tuple[int, int]:
 
 def prefetch_rows(dts: str, B: int, D: int, L: int, batch_strided: bool, sms: int) -> int:
     """The L2 prefetch distance in rows that fwd_cf_fast.cu's launch_v picks (0: no prefetch): rows of
-    half the resident warps, when x's rows are at one stride and the grid is at least 4 waves."""
+    3/8 of the resident warps, when x's rows are at one stride and the grid is at least 4 waves."""
     wpr, resident = _grid(dts, L, sms)
     if (batch_strided and B > 1) or wpr * B * D < 4 * resident:
         return 0
-    return -(-(resident // 2) // wpr)
+    return -(-(resident * 3 // 8) // wpr)
 
 
 def prefetch_cases(sms: int) -> list[tuple]:
