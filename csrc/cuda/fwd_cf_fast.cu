@@ -19,14 +19,18 @@
 // test in every vector). bf16 width 4: 1510 -> 1281 SASS instructions per warp, ~96 per vector of
 // which 72 are the convolution and silu. The 16-bit kernels of 8 vectors per lane read x and write
 // out evict-first (ld/st.global.cs: every byte is used once); since session 6 every kernel does.
-// L2 prefetch (session 6): on grids of at least 4 waves whose rows sit at one stride, each lane
-// first prefetches one 128-byte line of the span pf_rows rows ahead (the warp that starts about
-// half a warp lifetime later), so the DRAM reads run ahead of the warps' compute-then-load bursts
-// at no register cost. Same-run A/B on the H200 (2026-12-01, µs, without / with): bf16 B4 D4096
-// L4096 70.5, 70.6 / 69.2, 69.3 and 71.4, 70.8 / 70.6, 70.1; fp32 131.2, 131.5 / 128.2, 129.2 and
-// 132.6, 132.2 / 132.2, 131.1; 7B B1 L8192 D10240 87.7, 88.1 / 87.2, 87.2 and 89.1, 88.0 / 87.5,
-// 86.9. Not kept: the evict-last prefetch (another ~1 us, but its lines outlive their one use:
-// vec16.cuh), a whole wave ahead (slower), the B16 D1024 L512 row (3 waves; no gain).
+// L2 prefetch (sessions 6-7): on grids of at least 4 waves whose rows sit at one stride, each lane
+// first prefetches one 128-byte line of the span pf_rows rows ahead (the warp that starts about 3/8
+// of a warp lifetime later) at evict_last priority, so the DRAM reads run ahead of the warps'
+// compute-then-load bursts and survive the streaming traffic until used. The load that uses a line
+// carries an evict_normal cache hint, which resets it (an evict_first hint or plain .cs does not:
+// the line would outlive its one use and crowd the next ops out of L2; vec16.cuh); out is written
+// with an evict_first hint. Same-run A/B on the H200 (2026-12-02, µs in a CUDA graph, session 6's
+// normal-priority prefetch half a wave ahead / this): bf16 B4 D4096 L4096 70.1, 70.2 / 69.7, 69.4;
+// fp16 70.9, 71.0 / 70.9, 69.9; fp32 130.9, 131.7 / 128.6, 127.8; 7B B1 L8192 D10240 86.7, 87.4 /
+// 85.6, 84.9 (PERF_NOTES, "Session 7").
+// Row addressing (use_offsets): 32-bit vector offsets from p.x / p.out, or 64-bit row pointers for
+// bf16 widths 3-4, whichever gives ptxas the shorter vector loop.
 // Eligible: channel-first, no seq_idx, width 2..4, every row of x and out 16-byte aligned and
 // seqlen a multiple of the vector width (so each vector is wholly inside or wholly past the row).
 // Everything else runs the next path of the forward's table (dispatch.cu).
@@ -240,9 +244,11 @@ int64_t grid_blocks(const ConvParams& p) {
   return (warps_per_row(p) * p.batch * p.dim + kThreads / 32 - 1) / (kThreads / 32);
 }
 
-// L2 prefetch distance in rows: the rows of half the resident warps (a warp prefetches for the warp
-// that starts about half a warp lifetime after it). 0 (none) when the rows are not at one stride
-// (x's batch stride is not dim rows) or the grid is under 4 waves (the B16 D1024 L512 row: no gain).
+// L2 prefetch distance in rows: the rows of 3/8 of the resident warps (a warp prefetches for the
+// warp that starts about 3/8 of a warp lifetime after it; same-run A/B, bf16 row, µs: 2/8 69.7, 69.3
+// and 4/8 69.2, 69.3 in session 6 at normal priority; at evict-last with the reset, 3/8 68.8, 69.2,
+// 4/8 69.5, 69.5, 6/8 76.8, 76.7). 0 (none) when the rows are not at one stride (x's batch stride is
+// not dim rows) or the grid is under 4 waves (the B16 D1024 L512 row: no gain).
 int64_t pf_rows_for(const ConvParams& p, int64_t wpr, int warps_per_sm) {
   if (!(p.batch == 1 || p.x_bs == static_cast<int64_t>(p.dim) * p.x_cs)) return 0;
   const int64_t resident = static_cast<int64_t>(p.num_sms) * warps_per_sm;
