@@ -34,6 +34,9 @@
 
 #include "dispatch.cuh"
 #include "vec16.cuh"
+#include "exp_switch.cuh"
+
+#include <type_traits>
 
 namespace causal_conv1d_cuda {
 namespace {
@@ -49,6 +52,14 @@ constexpr int kThreads = 128;
 // 128 KB; no spills in any instantiation.
 constexpr int min_blocks(int vecs) { return vecs == 2 ? 12 : (vecs == 4 ? 10 : 8); }
 
+// v, with its origin hidden from the compiler: a 32-bit offset stays one register that the compiler
+// widens with one IMAD.WIDE where it needs the address, instead of a 64-bit expression it rebuilds.
+__device__ __forceinline__ uint32_t opaque_u32(uint32_t v) {
+  uint32_t r;
+  asm("mov.b32 %0, %1;" : "=r"(r) : "r"(v));
+  return r;
+}
+
 __device__ __forceinline__ float silu_fast(float z) { return __fdividef(z, 1.f + __expf(-z)); }
 
 // Evict-first 16-byte load and store (every byte of x and out is used once): on the H200 0.4-1.0 us
@@ -58,6 +69,29 @@ __device__ __forceinline__ uint4 ld_stream_16(const uint4* p) {
   asm volatile("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
   return r;
 }
+// EXP: L2 policies. kPol 0: normal prefetch, .cs loads (main). 1: evict_last prefetch, loads with an
+// evict_first cache hint (demote on use). 2: evict_last prefetch, evict_normal hint loads. 3: evict_last
+// prefetch, .cs loads (session 6's lingering variant, reference).
+__device__ __forceinline__ uint64_t exp_policy_first() {
+  uint64_t pol;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+  return pol;
+}
+__device__ __forceinline__ uint64_t exp_policy_normal() {
+  uint64_t pol;
+  asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(pol));
+  return pol;
+}
+__device__ __forceinline__ uint4 ld_hint_16(const uint4* p, uint64_t pol) {
+  uint4 r;
+  asm volatile("ld.global.cs.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "l"(pol));
+  return r;
+}
+__device__ __forceinline__ void exp_prefetch_last(const void* ptr) {
+  asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(ptr));
+}
+
 template <bool kStream>
 __device__ __forceinline__ uint4 ld_x(const uint4* p) {
   if constexpr (kStream) {
@@ -81,7 +115,7 @@ __device__ __forceinline__ void st_x(uint4* p, const uint4& v) {
   }
 }
 
-template <typename T, int kW, int kVecs>
+template <typename T, int kW, int kVecs, int kPol, int kOff>
 __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
     fwd_cf_fast_kernel(const ConvParams p, const int64_t wpr, const int64_t nwarps, const int64_t pf_rows) {
   constexpr int kPer = Vec16<T>::kPer;
@@ -112,34 +146,61 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
   const int64_t L = p.seqlen;
   const int64_t w0 = wr * (32 * kVecs * kPer);
   const int64_t lane_l0 = w0 + lane * kPer;
+  // 32-bit offsets, in 16-byte vectors, of this lane's first vector from p.x and p.out (eligible():
+  // every vector of x and out lies within 2^32 vectors of its base). The store address is then
+  // one IMAD.WIDE from a 32-bit register where the compiler rebuilds it, not a 64-bit pointer kept
+  // through the loop or rebuilt from b, d and the strides at every vector.
+  // EXP kOff 1: 32-bit vector offsets from p.x / p.out; kOff 0: 64-bit row pointers (main before)
+  const uint4* __restrict__ xv;
+  uint4* __restrict__ ov;
+  uint32_t xo = 0;
   const T* __restrict__ xr = static_cast<const T*>(p.x) + b * p.x_bs + d * p.x_cs;
-  T* __restrict__ outr = static_cast<T*>(p.out) + b * p.out_bs + d * p.out_cs;
-  const uint4* __restrict__ xv = reinterpret_cast<const uint4*>(xr + lane_l0);
-  uint4* __restrict__ ov = reinterpret_cast<uint4*>(outr + lane_l0);
+  if constexpr (kOff == 1) {
+    xo = opaque_u32(static_cast<uint32_t>((b * p.x_bs + d * p.x_cs + lane_l0) / kPer));
+    const uint32_t oo = opaque_u32(static_cast<uint32_t>((b * p.out_bs + d * p.out_cs + lane_l0) / kPer));
+    xv = static_cast<const uint4*>(p.x) + xo;
+    ov = static_cast<uint4*>(p.out) + oo;
+  } else {
+    T* __restrict__ outr = static_cast<T*>(p.out) + b * p.out_bs + d * p.out_cs;
+    xv = reinterpret_cast<const uint4*>(xr + lane_l0);
+    ov = reinterpret_cast<uint4*>(outr + lane_l0);
+  }
   // this lane's vectors inside the row: v < nin (L is a multiple of kPer: none straddles the end)
   const int64_t left = L - lane_l0;
   const int nin = left <= 0 ? 0 : (left >= static_cast<int64_t>(kVecs) * 32 * kPer ? kVecs
                                   : static_cast<int>((left + 32 * kPer - 1) / (32 * kPer)));
 
-  // this warp's span of the row pf_rows ahead (the warp pf_rows * wpr later) into L2, one 128-byte
-  // line per lane (a span is at most 32 lines); pf_rows 0: none (launch_v)
   const int64_t lw = L - w0;  // > 0
   const uint32_t span_bytes = static_cast<uint32_t>((lw < 32 * kVecs * kPer ? lw : 32 * kVecs * kPer) * sizeof(T));
   const bool my_line = static_cast<uint32_t>(lane) * 128u < span_bytes;
   if (pf_rows > 0 && my_line) {
-    const char* mine = reinterpret_cast<const char*>(xr + w0) + lane * 128;
-    if (row + pf_rows < static_cast<int64_t>(p.batch) * p.dim) prefetch_l2(mine + pf_rows * p.x_cs * static_cast<int64_t>(sizeof(T)));
+    const char* mine = reinterpret_cast<const char*>(xv - lane) + lane * 128;
+    if (row + pf_rows < static_cast<int64_t>(p.batch) * p.dim) {
+      const char* a = mine + pf_rows * p.x_cs * static_cast<int64_t>(sizeof(T));
+      if constexpr (kPol == 0) {
+        prefetch_l2(a);
+      } else {
+        exp_prefetch_last(a);
+      }
+    }
   }
   uint4 raw[kVecs];
+  if constexpr (kPol == 1 || kPol == 2) {
+    const uint64_t pol = kPol == 1 ? exp_policy_first() : exp_policy_normal();
 #pragma unroll
-  for (int v = 0; v < kVecs; ++v) raw[v] = v < nin ? ld_x<kStream>(xv + v * kStride) : make_uint4(0u, 0u, 0u, 0u);
+    for (int v = 0; v < kVecs; ++v) raw[v] = v < nin ? ld_hint_16(xv + v * kStride, pol) : make_uint4(0u, 0u, 0u, 0u);
+  } else {
+#pragma unroll
+    for (int v = 0; v < kVecs; ++v) raw[v] = v < nin ? ld_x<kStream>(xv + v * kStride) : make_uint4(0u, 0u, 0u, 0u);
+  }
   float halo[kH];
 #pragma unroll
   for (int j = 0; j < kH; ++j) halo[j] = 0.f;
   if (lane == 0) {
     if (w0 > 0) {
+      const T* __restrict__ before = reinterpret_cast<const T*>(xv) - kH;
 #pragma unroll
-      for (int j = 0; j < kH; ++j) halo[j] = to_float(__ldg(xr + w0 - kH + j));
+      for (int j = 0; j < kH; ++j) halo[j] = to_float(__ldg(before + j));
     } else if (p.init != nullptr) {
       const T* __restrict__ ir = static_cast<const T*>(p.init) + b * p.i_bs + d * p.i_cs;
 #pragma unroll
@@ -186,7 +247,13 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
   if (p.final_out != nullptr && wr == wpr - 1 && lane == 0) {
     T* __restrict__ fin = static_cast<T*>(p.final_out) + b * p.f_bs + d * p.f_cs;
 #pragma unroll
-    for (int j = 0; j < kH; ++j) fin[j * p.f_ls] = xr[L - kH + j];
+    for (int j = 0; j < kH; ++j) {
+      if constexpr (kOff == 1) {
+        fin[j * p.f_ls] = static_cast<const T*>(p.x)[static_cast<int64_t>(xo) * kPer + (L - lane_l0) - kH + j];
+      } else {
+        fin[j * p.f_ls] = xr[L - kH + j];
+      }
+    }
   }
 }
 
@@ -209,16 +276,38 @@ int64_t pf_rows_for(const ConvParams& p, int64_t wpr, int warps_per_sm) {
   if (!(p.batch == 1 || p.x_bs == static_cast<int64_t>(p.dim) * p.x_cs)) return 0;
   const int64_t resident = static_cast<int64_t>(p.num_sms) * warps_per_sm;
   if (wpr * p.batch * p.dim < 4 * resident) return 0;
-  return (resident / 2 + wpr - 1) / wpr;
+  const int eighths = exp_int("CAUSAL_CONV1D_EXP_PF", 4);  // EXP
+  if (eighths <= 0) return 0;
+  return (resident * eighths / 8 + wpr - 1) / wpr;
 }
 
-template <typename T, int kW, int kVecs>
-void launch_v(const ConvParams& p, cudaStream_t stream) {
+template <typename T, int kW, int kVecs, int kPol, int kOff>
+void launch_vp(const ConvParams& p, cudaStream_t stream) {
   const int64_t wpr = warps_per_row(p);
   const int64_t nwarps = wpr * p.batch * p.dim;
   const int64_t pf = pf_rows_for(p, wpr, min_blocks(kVecs) * (kThreads / 32));
-  fwd_cf_fast_kernel<T, kW, kVecs><<<static_cast<unsigned>(grid_blocks(p)), kThreads, 0, stream>>>(p, wpr, nwarps, pf);
+  fwd_cf_fast_kernel<T, kW, kVecs, kPol, kOff><<<static_cast<unsigned>(grid_blocks(p)), kThreads, 0, stream>>>(p, wpr, nwarps, pf);
   CC1D_CUDA_LAUNCH_CHECK();
+}
+
+// EXP: CAUSAL_CONV1D_EXP_FWD_POL (0..3, default 0) and CAUSAL_CONV1D_EXP_FWD_OFF (0 old pointers,
+// 1 32-bit offsets, 2 default: offsets except bf16 widths 3-4, whose SASS keeps the row pointer)
+template <typename T, int kW, int kVecs>
+void launch_v(const ConvParams& p, cudaStream_t stream) {
+  const int pol = exp_int("CAUSAL_CONV1D_EXP_FWD_POL", 0);
+  int off = exp_int("CAUSAL_CONV1D_EXP_FWD_OFF", 2);
+  if (off == 2) off = (std::is_same<T, __nv_bfloat16>::value && kW >= 3) ? 0 : 1;
+  auto go = [&](auto polc) {
+    constexpr int kP = decltype(polc)::value;
+    if (off == 1) return launch_vp<T, kW, kVecs, kP, 1>(p, stream);
+    return launch_vp<T, kW, kVecs, kP, 0>(p, stream);
+  };
+  switch (pol) {
+    case 1: return go(std::integral_constant<int, 1>{});
+    case 2: return go(std::integral_constant<int, 2>{});
+    case 3: return go(std::integral_constant<int, 3>{});
+    default: return go(std::integral_constant<int, 0>{});
+  }
 }
 
 }  // namespace
@@ -232,6 +321,10 @@ bool eligible(const ConvParams& p) {
   if (p.width < 2 || p.width > 4 || p.batch <= 0 || p.dim <= 0 || p.seqlen <= 0) return false;
   const int64_t per = p.x_dtype == kFloat32 ? 4 : 8;  // elements per 16-byte vector
   if (p.seqlen % per != 0) return false;
+  // the kernel's 32-bit vector offsets: the last element of x and of out within 2^32 vectors of its base
+  const int64_t x_end = static_cast<int64_t>(p.batch - 1) * p.x_bs + static_cast<int64_t>(p.dim - 1) * p.x_cs + p.seqlen;
+  const int64_t out_end = static_cast<int64_t>(p.batch - 1) * p.out_bs + static_cast<int64_t>(p.dim - 1) * p.out_cs + p.seqlen;
+  if (x_end / per > 0xffffffffLL || out_end / per > 0xffffffffLL) return false;
   return grid_blocks(p) <= 0x7fffffffLL;
 }
 
