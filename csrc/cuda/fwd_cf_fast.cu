@@ -71,7 +71,8 @@ __device__ __forceinline__ uint4 ld_stream_16(const uint4* p) {
 }
 // EXP: L2 policies. kPol 0: normal prefetch, .cs loads (main). 1: evict_last prefetch, loads with an
 // evict_first cache hint (demote on use). 2: evict_last prefetch, evict_normal hint loads. 3: evict_last
-// prefetch, .cs loads (session 6's lingering variant, reference).
+// prefetch, .cs loads (session 6's lingering variant, reference). 4: as 2, and stores with an
+// evict_first cache hint. 5: as 0, and the evict_first store hint.
 __device__ __forceinline__ uint64_t exp_policy_first() {
   uint64_t pol;
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
@@ -87,6 +88,11 @@ __device__ __forceinline__ uint4 ld_hint_16(const uint4* p, uint64_t pol) {
   asm volatile("ld.global.cs.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "l"(pol));
   return r;
+}
+__device__ __forceinline__ void st_hint_16(uint4* p, const uint4& v, uint64_t pol) {
+  asm volatile("st.global.cs.L2::cache_hint.v4.b32 [%0], {%1, %2, %3, %4}, %5;\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z),
+               "r"(v.w), "l"(pol)
+               : "memory");
 }
 __device__ __forceinline__ void exp_prefetch_last(const void* ptr) {
   asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(ptr));
@@ -177,7 +183,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
     const char* mine = reinterpret_cast<const char*>(xv - lane) + lane * 128;
     if (row + pf_rows < static_cast<int64_t>(p.batch) * p.dim) {
       const char* a = mine + pf_rows * p.x_cs * static_cast<int64_t>(sizeof(T));
-      if constexpr (kPol == 0) {
+      if constexpr (kPol == 0 || kPol == 5) {
         prefetch_l2(a);
       } else {
         exp_prefetch_last(a);
@@ -185,7 +191,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
     }
   }
   uint4 raw[kVecs];
-  if constexpr (kPol == 1 || kPol == 2) {
+  if constexpr (kPol == 1 || kPol == 2 || kPol == 4) {
     const uint64_t pol = kPol == 1 ? exp_policy_first() : exp_policy_normal();
 #pragma unroll
     for (int v = 0; v < kVecs; ++v) raw[v] = v < nin ? ld_hint_16(xv + v * kStride, pol) : make_uint4(0u, 0u, 0u, 0u);
@@ -241,7 +247,11 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
       win[kH - 1] = xf[i];
       o[i] = silu ? silu_fast(acc) : acc;
     }
-    if (v < nin) st_x<kStream>(ov + v * kStride, Vec16<T>::store(o));
+    if constexpr (kPol == 4 || kPol == 5) {
+      if (v < nin) st_hint_16(ov + v * kStride, Vec16<T>::store(o), exp_policy_first());
+    } else {
+      if (v < nin) st_x<kStream>(ov + v * kStride, Vec16<T>::store(o));
+    }
   }
   // final_states[b, d, j] = x[b, d, L - kH + j], copied (bit for bit) by lane 0 of the row's last warp
   if (p.final_out != nullptr && wr == wpr - 1 && lane == 0) {
@@ -306,6 +316,8 @@ void launch_v(const ConvParams& p, cudaStream_t stream) {
     case 1: return go(std::integral_constant<int, 1>{});
     case 2: return go(std::integral_constant<int, 2>{});
     case 3: return go(std::integral_constant<int, 3>{});
+    case 4: return go(std::integral_constant<int, 4>{});
+    case 5: return go(std::integral_constant<int, 5>{});
     default: return go(std::integral_constant<int, 0>{});
   }
 }

@@ -1,0 +1,39 @@
+#!/bin/bash
+# device call Q (session 7, branch exp18): the demote-on-use prefetch (POL 2) with evict_first store hints
+# (POL 4), the store hint alone (POL 5), distances; two passes + peer; L2 probe; same-size copy probe.
+set -u
+export TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16 CXX=/usr/bin/g++ CUDAHOSTCXX=/usr/bin/g++ CAUSAL_CONV1D_FORCE_BUILD=TRUE PYTHONUNBUFFERED=1
+R=$OUT; LOGS=/tmp/kab; mkdir -p $LOGS; export LOGS
+T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
+DEADLINE_S=220 UPSTREAM_SDIST=.carry18/causal_conv1d-1.7.0.tar.gz OUT=$R bash benchmarks/kernel_ab.sh build > $LOGS/kab.out 2>&1
+echo "build done at $(el) s" | tee -a $LOGS/summary.txt
+T="tests/gpu/test_fwd_cf_fast.py tests/gpu/test_kernel_paths.py"
+( env CAUSAL_CONV1D_EXP_FWD_POL=4 timeout 120 python3 -m pytest -q -p no:cacheprovider $T > $LOGS/t_p4.txt 2>&1 ) &
+( env CAUSAL_CONV1D_EXP_FWD_POL=5 timeout 120 python3 -m pytest -q -p no:cacheprovider $T > $LOGS/t_p5.txt 2>&1 ) &
+wait
+for f in t_p4 t_p5; do tail -1 $LOGS/$f.txt | sed "s/^/$f: /" | tee -a $LOGS/summary.txt; done
+UP=/tmp/upstream/causal_conv1d-1.7.0
+FWD="fwd bf16 cf B4 D4096 L4096,fwd fp16 cf B4,cf W2,cf W3,cf 7B B1 L8192,fwd fp32 cf B4,fwd bf16 cf B16"
+ab() {  # ab TAG ENV...
+  local tag=$1; shift
+  [ $(el) -gt 500 ] && { echo "skip $tag (deadline)" >> $LOGS/summary.txt; return; }
+  timeout 50 env "$@" python3 benchmarks/bench.py --kernel-worker --quick --only "$FWD" --out $LOGS/ab_$tag.json > $LOGS/ab_$tag.log 2>&1
+  grep "^\[" $LOGS/ab_$tag.log | sed "s/^/$tag /" >> $LOGS/summary.txt
+}
+for pass in 1 2; do
+  ab base_$pass CAUSAL_CONV1D_EXP_FWD_POL=0 CAUSAL_CONV1D_EXP_FWD_OFF=0
+  ab p2_$pass CAUSAL_CONV1D_EXP_FWD_POL=2
+  ab p4_$pass CAUSAL_CONV1D_EXP_FWD_POL=4
+  ab p5_$pass CAUSAL_CONV1D_EXP_FWD_POL=5
+  ab p1_$pass CAUSAL_CONV1D_EXP_FWD_POL=1
+  ab p4d6_$pass CAUSAL_CONV1D_EXP_FWD_POL=4 CAUSAL_CONV1D_EXP_PF=6
+  ab p4d3_$pass CAUSAL_CONV1D_EXP_FWD_POL=4 CAUSAL_CONV1D_EXP_PF=3
+  ab peer_$pass --peer $UP
+  echo "pass $pass done at $(el) s" | tee -a $LOGS/summary.txt
+done
+for m in 0 2 4 5; do CAUSAL_CONV1D_EXP_FWD_POL=$m timeout 30 python3 .carry18/l2probe.py pol$m 2>&1 | tail -1 | sed "s/^/l2probe /" >> $LOGS/summary.txt; done
+for m in 0 4; do CAUSAL_CONV1D_EXP_FWD_POL=$m timeout 40 python3 .carry18/copy_probe.py 2>&1 | tail -1 | sed "s/^/copy pol$m /" >> $LOGS/summary.txt; done
+echo "all done at $(el) s" | tee -a $LOGS/summary.txt
+cp $LOGS/summary.txt $R/ 2>/dev/null
+tar czf $R/logs.tgz -C $LOGS . 2>/dev/null
+grep -v "^\[[0-9]" $LOGS/summary.txt | sed 's/, rel err [0-9.e-]*//; s/, eager [0-9.]* us//' | tail -150
