@@ -28,7 +28,8 @@ for pass in 1 2; do
   ab p1_$pass CAUSAL_CONV1D_EXP_FWD_POL=1
   ab p4d6_$pass CAUSAL_CONV1D_EXP_FWD_POL=4 CAUSAL_CONV1D_EXP_PF=6
   ab p4d3_$pass CAUSAL_CONV1D_EXP_FWD_POL=4 CAUSAL_CONV1D_EXP_PF=3
-  ab peer_$pass --peer $UP
+  timeout 50 python3 benchmarks/bench.py --kernel-worker --quick --peer $UP --only "$FWD" --out $LOGS/peer_$pass.json > $LOGS/peer_$pass.log 2>&1
+  grep "^\[" $LOGS/peer_$pass.log | sed "s/^/peer_$pass /" >> $LOGS/summary.txt
   echo "pass $pass done at $(el) s" | tee -a $LOGS/summary.txt
 done
 for m in 0 2 4 5; do CAUSAL_CONV1D_EXP_FWD_POL=$m timeout 30 python3 .carry18/l2probe.py pol$m 2>&1 | tail -1 | sed "s/^/l2probe /" >> $LOGS/summary.txt; done
