@@ -94,6 +94,19 @@ __device__ __forceinline__ void st_hint_16(uint4* p, const uint4& v, uint64_t po
                "r"(v.w), "l"(pol)
                : "memory");
 }
+// cp.async.wait_group n (n folds to a constant in the unrolled vector loop)
+__device__ __forceinline__ void exp_cp_async_wait(int n) {
+  switch (n) {
+    case 0: asm volatile("cp.async.wait_group 0;" ::: "memory"); break;
+    case 1: asm volatile("cp.async.wait_group 1;" ::: "memory"); break;
+    case 2: asm volatile("cp.async.wait_group 2;" ::: "memory"); break;
+    case 3: asm volatile("cp.async.wait_group 3;" ::: "memory"); break;
+    case 4: asm volatile("cp.async.wait_group 4;" ::: "memory"); break;
+    case 5: asm volatile("cp.async.wait_group 5;" ::: "memory"); break;
+    case 6: asm volatile("cp.async.wait_group 6;" ::: "memory"); break;
+    default: asm volatile("cp.async.wait_group 7;" ::: "memory"); break;
+  }
+}
 __device__ __forceinline__ void exp_prefetch_last(const void* ptr) {
   asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(ptr));
 }
@@ -121,8 +134,12 @@ __device__ __forceinline__ void st_x(uint4* p, const uint4& v) {
   }
 }
 
+// EXP kPol 6: x through shared memory by cp.async (one group per vector, computed as it lands), 12
+// blocks per SM (48 warps, 192 KB of x in flight per SM), with POL 4's hints.
+constexpr int exp_blocks(int vecs, int pol) { return pol == 6 ? 12 : min_blocks(vecs); }
+
 template <typename T, int kW, int kVecs, int kPol, int kOff>
-__global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
+__global__ void __launch_bounds__(kThreads, exp_blocks(kVecs, kPol))
     fwd_cf_fast_kernel(const ConvParams p, const int64_t wpr, const int64_t nwarps, const int64_t pf_rows) {
   constexpr int kPer = Vec16<T>::kPer;
   constexpr int kH = kW - 1;
@@ -191,7 +208,21 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
     }
   }
   uint4 raw[kVecs];
-  if constexpr (kPol == 1 || kPol == 2 || kPol == 4) {
+  [[maybe_unused]] uint4* sm_mine = nullptr;
+  if constexpr (kPol == 6) {
+    static_assert(kVecs == 8, "POL 6: 16-bit kernels only");
+    __shared__ uint4 sbuf[kThreads / 32][kVecs * 32];
+    sm_mine = &sbuf[threadIdx.x >> 5][lane];
+    const uint64_t pol = exp_policy_normal();
+#pragma unroll
+    for (int v = 0; v < kVecs; ++v) {
+      if (v < nin) {
+        const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(sm_mine + v * 32));
+        asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(dst), "l"(xv + v * kStride), "l"(pol) : "memory");
+      }
+      asm volatile("cp.async.commit_group;" ::: "memory");
+    }
+  } else if constexpr (kPol == 1 || kPol == 2 || kPol == 4) {
     const uint64_t pol = kPol == 1 ? exp_policy_first() : exp_policy_normal();
 #pragma unroll
     for (int v = 0; v < kVecs; ++v) raw[v] = v < nin ? ld_hint_16(xv + v * kStride, pol) : make_uint4(0u, 0u, 0u, 0u);
@@ -222,6 +253,10 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
 #pragma unroll
   for (int v = 0; v < kVecs; ++v) {
     float xf[kPer];
+    if constexpr (kPol == 6) {
+      exp_cp_async_wait(kVecs - 1 - v);
+      raw[v] = v < nin ? sm_mine[v * 32] : make_uint4(0u, 0u, 0u, 0u);
+    }
     Vec16<T>::load(raw[v], xf);
     float win[kH];
 #pragma unroll
@@ -247,7 +282,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
       win[kH - 1] = xf[i];
       o[i] = silu ? silu_fast(acc) : acc;
     }
-    if constexpr (kPol == 4 || kPol == 5) {
+    if constexpr (kPol == 4 || kPol == 5 || kPol == 6) {
       if (v < nin) st_hint_16(ov + v * kStride, Vec16<T>::store(o), exp_policy_first());
     } else {
       if (v < nin) st_x<kStream>(ov + v * kStride, Vec16<T>::store(o));
@@ -295,7 +330,14 @@ template <typename T, int kW, int kVecs, int kPol, int kOff>
 void launch_vp(const ConvParams& p, cudaStream_t stream) {
   const int64_t wpr = warps_per_row(p);
   const int64_t nwarps = wpr * p.batch * p.dim;
-  const int64_t pf = pf_rows_for(p, wpr, min_blocks(kVecs) * (kThreads / 32));
+  const int64_t pf = pf_rows_for(p, wpr, exp_blocks(kVecs, kPol) * (kThreads / 32));
+  if constexpr (kPol == 6) {
+    static bool carve = false;
+    if (!carve) {
+      cudaFuncSetAttribute(fwd_cf_fast_kernel<T, kW, kVecs, kPol, kOff>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+      carve = true;
+    }
+  }
   fwd_cf_fast_kernel<T, kW, kVecs, kPol, kOff><<<static_cast<unsigned>(grid_blocks(p)), kThreads, 0, stream>>>(p, wpr, nwarps, pf);
   CC1D_CUDA_LAUNCH_CHECK();
 }
@@ -318,6 +360,9 @@ void launch_v(const ConvParams& p, cudaStream_t stream) {
     case 3: return go(std::integral_constant<int, 3>{});
     case 4: return go(std::integral_constant<int, 4>{});
     case 5: return go(std::integral_constant<int, 5>{});
+    case 6:
+      if constexpr (kVecs == 8) return go(std::integral_constant<int, 6>{});
+      return go(std::integral_constant<int, 4>{});
     default: return go(std::integral_constant<int, 0>{});
   }
 }
