@@ -276,10 +276,13 @@ bool eligible(const ConvParams& p) {
   if (p.width < 2 || p.width > 4 || p.batch <= 0 || p.dim <= 0 || p.seqlen <= 0) return false;
   const int64_t per = p.x_dtype == kFloat32 ? 4 : 8;  // elements per 16-byte vector
   if (p.seqlen % per != 0) return false;
-  // the kernel's 32-bit vector offsets: the last element of x and of out within 2^32 vectors of its base
-  const int64_t x_end = static_cast<int64_t>(p.batch - 1) * p.x_bs + static_cast<int64_t>(p.dim - 1) * p.x_cs + p.seqlen;
-  const int64_t out_end = static_cast<int64_t>(p.batch - 1) * p.out_bs + static_cast<int64_t>(p.dim - 1) * p.out_cs + p.seqlen;
-  if (x_end / per > 0xffffffffLL || out_end / per > 0xffffffffLL) return false;
+  // the kernel's 32-bit vector offsets: the end of the last row of x and of out within 2^32 vectors
+  // of its base
+  auto offsets_fit = [&](int64_t bs, int64_t cs) {
+    const int64_t end = static_cast<int64_t>(p.batch - 1) * bs + static_cast<int64_t>(p.dim - 1) * cs + p.seqlen;
+    return end / per <= 0xffffffffLL;
+  };
+  if (!offsets_fit(p.x_bs, p.x_cs) || !offsets_fit(p.out_bs, p.out_cs)) return false;
   return grid_blocks(p) <= 0x7fffffffLL;
 }
 
