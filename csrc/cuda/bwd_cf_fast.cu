@@ -29,6 +29,9 @@
 //   bf16 B16 D1024 L512 (one span per row, nothing to walk) 26.6 -> 27.7 (keeps the old kernel).
 //   Not kept: 2 spans at 5 blocks 111.9 / 208.5 / 28.1; 4 spans at 6 blocks (spills) 122.2 /
 //   214.4 / 29.7.
+//   The drain (session 8, spans_grid): the grid's last rows, a wave of resident warps' worth, are
+//   walked at 2 spans per warp (bf16 B4 D4096 L4096 109.8 -> 107.9 us; the same partial rows).
+// The reduce kernel is a programmatic dependent launch on sm_90+ (launch_bwd_fast_reduce).
 // Within a span (both kernels), lane i owns vectors i, 32 + i, 64 + i, ... of the span: each
 // warp-wide load or store moves 512 contiguous bytes. Each lane computes g for its own positions:
 //  * x halo (the W-1 tokens before a vector, for z): the tail of the previous lane's same vector
@@ -51,6 +54,8 @@
 
 #include "dispatch.cuh"
 #include "vec16.cuh"
+
+#include <atomic>
 
 namespace causal_conv1d_cuda {
 namespace {
@@ -126,6 +131,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
   constexpr int kSpan = 32 * kPer;  // tokens from one of a lane's vectors to its next
   static_assert(kPer >= kH, "the halos must fit in one neighbouring vector");
 
+  pdl_trigger();
   const int lane = threadIdx.x & 31;
   const uint32_t gw = blockIdx.x * (kThreads / 32) + (threadIdx.x >> 5);  // < 2^31 (launcher)
   if (gw >= nwarps) return;  // warp-uniform
@@ -278,6 +284,16 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
   }
 }
 
+// The spans kernel's grid (spans_grid): g.head_warps warps of `spans` spans each over rows
+// [0, head_rows), then warps of spans_tail spans over the remaining rows (the drain).
+struct SpansGrid {
+  FastDiv wpr;           // warps per row, head: ceil(wpr0 / spans)
+  FastDiv wpr_tail;      // warps per row, tail: ceil(wpr0 / spans_tail)
+  uint32_t spans = 1, spans_tail = 1;
+  uint32_t wpr0 = 1;     // warp spans per row (num_parts() / batch)
+  uint32_t head_rows = 0, head_warps = 0, nwarps = 0;
+};
+
 // The 16-bit kernel for rows of more than one warp span (launch()): a warp walks kSpans consecutive
 // warp spans of its row (each the 32 * kVecs vectors of the kernel above), last span first, so that
 // its prologue (warp decode, row pointers, weights, bias), lane 31's tail g (the kH positions after
@@ -299,19 +315,25 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
 // spilled 24-40 bytes and measured 122.2 us against 110.0).
 template <typename T, int kW>
 __global__ void __launch_bounds__(kThreads, kSpansMinBlocks)
-    bwd_cf_fast_kernel_spans(const ConvParams p, const FastDiv wpr, const FastDiv dim, const uint32_t nwarps,
-                             const uint32_t spans, const uint32_t wpr0) {
+    bwd_cf_fast_kernel_spans(const ConvParams p, const SpansGrid g, const FastDiv dim) {
   constexpr int kPer = Vec16<T>::kPer;
   constexpr int kH = kW - 1;
   constexpr int kSpan = 32 * kPer;           // tokens from one of a lane's vectors to its next
   constexpr int kWarpTok = kVecs * kSpan;    // tokens of one warp span
   static_assert(kPer >= kH, "the halos must fit in one neighbouring vector");
 
+  pdl_trigger();
   const int lane = threadIdx.x & 31;
   const uint32_t gw = blockIdx.x * (kThreads / 32) + (threadIdx.x >> 5);
-  if (gw >= nwarps) return;  // warp-uniform
-  const uint32_t row = wpr.div(gw);
-  const uint32_t wr = gw - row * wpr.d;  // warp index within its row (wpr.d = ceil(wpr0 / spans))
+  if (gw >= g.nwarps) return;  // warp-uniform
+  // head or tail warp (warp-uniform): its index among its part's warps, its row and spans per warp
+  const bool tail = gw >= g.head_warps;
+  const uint32_t gl = tail ? gw - g.head_warps : gw;
+  const uint32_t rl = tail ? g.wpr_tail.div(gl) : g.wpr.div(gl);
+  const uint32_t wr = gl - rl * (tail ? g.wpr_tail.d : g.wpr.d);  // warp index within its row
+  const uint32_t row = rl + (tail ? g.head_rows : 0u);
+  const uint32_t spans = tail ? g.spans_tail : g.spans;
+  const uint32_t wpr0 = g.wpr0;
   const uint32_t bu = dim.div(row);
   const int b = static_cast<int>(bu);
   const int d = static_cast<int>(row - bu * dim.d);
@@ -462,6 +484,7 @@ __global__ void __launch_bounds__(kThreads, kSpansMinBlocks)
 __global__ void __launch_bounds__(kReduceThreads)
     bwd_cf_fast_reduce_kernel(const float* __restrict__ partial, const int64_t nparts, const int width, const int D,
                               void* dweight, const int w_dtype, void* dbias, const int b_dtype) {
+  pdl_wait();  // every thread, first: the partial rows of the kernel before are complete and visible
   const int64_t stride = static_cast<int64_t>(width + 1) * D;
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * kReduceThreads + threadIdx.x;
   if (idx >= stride) return;
@@ -505,6 +528,37 @@ int64_t tokens_per_warp_any(int x_dtype) {
 }
 
 
+// The spans kernel's grid for rows of wpr > 1 warp spans: kSpans spans per warp (fewer for rows of
+// fewer), except over the grid's last rows, a wave of resident warps' worth at kTailSpans spans per
+// warp. Those warps live half as long, so the SMs empty at a finer grain at the end of the grid.
+// Every span keeps its partial row (the same index and value whichever warp computes it): dweight and
+// dbias are bit-identical to the one-span kernel's. Same-run A/B on the H200 (2026-12-02, µs in a
+// CUDA graph, bf16 B4 D4096 L4096 width 4; PERF_NOTES, "Session 8"): none 111.5, 109.8; a wave at 2
+// spans 107.9, 107.9; at 1 span 108.9, 108.9; 2 waves at 1 span 107.6, 108.7.
+constexpr int kTailSpans = 2;
+constexpr int64_t kTailEighths = 8;
+
+SpansGrid spans_grid(const ConvParams& p, int64_t wpr) {
+  const int64_t spans = wpr < kSpans ? wpr : kSpans;
+  const int64_t spans_t = spans < kTailSpans ? spans : kTailSpans;
+  const int64_t wpr_h = (wpr + spans - 1) / spans;
+  const int64_t wpr_t = (wpr + spans_t - 1) / spans_t;
+  const int64_t rows = static_cast<int64_t>(p.batch) * p.dim;
+  const int64_t resident = static_cast<int64_t>(p.num_sms) * kSpansMinBlocks * (kThreads / 32);
+  int64_t tail_rows = spans_t < spans ? (resident * kTailEighths / 8 + wpr_t - 1) / wpr_t : 0;
+  if (tail_rows > rows) tail_rows = rows;
+  SpansGrid g;
+  g.wpr = FastDiv(static_cast<uint32_t>(wpr_h));
+  g.wpr_tail = FastDiv(static_cast<uint32_t>(wpr_t));
+  g.spans = static_cast<uint32_t>(spans);
+  g.spans_tail = static_cast<uint32_t>(spans_t);
+  g.wpr0 = static_cast<uint32_t>(wpr);
+  g.head_rows = static_cast<uint32_t>(rows - tail_rows);
+  g.head_warps = static_cast<uint32_t>((rows - tail_rows) * wpr_h);
+  g.nwarps = static_cast<uint32_t>((rows - tail_rows) * wpr_h + tail_rows * wpr_t);  // <= rows * wpr < 2^31
+  return g;
+}
+
 }  // namespace
 
 namespace bwd_cf_fast {
@@ -539,16 +593,13 @@ void launch(const ConvParams& p, cudaStream_t stream) {
   // 16-bit rows of more than one warp span: bwd_cf_fast_kernel_spans, kSpans spans per warp (the
   // same partial rows, nparts of them). fp32 and rows of one span: bwd_cf_fast_kernel.
   if (p.x_dtype != kFloat32 && wpr > 1) {
-    const int64_t spans = wpr < kSpans ? wpr : kSpans;
-    const int64_t wpr_s = (wpr + spans - 1) / spans;  // warps per row
-    const int64_t nw = wpr_s * p.batch * p.dim;  // <= nwarps
-    const int64_t nb = (nw + kThreads / 32 - 1) / (kThreads / 32);
+    const SpansGrid g = spans_grid(p, wpr);
+    const int64_t nb = (g.nwarps + kThreads / 32 - 1) / (kThreads / 32);
     dispatch_dtype_width(p.x_dtype, p.width, Widths<2, 3, 4>{}, [&](auto tag, auto width) {
       using T = typename decltype(tag)::type;
       if constexpr (sizeof(T) == 2) {  // never instantiated for float
         bwd_cf_fast_kernel_spans<T, decltype(width)::value><<<static_cast<unsigned>(nb), kThreads, 0, stream>>>(
-            p, FastDiv(static_cast<uint32_t>(wpr_s)), FastDiv(static_cast<uint32_t>(p.dim)), static_cast<uint32_t>(nw),
-            static_cast<uint32_t>(spans), static_cast<uint32_t>(wpr));
+            p, g, FastDiv(static_cast<uint32_t>(p.dim)));
         CC1D_CUDA_LAUNCH_CHECK();
       }
     });
@@ -575,10 +626,68 @@ void launch(const ConvParams& p, cudaStream_t stream) {
 
 }  // namespace bwd_cf_fast
 
+namespace {
+
+// Whether the current device takes programmatic dependent launches: compute capability >= 9.0, and a
+// runtime and driver of CUDA >= 12.3 (stream capture of such launches into CUDA graphs). Cached per
+// device (a benign race: every thread computes the same value).
+bool pdl_supported() {
+#if CUDART_VERSION >= 12030
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> cache[kMaxDevices];  // 0 unknown, 1 no, 2 yes
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  int state = cache[dev].load(std::memory_order_relaxed);
+  if (state == 0) {
+    int major = 0, driver = 0;
+    const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+                    cudaDriverGetVersion(&driver) == cudaSuccess && major >= 9 && driver >= 12030;
+    (void)cudaGetLastError();
+    state = ok ? 2 : 1;
+    cache[dev].store(state, std::memory_order_relaxed);
+  }
+  return state == 2;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+// The reduce kernel after the backward kernel that wrote p.partial. Where the device takes it, a
+// programmatic dependent launch: the backward kernels call pdl_trigger() as they start, so the
+// reduce's blocks are launched while the backward's last blocks still run and wait in pdl_wait()
+// (griddepcontrol.wait: the backward grid complete, its writes visible) instead of paying the launch
+// after it. Same-run A/B on the H200 (2026-12-02, µs in a CUDA graph, PERF_NOTES "Session 8"): bf16
+// B16 D1024 L512 22.0, 22.0 -> 21.6, 21.5; with the drain above, bf16 B4 D4096 L4096 106.8, 106.5.
 void launch_bwd_fast_reduce(const ConvParams& p, int64_t nparts, cudaStream_t stream) {
   const int64_t total = static_cast<int64_t>(p.width + 1) * p.dim;
-  bwd_cf_fast_reduce_kernel<<<static_cast<unsigned>((total + kReduceThreads - 1) / kReduceThreads), kReduceThreads, 0,
-                              stream>>>(p.partial, nparts, p.width, p.dim, p.dweight, p.w_dtype, p.dbias, p.b_dtype);
+  const unsigned blocks = static_cast<unsigned>((total + kReduceThreads - 1) / kReduceThreads);
+#if CUDART_VERSION >= 12030
+  if (pdl_supported()) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(blocks);
+    cfg.blockDim = dim3(kReduceThreads);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    const float* partial = p.partial;
+    // an error stays the runtime's last error, which the check reports as for a <<<>>> launch
+    (void)cudaLaunchKernelEx(&cfg, bwd_cf_fast_reduce_kernel, partial, nparts, p.width, p.dim, p.dweight, p.w_dtype,
+                             p.dbias, p.b_dtype);
+    CC1D_CUDA_LAUNCH_CHECK();
+    return;
+  }
+#endif
+  bwd_cf_fast_reduce_kernel<<<blocks, kReduceThreads, 0, stream>>>(p.partial, nparts, p.width, p.dim, p.dweight,
+                                                                   p.w_dtype, p.dbias, p.b_dtype);
   CC1D_CUDA_LAUNCH_CHECK();
 }
 

@@ -6,7 +6,8 @@
 // kVecs * 16 bytes outstanding, with no shared memory and no pipeline state.
 //
 // Work split: a warp owns 32 * kVecs consecutive 16-byte vectors of one row (row = b * dim + d;
-// wpr = ceil(L / (32 * kVecs * kPer)) warps per row, a flattened 1-D grid of warps). Lane i owns
+// wpr = ceil(L / (32 * kVecs * kPer)) warps per row, a flattened 1-D grid of warps; the last rows
+// at 32 * kVecs / 2 for the 8-vector kernels, see the drain below). Lane i owns
 // vectors i, 32 + i, 64 + i, ... of the warp's span, so each warp-wide load or store instruction
 // moves 512 contiguous bytes (fully coalesced, every sector used by one instruction).
 // Halo (the width-1 tokens before a vector): the tail of the previous lane's same vector, by a warp
@@ -29,6 +30,9 @@
 // normal-priority prefetch half a wave ahead / this): bf16 B4 D4096 L4096 70.1, 70.2 / 69.7, 69.4;
 // fp16 70.9, 71.0 / 70.9, 69.9; fp32 130.9, 131.7 / 128.6, 127.8; 7B B1 L8192 D10240 86.7, 87.4 /
 // 85.6, 84.9 (PERF_NOTES, "Session 7").
+// The drain (session 8, grid_for): a grid of equal warps empties the SMs over one warp lifetime at its
+// end; the 8-vector kernels do the grid's last rows (half a wave of resident warps) with warps of 4
+// vectors per lane, which live half as long (bf16 B4 D4096 L4096 69.2 -> 68.0 us).
 // Row addressing (use_offsets): 32-bit vector offsets from p.x / p.out, or 64-bit row pointers for
 // bf16 widths 3-4, whichever gives ptxas the shorter vector loop.
 // Eligible: channel-first, no seq_idx, width 2..4, every row of x and out 16-byte aligned and
@@ -99,35 +103,59 @@ __device__ __forceinline__ void st_hint_16(uint4* p, const uint4& v, uint64_t po
 template <typename T, int kW>
 constexpr bool use_offsets() { return !(std::is_same<T, __nv_bfloat16>::value && kW >= 3); }
 
+// The grid (Grid, grid_for): g.head_warps warps of kVecs vectors per lane over rows [0, g.head_rows),
+// then, for 8-vector kernels, warps of kTailVecs(kVecs) over the remaining rows (the drain).
+struct Grid {
+  int64_t wpr = 1;         // warps per row, head
+  int64_t wpr_tail = 1;    // warps per row, tail
+  int64_t head_rows = 0;   // rows [0, head_rows) are the head's
+  int64_t head_warps = 0;  // head_rows * wpr
+  int64_t nwarps = 0;      // head_warps + (rows - head_rows) * wpr_tail
+  int64_t pf_rows = 0;     // L2 prefetch distance in rows; 0: none
+};
+
+// Vectors per lane of the tail's warps: half of the 8-vector kernels' (the 4-vector kernels have no tail).
+constexpr int kTailVecs(int vecs) { return vecs == 8 ? 4 : vecs; }
+
 template <typename T, int kW, int kVecs>
-__global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
-    fwd_cf_fast_kernel(const ConvParams p, const int64_t wpr, const int64_t nwarps, const int64_t pf_rows) {
+__global__ void __launch_bounds__(kThreads, min_blocks(kVecs)) fwd_cf_fast_kernel(const ConvParams p, const Grid g) {
   constexpr int kPer = Vec16<T>::kPer;
   constexpr int kH = kW - 1;
   constexpr int kStride = 32;  // in 16-byte vectors: a lane's vector v + 1 is 512 bytes after v
+  constexpr int kTail = kTailVecs(kVecs);
   static_assert(kPer >= kH, "the halo must fit in the previous lane's vector");
 
   const int lane = threadIdx.x & 31;
   const int64_t gw = static_cast<int64_t>(blockIdx.x) * (kThreads / 32) + (threadIdx.x >> 5);
-  if (gw >= nwarps) return;  // warp-uniform
+  if (gw >= g.nwarps) return;  // warp-uniform
+  // head or tail warp (warp-uniform; always head for kTail == kVecs): its index among its part's
+  // warps, that part's warps per row and first row, and its vectors per lane
+  const bool tail = kTail != kVecs && gw >= g.head_warps;
+  const int64_t gl = tail ? gw - g.head_warps : gw;
+  const int64_t wpr = tail ? g.wpr_tail : g.wpr;
+  const int64_t row0 = tail ? g.head_rows : 0;
+  const int sv = tail ? kTail : kVecs;
   int64_t wr;  // warp index within its row
   int b, d;
   int64_t row;
-  if (nwarps <= 0xffffffffLL) {  // uniform: 32-bit divisions (a 64-bit one is a long call)
-    const uint32_t r = static_cast<uint32_t>(gw) / static_cast<uint32_t>(wpr);
+  if (g.nwarps <= 0xffffffffLL) {  // uniform: 32-bit divisions (a 64-bit one is a long call)
+    const uint32_t rl = static_cast<uint32_t>(gl) / static_cast<uint32_t>(wpr);
+    const uint32_t r = rl + static_cast<uint32_t>(row0);  // rows < nwarps
     const uint32_t bb = r / static_cast<uint32_t>(p.dim);
-    wr = static_cast<uint32_t>(gw) - r * static_cast<uint32_t>(wpr);
+    wr = static_cast<uint32_t>(gl) - rl * static_cast<uint32_t>(wpr);
     b = static_cast<int>(bb);
     d = static_cast<int>(r - bb * static_cast<uint32_t>(p.dim));
     row = r;
   } else {
-    row = gw / wpr;
-    wr = gw - row * wpr;
+    row = gl / wpr;
+    wr = gl - row * wpr;
+    row += row0;
     b = static_cast<int>(row / p.dim);
     d = static_cast<int>(row - static_cast<int64_t>(b) * p.dim);
   }
+  const int64_t pf_rows = g.pf_rows;
   const int64_t L = p.seqlen;
-  const int64_t w0 = wr * (32 * kVecs * kPer);
+  const int64_t w0 = wr * (32 * kPer) * sv;
   const int64_t lane_l0 = w0 + lane * kPer;
   // this lane's first vector of x and of out (use_offsets: 32-bit offsets in vectors, eligible() keeps
   // every vector of x and out within 2^32 of its base; else 64-bit row pointers)
@@ -147,14 +175,15 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
   }
   // this lane's vectors inside the row: v < nin (L is a multiple of kPer: none straddles the end)
   const int64_t left = L - lane_l0;
-  const int nin = left <= 0 ? 0 : (left >= static_cast<int64_t>(kVecs) * 32 * kPer ? kVecs
+  const int nin = left <= 0 ? 0 : (left >= static_cast<int64_t>(sv) * 32 * kPer ? sv
                                   : static_cast<int>((left + 32 * kPer - 1) / (32 * kPer)));
 
   // this warp's span of the row pf_rows ahead (the warp pf_rows * wpr later) into L2 at evict_last,
   // one 128-byte line per lane (a span is at most 32 lines); that warp's evict_normal loads reset the
   // lines; pf_rows 0: none (launch_v)
   const int64_t lw = L - w0;  // > 0
-  const uint32_t span_bytes = static_cast<uint32_t>((lw < 32 * kVecs * kPer ? lw : 32 * kVecs * kPer) * sizeof(T));
+  const int64_t span_tok = static_cast<int64_t>(32 * kPer) * sv;
+  const uint32_t span_bytes = static_cast<uint32_t>((lw < span_tok ? lw : span_tok) * sizeof(T));
   const bool my_line = static_cast<uint32_t>(lane) * 128u < span_bytes;
   if (pf_rows > 0 && my_line) {
     const char* mine = reinterpret_cast<const char*>(xv - lane) + lane * 128;
@@ -190,6 +219,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
   float prev_tail[kH];
 #pragma unroll
   for (int v = 0; v < kVecs; ++v) {
+    if (v == kTail && v >= sv) break;  // a tail warp's last vector (warp-uniform)
     float xf[kPer];
     Vec16<T>::load(raw[v], xf);
     float win[kH];
@@ -235,13 +265,10 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
 // 16-byte vectors per lane for p (see kThreads): 8 for 16-bit rows that fill warps of 8 vectors.
 int vecs_per_lane(const ConvParams& p) { return p.x_dtype != kFloat32 && p.seqlen >= 32 * 8 * 8 ? 8 : 4; }
 
-// Warps per row and the grid's blocks.
-int64_t warps_per_row(const ConvParams& p) {
-  const int64_t per_warp = 32 * vecs_per_lane(p) * (p.x_dtype == kFloat32 ? 4 : 8);
+// Warps per row at `vecs` vectors per lane.
+int64_t warps_per_row(const ConvParams& p, int vecs) {
+  const int64_t per_warp = 32 * vecs * (p.x_dtype == kFloat32 ? 4 : 8);
   return (p.seqlen + per_warp - 1) / per_warp;
-}
-int64_t grid_blocks(const ConvParams& p) {
-  return (warps_per_row(p) * p.batch * p.dim + kThreads / 32 - 1) / (kThreads / 32);
 }
 
 // L2 prefetch distance in rows: the rows of 3/8 of the resident warps (a warp prefetches for the
@@ -249,19 +276,44 @@ int64_t grid_blocks(const ConvParams& p) {
 // and 4/8 69.2, 69.3 in session 6 at normal priority; at evict-last with the reset, 3/8 68.8, 69.2,
 // 4/8 69.5, 69.5, 6/8 76.8, 76.7). 0 (none) when the rows are not at one stride (x's batch stride is
 // not dim rows) or the grid is under 4 waves (the B16 D1024 L512 row: no gain).
-int64_t pf_rows_for(const ConvParams& p, int64_t wpr, int warps_per_sm) {
+int64_t pf_rows_for(const ConvParams& p, int64_t wpr, int64_t resident) {
   if (!(p.batch == 1 || p.x_bs == static_cast<int64_t>(p.dim) * p.x_cs)) return 0;
-  const int64_t resident = static_cast<int64_t>(p.num_sms) * warps_per_sm;
   if (wpr * p.batch * p.dim < 4 * resident) return 0;
   return (resident * 3 / 8 + wpr - 1) / wpr;
 }
 
+// The drain (session 8): the grid's last rows, half a wave of resident warps' worth (at the tail's
+// grain), are done by warps of kTailVecs(vecs) vectors, which live half as long, so the SMs empty
+// at a finer grain at the end of the grid. Same-run A/B on the H200 (2026-12-02, µs in a CUDA graph,
+// none / 2 / 4 / 8 / 16 eighths of a wave): bf16 B4 D4096 L4096 69.2, 69.1 / 68.1, 68.3 / 67.9, 68.1 /
+// 68.8, 68.2 / 68.4, 68.4 (upstream 1.7.0 69.3, 69.7); W3 69.0, 68.7 / .. / 68.3, 68.5; fp16, W2 and
+// 7B B1 L8192 D10240 unchanged within 0.5 (PERF_NOTES, "Session 8").
+constexpr int64_t kTailEighths = 4;
+
+Grid grid_for(const ConvParams& p) {
+  const int vecs = vecs_per_lane(p);
+  const int tail_vecs = kTailVecs(vecs);
+  const int64_t rows = static_cast<int64_t>(p.batch) * p.dim;
+  const int64_t resident = static_cast<int64_t>(p.num_sms) * min_blocks(vecs) * (kThreads / 32);
+  Grid g;
+  g.wpr = warps_per_row(p, vecs);
+  g.wpr_tail = warps_per_row(p, tail_vecs);
+  int64_t tail_rows = 0;
+  if (tail_vecs != vecs) tail_rows = (resident * kTailEighths / 8 + g.wpr_tail - 1) / g.wpr_tail;
+  if (tail_rows > rows) tail_rows = rows;
+  g.head_rows = rows - tail_rows;
+  g.head_warps = g.head_rows * g.wpr;
+  g.nwarps = g.head_warps + tail_rows * g.wpr_tail;
+  g.pf_rows = pf_rows_for(p, g.wpr, resident);
+  return g;
+}
+
+int64_t grid_blocks(const Grid& g) { return (g.nwarps + kThreads / 32 - 1) / (kThreads / 32); }
+
 template <typename T, int kW, int kVecs>
 void launch_v(const ConvParams& p, cudaStream_t stream) {
-  const int64_t wpr = warps_per_row(p);
-  const int64_t nwarps = wpr * p.batch * p.dim;
-  const int64_t pf = pf_rows_for(p, wpr, min_blocks(kVecs) * (kThreads / 32));
-  fwd_cf_fast_kernel<T, kW, kVecs><<<static_cast<unsigned>(grid_blocks(p)), kThreads, 0, stream>>>(p, wpr, nwarps, pf);
+  const Grid g = grid_for(p);
+  fwd_cf_fast_kernel<T, kW, kVecs><<<static_cast<unsigned>(grid_blocks(g)), kThreads, 0, stream>>>(p, g);
   CC1D_CUDA_LAUNCH_CHECK();
 }
 
@@ -283,7 +335,7 @@ bool eligible(const ConvParams& p) {
     return end / per <= 0xffffffffLL;
   };
   if (!offsets_fit(p.x_bs, p.x_cs) || !offsets_fit(p.out_bs, p.out_cs)) return false;
-  return grid_blocks(p) <= 0x7fffffffLL;
+  return grid_blocks(grid_for(p)) <= 0x7fffffffLL;
 }
 
 void launch(const ConvParams& p, cudaStream_t stream) {

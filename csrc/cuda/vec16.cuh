@@ -77,6 +77,21 @@ __device__ __forceinline__ void st_global_16(void* ptr, const uint4& v) {
                : "memory");
 }
 
+// Programmatic dependent launch (sm_90+; no-ops when compiled for older GPUs). pdl_trigger: the next
+// grid in the stream, if launched with programmatic stream serialization, may start its blocks now.
+// pdl_wait: block until the grids before this one are complete and their memory is visible; returns
+// at once in a grid not launched that way. (bwd_cf_fast.cu: launch_bwd_fast_reduce.)
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 // An L2 prefetch of the 128-byte line at ptr (no register, nothing to wait for) at evict_last
 // priority: the line survives the streaming traffic until its use (at normal priority the forward
 // gained less: PERF_NOTES "Session 7"). A line left at evict_last outlives its one use and crowds

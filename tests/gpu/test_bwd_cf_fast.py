@@ -74,6 +74,34 @@ def cases() -> list[tuple]:
     return out
 
 
+def spans_warps_per_row(L: int) -> tuple[int, int]:
+    """Warps per 16-bit row of L tokens in the spans kernel's two parts (bwd_cf_fast.cu's spans_grid):
+    at up to 4 spans of 1024 tokens per warp, and at up to 2 (the drain)."""
+    wpr = -(-L // 1024)
+    return -(-wpr // min(wpr, 4)), -(-wpr // min(wpr, 2))
+
+
+def tail_rows(sms: int, rows: int, L: int) -> int:
+    """Rows walked at 2 spans per warp (spans_grid): a wave of resident warps (20 per SM) at that
+    grain, the grid's last rows; none when the rows have at most 2 spans."""
+    head, tail = spans_warps_per_row(L)
+    return 0 if head == tail else min(rows, -(-(sms * 20) // tail))
+
+
+def drain_cases(sms: int) -> list[tuple]:
+    """Grids with rows of both parts of the spans kernel (tail_rows), sized from this GPU's SM count:
+    whole spans (L 4096: warps of 4 spans, then of 2) and a partial last span (L 9216: warps of
+    4 + 4 + 1 spans, then of 2 + 2 + 2 + 2 + 1). D is a multiple of 8 (check_graph also runs the
+    first case channel-last)."""
+    out = []
+    for dts, W, B, L in [("bf16", 4, 2, 4096), ("fp16", 3, 1, 9216)]:
+        rows = tail_rows(sms, 1 << 30, L) + 37
+        D = -(-rows // (8 * B)) * 8
+        # (dtype, weight kind, width, B, D, L, strided, silu, bias)
+        out.append((dts, "same", W, B, D, L, False, True, True))
+    return out
+
+
 def _inputs(n: int, dts: str, wk: str, W: int, B: int, D: int, L: int, strided: bool, bias: bool):
     import torch
 
@@ -181,14 +209,20 @@ def check_bwd(ops, x, dout, w, b, silu: bool, dts: str, wts: str, unit_axis: int
     return msg
 
 
-def run_cases() -> int:
-    """Run every case on the GPU; print failures; return the number failed."""
+def run_cases(which: str = "small") -> int:
+    """Run every case of cases() (which="small") or drain_cases() (which="drain") on the GPU; print
+    failures; return the number failed."""
     import torch
     from gpu_ops import load_ops
 
     ops = load_ops()
     failed = 0
-    for n, (dts, wk, W, B, D, L, strided, silu, bias) in enumerate(cases()):
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    todo = cases() if which == "small" else drain_cases(sms)
+    for n, (dts, wk, W, B, D, L, strided, silu, bias) in enumerate(todo):
+        if which == "drain" and not 0 < tail_rows(sms, B * D, L) < B * D:
+            failed += 1
+            print(f"FAIL {dts} B={B} D={D} L={L}: {tail_rows(sms, B * D, L)} of {B * D} rows at the tail's grain")
         x, dout, w, b = _inputs(n, dts, wk, W, B, D, L, strided, bias)
         msg = check_bwd(ops, x, dout, w, b, silu, dts, "fp32" if wk == "fp32" else dts, unit_axis=2, path=PATH)
         if msg:
@@ -198,7 +232,48 @@ def run_cases() -> int:
                 + "; ".join(msg)
             )
     torch.cuda.synchronize()
-    print(f"{len(cases()) - failed}/{len(cases())} cases passed")
+    print(f"{len(todo) - failed}/{len(todo)} {which} cases passed")
+    return failed
+
+
+def check_graph() -> int:
+    """The backward captured in a CUDA graph gives what the eager call gives, bit for bit: the
+    channel-first spans kernel (both parts of the grid) and the channel-last kernel, each followed
+    by the reduce kernel, which on sm_90+ is a programmatic dependent launch (launch_bwd_fast_reduce)
+    that must wait for the whole backward grid inside the graph too. Returns the number failed."""
+    import torch
+    from gpu_ops import load_ops
+
+    ops = load_ops()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    dts, _, W, B, D, L, *_ = drain_cases(sms)[0]
+    failed = 0
+    for layout, path in (("cf", PATH), ("cl", "bwd_cl_fast")):
+        x, dout, w, b = _inputs(7, dts, "same", W, B, D, L, False, True)
+        if layout == "cl":
+            x, dout = x.transpose(1, 2).contiguous().transpose(1, 2), dout.transpose(1, 2).contiguous().transpose(1, 2)
+        want = ops.bwd(x, w, b, dout, None, None, None, False, True)[:3]
+        msg = path_ran(ops, "bwd", path)
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            ops.bwd(x, w, b, dout, None, None, None, False, True)
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            got = ops.bwd(x, w, b, dout, None, None, None, False, True)[:3]
+        for _ in range(3):
+            for t in got:
+                t.fill_(float("nan"))
+            g.replay()
+            torch.cuda.synchronize()
+            for name, a, e in zip(("dx", "dweight", "dbias"), got, want):
+                if not torch.equal(a, e):
+                    msg.append(f"{name} from the graph differs from the eager call")
+        if msg:
+            failed += 1
+            print(f"FAIL graph {layout} B={B} D={D} L={L}: " + "; ".join(sorted(set(msg))))
+    print(f"graph check: {2 - failed}/2 passed")
     return failed
 
 
@@ -257,5 +332,5 @@ def check_path() -> int:
 
 def test_bwd_cf_fast_path(ops):
     with kernel_path(ops, PATH, 1):
-        failed = run_cases() + check_path()
+        failed = run_cases() + run_cases("drain") + check_path() + check_graph()
     assert failed == 0, f"{failed} fast-path cases failed (printed above)"

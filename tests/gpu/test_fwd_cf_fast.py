@@ -64,11 +64,23 @@ def prefetch_rows(dts: str, B: int, D: int, L: int, batch_strided: bool, sms: in
     return -(-(resident * 3 // 8) // wpr)
 
 
+def tail_rows(dts: str, B: int, D: int, L: int, sms: int) -> int:
+    """Rows done by the tail's warps (fwd_cf_fast.cu's grid_for): for the 8-vector kernels (16-bit
+    rows of at least 2048 tokens), half a wave of resident warps at 4 vectors per lane, the grid's
+    last rows; none for the 4-vector kernels."""
+    if dts == "fp32" or L < 2048:
+        return 0
+    _, resident = _grid(dts, L, sms)
+    wpr_tail = -(-L // (32 * 4 * 8))
+    return min(B * D, -(-(resident * 4 // 8) // wpr_tail))
+
+
 def prefetch_cases(sms: int) -> list[tuple]:
     """Grids of at least 4 waves on this GPU (D from its SM count), where each warp prefetches the
     span of the warp pf_rows rows ahead: 16-bit rows of whole and partial warp spans, fp32, and a
     batch-strided x (no prefetch: its rows are not at one stride). The rows near the end of x have
-    no row pf_rows ahead (nothing prefetched) and are checked like every other row."""
+    no row pf_rows ahead (nothing prefetched) and are checked like every other row. The 16-bit
+    grids hold warps of both grains (tail_rows): 8 vectors per lane, then 4 over the last rows."""
     out = []
     for dts, W, B, L, strided in [
         ("bf16", 4, 2, 4096, False),
@@ -102,6 +114,10 @@ def run_cases(which: str = "small") -> int:
             if got_pf != want_pf:
                 failed += 1
                 print(f"FAIL {dts} B={B} D={D} L={L}: prefetch {got_pf}, the case is meant to run with it {want_pf}")
+            tr = tail_rows(dts, B, D, L, sms)
+            if dts != "fp32" and not 0 < tr < B * D:
+                failed += 1
+                print(f"FAIL {dts} B={B} D={D} L={L}: {tr} of {B * D} rows at the tail's grain, meant to be some")
         dtype = dts_map[dts]
         wd = dtype if wk == "same" else torch.float32
         g = torch.Generator(device="cuda").manual_seed(n)
