@@ -16,6 +16,8 @@
 // Pipeline: tokens are loaded in groups of kG = 8 into a ring of three register buffers; group s+2's
 // loads are issued before group s is computed, so a thread has up to 64 bytes of loads outstanding
 // while it computes (the ring is unrolled three times: nothing is copied between buffers).
+// The drain (session 8): the grid's last (batch, chunk) pairs are done in halves by threads that
+// live half as long (kTailEighths, kTailDiv; geometry()).
 // Eligible: channel-last, no seq_idx, width 2..4; for 16-bit types even dim, even token and batch
 // pitches and 4-byte aligned x / out. Everything else runs the general kernel (dispatch.cu).
 #include "launch_check.cuh"
@@ -48,6 +50,11 @@ constexpr int kThreads = 128;
 // Resident blocks per SM the register budget must allow (sm_90, 64K registers per SM).
 constexpr int kMinBlocks = kG == 8 ? 8 : 5;
 constexpr int64_t kMinWaves = 3;
+// The drain (session 8, geometry()): the grid's last (batch, chunk) pairs, half a wave of resident
+// threads' worth, are done in kTailDiv pieces of chunk / kTailDiv tokens by threads that live that
+// much shorter, so the SMs empty at a finer grain at the end of the grid.
+constexpr int64_t kTailEighths = 4;
+constexpr int64_t kTailDiv = 2;
 
 // One 4-byte word of a token: kC channels <-> floats.
 template <typename T>
@@ -132,7 +139,10 @@ __device__ __forceinline__ void compute_group(const uint32_t (&buf)[kG], float (
 struct Geometry {
   uint32_t nwords;   // words per token row (dim / kC)
   uint32_t nchunks;  // chunks per row (ceil(seqlen / chunk))
-  uint32_t total;    // batch * nchunks * nwords threads
+  uint32_t total;    // head_total + tail pairs * tail_div * nwords threads
+  uint32_t head_total;  // threads of the head: head_pairs * nwords
+  uint32_t head_pairs;  // (batch, chunk) pairs [0, head_pairs) at whole chunks; the rest split in tail_div
+  int tail_div;
   int chunk;         // tokens per chunk
   int xs, os;        // token pitch of x / out in words
 };
@@ -145,14 +155,21 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) fwd_cl_fast_kernel(const
 
   const uint32_t gid = blockIdx.x * kThreads + threadIdx.x;
   if (gid >= g.total) return;
-  const uint32_t wd = gid % g.nwords;
-  const uint32_t r = gid / g.nwords;
+  // head or tail thread: the tail's threads do the last (batch, chunk) pairs in tail_div pieces
+  const bool tail = gid >= g.head_total;
+  const uint32_t gl = tail ? gid - g.head_total : gid;
+  const uint32_t wd = gl % g.nwords;
+  const uint32_t q = gl / g.nwords;
+  const uint32_t r = tail ? g.head_pairs + q / static_cast<uint32_t>(g.tail_div) : q;
+  const int sub = tail ? static_cast<int>(q % static_cast<uint32_t>(g.tail_div)) : 0;
+  const int clen = tail ? g.chunk / g.tail_div : g.chunk;
   const uint32_t ch = r % g.nchunks;
   const int b = static_cast<int>(r / g.nchunks);
   const int d0 = static_cast<int>(wd) * kC;
-  const int64_t t0 = static_cast<int64_t>(ch) * g.chunk;
+  const int64_t t0 = static_cast<int64_t>(ch) * g.chunk + static_cast<int64_t>(sub) * clen;
   const int64_t left = p.seqlen - t0;
-  const int n = left < g.chunk ? static_cast<int>(left) : g.chunk;  // tokens of this chunk, >= 1
+  if (left <= 0) return;  // a tail piece past the row
+  const int n = left < clen ? static_cast<int>(left) : clen;  // tokens of this chunk, >= 1
 
   const T* __restrict__ xt = static_cast<const T*>(p.x) + b * p.x_bs + t0 * p.x_ls + d0;
   const uint32_t* __restrict__ xw = reinterpret_cast<const uint32_t*>(xt);
@@ -199,7 +216,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) fwd_cl_fast_kernel(const
   // final_states[b, d, j] = token L - kH + j (initial_states or zero before the start): exact element
   // copies by the threads of the last chunk, done here so that their loads wait together with the
   // first groups' and nothing of it stays live through the main loop
-  if (p.final_out != nullptr && ch == g.nchunks - 1) {
+  if (p.final_out != nullptr && ch == g.nchunks - 1 && left <= clen) {
     T* __restrict__ fr = static_cast<T*>(p.final_out) + b * p.f_bs + d0 * p.f_cs;
     const T* __restrict__ xr = static_cast<const T*>(p.x) + b * p.x_bs + d0;
 #pragma unroll
@@ -239,7 +256,14 @@ bool geometry(const ConvParams& p, Geometry& g) {
   auto nthreads = [&](int64_t c) { return p.batch * ((p.seqlen + c - 1) / c) * nwords; };
   int64_t chunk = kMaxChunk;
   while (chunk > kG && nthreads(chunk) < kMinWaves * resident) chunk /= 2;
-  const int64_t total = nthreads(chunk);
+  const int64_t pairs = p.batch * ((p.seqlen + chunk - 1) / chunk);
+  // the drain: pieces of at least a load group
+  int64_t div = kTailDiv;
+  while (div > 1 && chunk / div < kG) div /= 2;
+  int64_t tail_pairs = div == 1 ? 0 : (resident * kTailEighths / 8 + div * nwords - 1) / (div * nwords);
+  if (tail_pairs > pairs) tail_pairs = pairs;
+  const int64_t head_total = (pairs - tail_pairs) * nwords;
+  const int64_t total = head_total + tail_pairs * div * nwords;
   const int64_t xs = p.x_ls / kC, os = p.out_ls / kC;
   // 32-bit thread index; 32-bit word offsets within a chunk (the halo before it and the group
   // pointers the ring forms up to 4 * kG past it included)
@@ -248,6 +272,9 @@ bool geometry(const ConvParams& p, Geometry& g) {
   g.nwords = static_cast<uint32_t>(nwords);
   g.nchunks = static_cast<uint32_t>((p.seqlen + chunk - 1) / chunk);
   g.total = static_cast<uint32_t>(total);
+  g.head_total = static_cast<uint32_t>(head_total);
+  g.head_pairs = static_cast<uint32_t>(pairs - tail_pairs);
+  g.tail_div = static_cast<int>(div);
   g.chunk = static_cast<int>(chunk);
   g.xs = static_cast<int>(xs);
   g.os = static_cast<int>(os);
