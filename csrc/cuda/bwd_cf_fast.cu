@@ -52,6 +52,8 @@
 #include "dispatch.cuh"
 #include "vec16.cuh"
 
+#include <cstdlib>
+
 namespace causal_conv1d_cuda {
 namespace {
 
@@ -299,8 +301,9 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
 // spilled 24-40 bytes and measured 122.2 us against 110.0).
 template <typename T, int kW>
 __global__ void __launch_bounds__(kThreads, kSpansMinBlocks)
-    bwd_cf_fast_kernel_spans(const ConvParams p, const FastDiv wpr, const FastDiv dim, const uint32_t nwarps,
-                             const uint32_t spans, const uint32_t wpr0) {
+    bwd_cf_fast_kernel_spans(const ConvParams p, const FastDiv wpr_head, const FastDiv dim, const uint32_t nwarps,
+                             const uint32_t spans_head, const uint32_t wpr0, const uint32_t head_warps,
+                             const uint32_t head_rows, const FastDiv wpr_tail, const uint32_t spans_tail) {
   constexpr int kPer = Vec16<T>::kPer;
   constexpr int kH = kW - 1;
   constexpr int kSpan = 32 * kPer;           // tokens from one of a lane's vectors to its next
@@ -310,8 +313,13 @@ __global__ void __launch_bounds__(kThreads, kSpansMinBlocks)
   const int lane = threadIdx.x & 31;
   const uint32_t gw = blockIdx.x * (kThreads / 32) + (threadIdx.x >> 5);
   if (gw >= nwarps) return;  // warp-uniform
-  const uint32_t row = wpr.div(gw);
-  const uint32_t wr = gw - row * wpr.d;  // warp index within its row (wpr.d = ceil(wpr0 / spans))
+  // EXPERIMENT (exp19): warps past head_warps walk spans_tail spans each over the last rows
+  const bool is_tail = gw >= head_warps;
+  const uint32_t gl = is_tail ? gw - head_warps : gw;
+  const uint32_t rl = is_tail ? wpr_tail.div(gl) : wpr_head.div(gl);
+  const uint32_t wr = gl - rl * (is_tail ? wpr_tail.d : wpr_head.d);  // warp index within its row
+  const uint32_t row = rl + (is_tail ? head_rows : 0u);
+  const uint32_t spans = is_tail ? spans_tail : spans_head;
   const uint32_t bu = dim.div(row);
   const int b = static_cast<int>(bu);
   const int d = static_cast<int>(row - bu * dim.d);
@@ -541,14 +549,30 @@ void launch(const ConvParams& p, cudaStream_t stream) {
   if (p.x_dtype != kFloat32 && wpr > 1) {
     const int64_t spans = wpr < kSpans ? wpr : kSpans;
     const int64_t wpr_s = (wpr + spans - 1) / spans;  // warps per row
-    const int64_t nw = wpr_s * p.batch * p.dim;  // <= nwarps
+    // EXP: CAUSAL_CONV1D_EXP_BTAIL (eighths of the resident warps' worth of the last rows walked at
+    // CAUSAL_CONV1D_EXP_BTAILSPANS spans per warp; 0: off)
+    const char* e1 = std::getenv("CAUSAL_CONV1D_EXP_BTAIL");
+    const char* e2 = std::getenv("CAUSAL_CONV1D_EXP_BTAILSPANS");
+    const int64_t t = e1 != nullptr && *e1 ? std::atoi(e1) : 0;
+    int64_t spans_t = e2 != nullptr && *e2 ? std::atoi(e2) : 1;
+    if (spans_t < 1) spans_t = 1;
+    if (spans_t > spans) spans_t = spans;
+    const int64_t wpr_t = (wpr + spans_t - 1) / spans_t;
+    const int64_t rows = static_cast<int64_t>(p.batch) * p.dim;
+    const int64_t resident = static_cast<int64_t>(p.num_sms) * kSpansMinBlocks * (kThreads / 32);
+    int64_t tail_rows = t <= 0 ? 0 : (resident * t / 8 + wpr_t - 1) / wpr_t;
+    if (tail_rows > rows) tail_rows = rows;
+    const int64_t head_rows = rows - tail_rows;
+    const int64_t head_warps = head_rows * wpr_s;
+    const int64_t nw = head_warps + tail_rows * wpr_t;
     const int64_t nb = (nw + kThreads / 32 - 1) / (kThreads / 32);
     dispatch_dtype_width(p.x_dtype, p.width, Widths<2, 3, 4>{}, [&](auto tag, auto width) {
       using T = typename decltype(tag)::type;
       if constexpr (sizeof(T) == 2) {  // never instantiated for float
         bwd_cf_fast_kernel_spans<T, decltype(width)::value><<<static_cast<unsigned>(nb), kThreads, 0, stream>>>(
             p, FastDiv(static_cast<uint32_t>(wpr_s)), FastDiv(static_cast<uint32_t>(p.dim)), static_cast<uint32_t>(nw),
-            static_cast<uint32_t>(spans), static_cast<uint32_t>(wpr));
+            static_cast<uint32_t>(spans), static_cast<uint32_t>(wpr), static_cast<uint32_t>(head_warps),
+            static_cast<uint32_t>(head_rows), FastDiv(static_cast<uint32_t>(wpr_t)), static_cast<uint32_t>(spans_t));
         CC1D_CUDA_LAUNCH_CHECK();
       }
     });

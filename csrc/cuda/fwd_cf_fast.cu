@@ -39,6 +39,7 @@
 #include "dispatch.cuh"
 #include "vec16.cuh"
 
+#include <cstdlib>
 #include <type_traits>
 
 namespace causal_conv1d_cuda {
@@ -101,7 +102,8 @@ constexpr bool use_offsets() { return !(std::is_same<T, __nv_bfloat16>::value &&
 
 template <typename T, int kW, int kVecs>
 __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
-    fwd_cf_fast_kernel(const ConvParams p, const int64_t wpr, const int64_t nwarps, const int64_t pf_rows) {
+    fwd_cf_fast_kernel(const ConvParams p, const int64_t wpr_head, const int64_t nwarps, const int64_t pf_rows,
+                       const int64_t head_warps, const int64_t head_rows, const int64_t wpr_tail, const int tail_vecs) {
   constexpr int kPer = Vec16<T>::kPer;
   constexpr int kH = kW - 1;
   constexpr int kStride = 32;  // in 16-byte vectors: a lane's vector v + 1 is 512 bytes after v
@@ -110,24 +112,32 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
   const int lane = threadIdx.x & 31;
   const int64_t gw = static_cast<int64_t>(blockIdx.x) * (kThreads / 32) + (threadIdx.x >> 5);
   if (gw >= nwarps) return;  // warp-uniform
+  // EXPERIMENT (exp19): warps past head_warps do the last rows at tail_vecs vectors per lane
+  const bool is_tail = gw >= head_warps;
+  const int64_t gl = is_tail ? gw - head_warps : gw;
+  const int64_t wpr = is_tail ? wpr_tail : wpr_head;
+  const int64_t row0 = is_tail ? head_rows : 0;
+  const int sv = is_tail ? tail_vecs : kVecs;  // this warp's vectors per lane (warp-uniform)
   int64_t wr;  // warp index within its row
   int b, d;
   int64_t row;
   if (nwarps <= 0xffffffffLL) {  // uniform: 32-bit divisions (a 64-bit one is a long call)
-    const uint32_t r = static_cast<uint32_t>(gw) / static_cast<uint32_t>(wpr);
+    const uint32_t rl = static_cast<uint32_t>(gl) / static_cast<uint32_t>(wpr);
+    const uint32_t r = rl + static_cast<uint32_t>(row0);
     const uint32_t bb = r / static_cast<uint32_t>(p.dim);
-    wr = static_cast<uint32_t>(gw) - r * static_cast<uint32_t>(wpr);
+    wr = static_cast<uint32_t>(gl) - rl * static_cast<uint32_t>(wpr);
     b = static_cast<int>(bb);
     d = static_cast<int>(r - bb * static_cast<uint32_t>(p.dim));
     row = r;
   } else {
-    row = gw / wpr;
-    wr = gw - row * wpr;
+    row = gl / wpr;
+    wr = gl - row * wpr;
+    row += row0;
     b = static_cast<int>(row / p.dim);
     d = static_cast<int>(row - static_cast<int64_t>(b) * p.dim);
   }
   const int64_t L = p.seqlen;
-  const int64_t w0 = wr * (32 * kVecs * kPer);
+  const int64_t w0 = wr * (32 * kPer) * sv;
   const int64_t lane_l0 = w0 + lane * kPer;
   // this lane's first vector of x and of out (use_offsets: 32-bit offsets in vectors, eligible() keeps
   // every vector of x and out within 2^32 of its base; else 64-bit row pointers)
@@ -147,14 +157,15 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
   }
   // this lane's vectors inside the row: v < nin (L is a multiple of kPer: none straddles the end)
   const int64_t left = L - lane_l0;
-  const int nin = left <= 0 ? 0 : (left >= static_cast<int64_t>(kVecs) * 32 * kPer ? kVecs
+  const int nin = left <= 0 ? 0 : (left >= static_cast<int64_t>(sv) * 32 * kPer ? sv
                                   : static_cast<int>((left + 32 * kPer - 1) / (32 * kPer)));
 
   // this warp's span of the row pf_rows ahead (the warp pf_rows * wpr later) into L2 at evict_last,
   // one 128-byte line per lane (a span is at most 32 lines); that warp's evict_normal loads reset the
   // lines; pf_rows 0: none (launch_v)
   const int64_t lw = L - w0;  // > 0
-  const uint32_t span_bytes = static_cast<uint32_t>((lw < 32 * kVecs * kPer ? lw : 32 * kVecs * kPer) * sizeof(T));
+  const int64_t span_tok = static_cast<int64_t>(32 * kPer) * sv;
+  const uint32_t span_bytes = static_cast<uint32_t>((lw < span_tok ? lw : span_tok) * sizeof(T));
   const bool my_line = static_cast<uint32_t>(lane) * 128u < span_bytes;
   if (pf_rows > 0 && my_line) {
     const char* mine = reinterpret_cast<const char*>(xv - lane) + lane * 128;
@@ -190,6 +201,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
   float prev_tail[kH];
 #pragma unroll
   for (int v = 0; v < kVecs; ++v) {
+    if ((v == kVecs / 2 || v == kVecs / 4) && v >= sv) break;  // warp-uniform; tail_vecs is kVecs / 2 or / 4
     float xf[kPer];
     Vec16<T>::load(raw[v], xf);
     float win[kH];
@@ -256,12 +268,32 @@ int64_t pf_rows_for(const ConvParams& p, int64_t wpr, int warps_per_sm) {
   return (resident * 3 / 8 + wpr - 1) / wpr;
 }
 
+int exp_env(const char* name, int dflt) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != 0 ? std::atoi(v) : dflt;
+}
+
+// EXP: CAUSAL_CONV1D_EXP_TAIL (eighths of the resident warps' worth of the grid's last rows done at
+// kVecs / CAUSAL_CONV1D_EXP_TAILDIV vectors per lane; 0: off)
 template <typename T, int kW, int kVecs>
 void launch_v(const ConvParams& p, cudaStream_t stream) {
+  const int t = exp_env("CAUSAL_CONV1D_EXP_TAIL", 0);
+  const int dv = exp_env("CAUSAL_CONV1D_EXP_TAILDIV", 2);
+  const int tv = kVecs / dv > 0 ? kVecs / dv : 1;
   const int64_t wpr = warps_per_row(p);
-  const int64_t nwarps = wpr * p.batch * p.dim;
+  const int64_t rows = static_cast<int64_t>(p.batch) * p.dim;
   const int64_t pf = pf_rows_for(p, wpr, min_blocks(kVecs) * (kThreads / 32));
-  fwd_cf_fast_kernel<T, kW, kVecs><<<static_cast<unsigned>(grid_blocks(p)), kThreads, 0, stream>>>(p, wpr, nwarps, pf);
+  const int64_t per_t = 32 * tv * (p.x_dtype == kFloat32 ? 4 : 8);
+  const int64_t wpr_t = (p.seqlen + per_t - 1) / per_t;
+  const int64_t resident = static_cast<int64_t>(p.num_sms) * min_blocks(kVecs) * (kThreads / 32);
+  int64_t tail_rows = t <= 0 ? 0 : (resident * t / 8 + wpr_t - 1) / wpr_t;
+  if (tail_rows > rows) tail_rows = rows;
+  const int64_t head_rows = rows - tail_rows;
+  const int64_t head_warps = head_rows * wpr;
+  const int64_t nwarps = head_warps + tail_rows * wpr_t;
+  const int64_t blocks = (nwarps + kThreads / 32 - 1) / (kThreads / 32);
+  fwd_cf_fast_kernel<T, kW, kVecs><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+      p, wpr, nwarps, pf, head_warps, head_rows, wpr_t, tv);
   CC1D_CUDA_LAUNCH_CHECK();
 }
 
