@@ -128,6 +128,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
   constexpr int kSpan = 32 * kPer;  // tokens from one of a lane's vectors to its next
   static_assert(kPer >= kH, "the halos must fit in one neighbouring vector");
 
+  pdl_trigger();
   const int lane = threadIdx.x & 31;
   const uint32_t gw = blockIdx.x * (kThreads / 32) + (threadIdx.x >> 5);  // < 2^31 (launcher)
   if (gw >= nwarps) return;  // warp-uniform
@@ -310,6 +311,7 @@ __global__ void __launch_bounds__(kThreads, kSpansMinBlocks)
   constexpr int kWarpTok = kVecs * kSpan;    // tokens of one warp span
   static_assert(kPer >= kH, "the halos must fit in one neighbouring vector");
 
+  pdl_trigger();
   const int lane = threadIdx.x & 31;
   const uint32_t gw = blockIdx.x * (kThreads / 32) + (threadIdx.x >> 5);
   if (gw >= nwarps) return;  // warp-uniform
@@ -470,6 +472,7 @@ __global__ void __launch_bounds__(kThreads, kSpansMinBlocks)
 __global__ void __launch_bounds__(kReduceThreads)
     bwd_cf_fast_reduce_kernel(const float* __restrict__ partial, const int64_t nparts, const int width, const int D,
                               void* dweight, const int w_dtype, void* dbias, const int b_dtype) {
+  pdl_wait();  // every thread: the partial rows of the grid before are complete and visible
   const int64_t stride = static_cast<int64_t>(width + 1) * D;
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * kReduceThreads + threadIdx.x;
   if (idx >= stride) return;
@@ -601,8 +604,26 @@ void launch(const ConvParams& p, cudaStream_t stream) {
 
 void launch_bwd_fast_reduce(const ConvParams& p, int64_t nparts, cudaStream_t stream) {
   const int64_t total = static_cast<int64_t>(p.width + 1) * p.dim;
-  bwd_cf_fast_reduce_kernel<<<static_cast<unsigned>((total + kReduceThreads - 1) / kReduceThreads), kReduceThreads, 0,
-                              stream>>>(p.partial, nparts, p.width, p.dim, p.dweight, p.w_dtype, p.dbias, p.b_dtype);
+  const unsigned blocks = static_cast<unsigned>((total + kReduceThreads - 1) / kReduceThreads);
+  const char* e = std::getenv("CAUSAL_CONV1D_EXP_PDL");  // EXP
+  if (e != nullptr && *e == '1') {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(blocks);
+    cfg.blockDim = dim3(kReduceThreads);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    const float* partial = p.partial;
+    cudaLaunchKernelEx(&cfg, bwd_cf_fast_reduce_kernel, partial, nparts, p.width, p.dim, p.dweight, p.w_dtype, p.dbias,
+                       p.b_dtype);
+  } else {
+    bwd_cf_fast_reduce_kernel<<<blocks, kReduceThreads, 0, stream>>>(p.partial, nparts, p.width, p.dim, p.dweight,
+                                                                     p.w_dtype, p.dbias, p.b_dtype);
+  }
   CC1D_CUDA_LAUNCH_CHECK();
 }
 

@@ -349,6 +349,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     bwd_cl_fast_kernel(const ConvParams p, const TokenPitch pitch, const uint32_t nwb, const uint32_t ntb,
                        const int T_slice) {
   constexpr int kC = Word<T>::kC;
+  pdl_trigger();
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const uint32_t bid = block_index();

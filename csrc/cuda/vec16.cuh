@@ -84,6 +84,20 @@ __device__ __forceinline__ void st_global_16(void* ptr, const uint4& v) {
 // us, even with a 256 MB memset between), so the load that uses it must reset it: an access with an
 // evict_normal cache hint does (that read 12.8 us, 13.0 without prefetch); an evict_first hint or .cs
 // does not (15.9 us) (2026-12-02).
+// Programmatic dependent launch (sm_90+; no-ops below): pdl_trigger lets the next grid in the stream,
+// if launched with programmatic stream serialization, start its blocks; pdl_wait blocks until the
+// grids before it have completed and their memory is visible (returns at once without such a launch).
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ void prefetch_l2_evict_last(const void* ptr) {
   asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(ptr));
 }
