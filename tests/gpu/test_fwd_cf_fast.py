@@ -167,3 +167,42 @@ def test_fwd_cf_fast_path(ops):
     with kernel_path(ops, PATH, 1):
         failed = run_cases() + run_cases("prefetch") + check_path()
     assert failed == 0, f"{failed} fast-path cases failed (printed above)"
+
+
+def test_fwd_cf_fast_offsets_boundary(ops):
+    """fwd_cf_fast.cu addresses x by 32-bit vector offsets, so eligible() admits x only when its last
+    row ends within 2^32 16-byte vectors of x's base. A bf16 x whose second batch row sits just
+    inside that bound runs the fast path (offsets past 2^31: unsigned arithmetic); 8 elements further
+    it runs the general path. Both must give the reference result. Needs a 64 GiB allocation."""
+    import torch
+    from ref import conv_ref, tol_for
+
+    total = torch.cuda.get_device_properties(0).total_memory
+    if total < 80 << 30:
+        pytest.skip(f"needs a 64 GiB allocation; this GPU has {total >> 30} GiB")
+    B, D, L, W = 2, 4, 2048, 4
+    limit = 1 << 35  # elements: 2^32 vectors of 8 bf16
+    big = torch.empty(limit + 64, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(D, W, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(D, device="cuda", dtype=torch.bfloat16)
+    g = torch.Generator(device="cuda").manual_seed(7)
+    failed = []
+    try:
+        for end, want in ((limit - 8, PATH), (limit, "fwd_general")):
+            bs = end - D * L  # the last row of x ends at element `end` of big
+            x = big.as_strided((B, D, L), (bs, L, 1))
+            x.copy_(torch.randn(B, D, L, device="cuda", dtype=torch.bfloat16, generator=g))
+            with kernel_path(ops, PATH, 1):
+                out, _ = ops.fwd(x, w, b, None, None, False, True)
+            msg = path_ran(ops, "fwd", want)
+            ref, _ = conv_ref(x, w, b, silu=True)
+            bad = ((out.double() - ref).abs() > tol_for(x.dtype, w.dtype) * (1.0 + ref.abs())).nonzero()
+            if bad.numel():
+                i = tuple(bad[0].tolist())
+                msg.append(f"{bad.shape[0]} bad outputs, first at {i}: got {out[i].item()}, want {ref[i].item()}")
+            if msg:
+                failed.append(f"x ending at element {end}: " + "; ".join(msg))
+    finally:
+        del big
+        torch.cuda.empty_cache()
+    assert not failed, failed
