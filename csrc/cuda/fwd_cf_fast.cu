@@ -92,6 +92,11 @@ __device__ __forceinline__ void st_hint_16(uint4* p, const uint4& v, uint64_t po
                : "memory");
 }
 
+__device__ __forceinline__ void st_cs_16(uint4* p, const uint4& v) {
+  asm volatile("st.global.cs.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+
 // Row addressing, by instantiation: 32-bit vector offsets from p.x / p.out, except for bf16 widths
 // 3-4, whose SASS with 64-bit row pointers is shorter (ptxas keeps the store pointer in registers
 // there; in every other 8-vector kernel it rebuilt it from b, d and the strides at every vector:
@@ -103,7 +108,8 @@ constexpr bool use_offsets() { return !(std::is_same<T, __nv_bfloat16>::value &&
 template <typename T, int kW, int kVecs>
 __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
     fwd_cf_fast_kernel(const ConvParams p, const int64_t wpr_head, const int64_t nwarps, const int64_t pf_rows,
-                       const int64_t head_warps, const int64_t head_rows, const int64_t wpr_tail, const int tail_vecs) {
+                       const int64_t head_warps, const int64_t head_rows, const int64_t wpr_tail, const int tail_vecs,
+                       const int st_plain) {
   constexpr int kPer = Vec16<T>::kPer;
   constexpr int kH = kW - 1;
   constexpr int kStride = 32;  // in 16-byte vectors: a lane's vector v + 1 is 512 bytes after v
@@ -228,7 +234,13 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
       win[kH - 1] = xf[i];
       o[i] = silu ? silu_fast(acc) : acc;
     }
-    if (v < nin) st_hint_16(ov + v * kStride, Vec16<T>::store(o), l2_policy_evict_first());
+    if (v < nin) {
+      if (st_plain) {
+        st_cs_16(ov + v * kStride, Vec16<T>::store(o));
+      } else {
+        st_hint_16(ov + v * kStride, Vec16<T>::store(o), l2_policy_evict_first());
+      }
+    }
   }
   // final_states[b, d, j] = x[b, d, L - kH + j], copied (bit for bit) by lane 0 of the row's last warp
   if (p.final_out != nullptr && wr == wpr - 1 && lane == 0) {
@@ -293,7 +305,8 @@ void launch_v(const ConvParams& p, cudaStream_t stream) {
   const int64_t nwarps = head_warps + tail_rows * wpr_t;
   const int64_t blocks = (nwarps + kThreads / 32 - 1) / (kThreads / 32);
   fwd_cf_fast_kernel<T, kW, kVecs><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-      p, wpr, nwarps, pf, head_warps, head_rows, wpr_t, tv);
+      p, wpr, nwarps, pf, head_warps, head_rows, wpr_t, tv,
+      pf == 0 && exp_env("CAUSAL_CONV1D_EXP_STPLAIN", 0) == 1 ? 1 : 0);
   CC1D_CUDA_LAUNCH_CHECK();
 }
 
