@@ -21,6 +21,7 @@
 #include "launch_check.cuh"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "dispatch.cuh"
 #include "vec16.cuh"
@@ -132,7 +133,10 @@ __device__ __forceinline__ void compute_group(const uint32_t (&buf)[kG], float (
 struct Geometry {
   uint32_t nwords;   // words per token row (dim / kC)
   uint32_t nchunks;  // chunks per row (ceil(seqlen / chunk))
-  uint32_t total;    // batch * nchunks * nwords threads
+  uint32_t total;    // head_total + tail pairs * tail_div * nwords threads
+  uint32_t head_total;  // threads of the head: head_pairs * nwords
+  uint32_t head_pairs;  // (batch, chunk) pairs [0, head_pairs) at whole chunks; the rest split in tail_div
+  int tail_div;
   int chunk;         // tokens per chunk
   int xs, os;        // token pitch of x / out in words
 };
@@ -145,14 +149,21 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) fwd_cl_fast_kernel(const
 
   const uint32_t gid = blockIdx.x * kThreads + threadIdx.x;
   if (gid >= g.total) return;
-  const uint32_t wd = gid % g.nwords;
-  const uint32_t r = gid / g.nwords;
+  // EXPERIMENT (exp20): threads past head_total do the last (batch, chunk) pairs in tail_div pieces
+  const bool tail = gid >= g.head_total;
+  const uint32_t gl = tail ? gid - g.head_total : gid;
+  const uint32_t wd = gl % g.nwords;
+  const uint32_t q = gl / g.nwords;
+  const uint32_t r = tail ? g.head_pairs + q / static_cast<uint32_t>(g.tail_div) : q;
+  const int sub = tail ? static_cast<int>(q % static_cast<uint32_t>(g.tail_div)) : 0;
+  const int clen = tail ? g.chunk / g.tail_div : g.chunk;
   const uint32_t ch = r % g.nchunks;
   const int b = static_cast<int>(r / g.nchunks);
   const int d0 = static_cast<int>(wd) * kC;
-  const int64_t t0 = static_cast<int64_t>(ch) * g.chunk;
+  const int64_t t0 = static_cast<int64_t>(ch) * g.chunk + static_cast<int64_t>(sub) * clen;
   const int64_t left = p.seqlen - t0;
-  const int n = left < g.chunk ? static_cast<int>(left) : g.chunk;  // tokens of this chunk, >= 1
+  if (left <= 0) return;  // a tail piece past the row
+  const int n = left < clen ? static_cast<int>(left) : clen;  // tokens of this chunk, >= 1
 
   const T* __restrict__ xt = static_cast<const T*>(p.x) + b * p.x_bs + t0 * p.x_ls + d0;
   const uint32_t* __restrict__ xw = reinterpret_cast<const uint32_t*>(xt);
@@ -199,7 +210,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) fwd_cl_fast_kernel(const
   // final_states[b, d, j] = token L - kH + j (initial_states or zero before the start): exact element
   // copies by the threads of the last chunk, done here so that their loads wait together with the
   // first groups' and nothing of it stays live through the main loop
-  if (p.final_out != nullptr && ch == g.nchunks - 1) {
+  if (p.final_out != nullptr && ch == g.nchunks - 1 && left <= clen) {
     T* __restrict__ fr = static_cast<T*>(p.final_out) + b * p.f_bs + d0 * p.f_cs;
     const T* __restrict__ xr = static_cast<const T*>(p.x) + b * p.x_bs + d0;
 #pragma unroll
@@ -239,7 +250,17 @@ bool geometry(const ConvParams& p, Geometry& g) {
   auto nthreads = [&](int64_t c) { return p.batch * ((p.seqlen + c - 1) / c) * nwords; };
   int64_t chunk = kMaxChunk;
   while (chunk > kG && nthreads(chunk) < kMinWaves * resident) chunk /= 2;
-  const int64_t total = nthreads(chunk);
+  const int64_t pairs = p.batch * ((p.seqlen + chunk - 1) / chunk);
+  const char* e1 = std::getenv("CAUSAL_CONV1D_EXP_CLTAIL");
+  const char* e2 = std::getenv("CAUSAL_CONV1D_EXP_CLDIV");
+  const int64_t t8 = e1 != nullptr && *e1 ? std::atoi(e1) : 4;
+  int64_t div = e2 != nullptr && *e2 ? std::atoi(e2) : 2;
+  while (div > 1 && chunk / div < kG) div /= 2;
+  if (div < 1) div = 1;
+  int64_t tail_pairs = (t8 <= 0 || div == 1) ? 0 : (resident * t8 / 8 + div * nwords - 1) / (div * nwords);
+  if (tail_pairs > pairs) tail_pairs = pairs;
+  const int64_t head_total = (pairs - tail_pairs) * nwords;
+  const int64_t total = head_total + tail_pairs * div * nwords;
   const int64_t xs = p.x_ls / kC, os = p.out_ls / kC;
   // 32-bit thread index; 32-bit word offsets within a chunk (the halo before it and the group
   // pointers the ring forms up to 4 * kG past it included)
@@ -248,6 +269,9 @@ bool geometry(const ConvParams& p, Geometry& g) {
   g.nwords = static_cast<uint32_t>(nwords);
   g.nchunks = static_cast<uint32_t>((p.seqlen + chunk - 1) / chunk);
   g.total = static_cast<uint32_t>(total);
+  g.head_total = static_cast<uint32_t>(head_total);
+  g.head_pairs = static_cast<uint32_t>(pairs - tail_pairs);
+  g.tail_div = static_cast<int>(div);
   g.chunk = static_cast<int>(chunk);
   g.xs = static_cast<int>(xs);
   g.os = static_cast<int>(os);
