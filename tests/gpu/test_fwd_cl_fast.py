@@ -60,7 +60,8 @@ SMALL_SHAPES = [
 
 # (dtype, weight kind, width, B, D, L, layout): on a 132-SM H200 the launcher picks chunks of
 # 128 (last chunk 37 tokens), 64, 32, 128 (4200 fp32 words: warps straddle chunks; last chunk 57
-# tokens) and 16 tokens.
+# tokens) and 16 tokens; the last pairs of each grid are done in halves (drain_split), so the
+# 37-token chunk is a half of 37 tokens and one past the row.
 BIG = [
     ("bf16", "same", 4, 2, 4096, 12709, "dense"),
     ("bf16", "fp32", 3, 1, 8192, 8000, "pitch"),
@@ -77,6 +78,25 @@ FALLBACK = [
     ("bf16", 5, 2, 64, 100, "dense", False),  # width 5
     ("fp32", 4, 2, 64, 100, "dense", True),  # seq_idx
 ]
+
+
+def drain_split(dts: str, B: int, D: int, L: int, sms: int) -> tuple[int, int]:
+    """(pairs, tail pairs) of fwd_cl_fast.cu's geometry(): (batch, chunk) pairs of the grid, and how
+    many of the last are done in halves (half a wave of resident threads' worth, pieces of at least
+    one 8-token load group)."""
+    nwords = D if dts == "fp32" else D // 2
+    resident = sms * 8 * 128
+
+    def threads(c: int) -> int:
+        return B * -(-L // c) * nwords
+
+    chunk = 128
+    while chunk > 8 and threads(chunk) < 3 * resident:
+        chunk //= 2
+    pairs = B * -(-L // chunk)
+    if chunk // 2 < 8:
+        return pairs, 0
+    return pairs, min(pairs, -(-(resident * 4 // 8) // (2 * nwords)))
 
 
 def cases() -> list[tuple]:
@@ -166,6 +186,11 @@ def run_cases(max_elems: int = 0) -> int:
     ops = load_ops()
     failed = 0
     all_cases = cases()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    split = [drain_split(c[0], c[3], c[4], c[5], sms) for c in BIG]
+    if not any(0 < tail < pairs for pairs, tail in split):
+        failed += 1
+        print(f"FAIL none of the BIG cases has both whole chunks and halves at the end of its grid: {split}")
     for n, (dts, wk, W, B, D, L, layout, states, init_layout, silu, bias) in enumerate(all_cases):
         if max_elems > 0 and B * D * L > max_elems:
             continue
