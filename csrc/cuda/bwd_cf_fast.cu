@@ -545,8 +545,7 @@ SpansGrid spans_grid(const ConvParams& p, int64_t wpr) {
   const int64_t wpr_t = (wpr + spans_t - 1) / spans_t;
   const int64_t rows = static_cast<int64_t>(p.batch) * p.dim;
   const int64_t resident = static_cast<int64_t>(p.num_sms) * kSpansMinBlocks * (kThreads / 32);
-  int64_t tail_rows = spans_t < spans ? (resident * kTailEighths / 8 + wpr_t - 1) / wpr_t : 0;
-  if (tail_rows > rows) tail_rows = rows;
+  const int64_t tail_rows = spans_t < spans ? drain_rows(resident, kTailEighths, wpr_t, rows) : 0;
   SpansGrid g;
   g.wpr = FastDiv(static_cast<uint32_t>(wpr_h));
   g.wpr_tail = FastDiv(static_cast<uint32_t>(wpr_t));

@@ -20,6 +20,15 @@ struct TypeTag {
   using type = T;
 };
 
+// The drain (session 8): a grid of equal warps empties the SMs over one warp lifetime at its end, so
+// the fast paths do a grid's last rows (or (batch, chunk) pairs) at a finer grain. How many: enough
+// for eighths / 8 of a wave of `resident` threads or warps at `per_row` of them per row at that
+// grain, at most all `rows`.
+inline int64_t drain_rows(int64_t resident, int64_t eighths, int64_t per_row, int64_t rows) {
+  const int64_t n = (resident * eighths / 8 + per_row - 1) / per_row;
+  return n < rows ? n : rows;
+}
+
 // The kernel widths a path is compiled for, ascending.
 template <int... Ws>
 struct Widths {};

@@ -298,9 +298,7 @@ Grid grid_for(const ConvParams& p) {
   Grid g;
   g.wpr = warps_per_row(p, vecs);
   g.wpr_tail = warps_per_row(p, tail_vecs);
-  int64_t tail_rows = 0;
-  if (tail_vecs != vecs) tail_rows = (resident * kTailEighths / 8 + g.wpr_tail - 1) / g.wpr_tail;
-  if (tail_rows > rows) tail_rows = rows;
+  const int64_t tail_rows = tail_vecs != vecs ? drain_rows(resident, kTailEighths, g.wpr_tail, rows) : 0;
   g.head_rows = rows - tail_rows;
   g.head_warps = g.head_rows * g.wpr;
   g.nwarps = g.head_warps + tail_rows * g.wpr_tail;

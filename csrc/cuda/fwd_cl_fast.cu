@@ -260,8 +260,7 @@ bool geometry(const ConvParams& p, Geometry& g) {
   // the drain: pieces of at least a load group
   int64_t div = kTailDiv;
   while (div > 1 && chunk / div < kG) div /= 2;
-  int64_t tail_pairs = div == 1 ? 0 : (resident * kTailEighths / 8 + div * nwords - 1) / (div * nwords);
-  if (tail_pairs > pairs) tail_pairs = pairs;
+  const int64_t tail_pairs = div == 1 ? 0 : drain_rows(resident, kTailEighths, div * nwords, pairs);
   const int64_t head_total = (pairs - tail_pairs) * nwords;
   const int64_t total = head_total + tail_pairs * div * nwords;
   const int64_t xs = p.x_ls / kC, os = p.out_ls / kC;
