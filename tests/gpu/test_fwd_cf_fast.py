@@ -95,12 +95,24 @@ def prefetch_cases(sms: int) -> list[tuple]:
     return out
 
 
+def bad_outputs(out, ref, dtype, wd) -> list[str]:
+    """[] when out matches the float64 reference within the tolerance of x's and weight's dtypes, else
+    a message with the count and the first bad position."""
+    from ref import tol_for
+
+    bad = ((out.double() - ref).abs() > tol_for(dtype, wd) * (1.0 + ref.abs())).nonzero()
+    if not bad.numel():
+        return []
+    i = tuple(bad[0].tolist())
+    return [f"{bad.shape[0]} bad outputs, first at {i}: got {out[i].item()}, want {ref[i].item()}"]
+
+
 def run_cases(which: str = "small") -> int:
     """Run every case of cases() (which="small") or prefetch_cases() (which="prefetch") on the GPU
     (the path forced on); print failures; return the number failed."""
     import torch
     from gpu_ops import load_ops
-    from ref import conv_ref, tol_for
+    from ref import conv_ref
 
     ops = load_ops()
     dts_map = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -131,11 +143,7 @@ def run_cases(which: str = "small") -> int:
         out, fin = ops.fwd(x, w, b, None, init, states, silu)
         msg = path_ran(ops, "fwd", PATH)
         ref, ref_fin = conv_ref(x, w, b, initial_states=init, silu=silu)
-        tol = tol_for(dtype, wd)
-        bad = ((out.double() - ref).abs() > tol * (1.0 + ref.abs())).nonzero()
-        if bad.numel():
-            i = tuple(bad[0].tolist())
-            msg.append(f"{bad.shape[0]} bad outputs, first at {i}: got {out[i].item()}, want {ref[i].item()}")
+        msg += bad_outputs(out, ref, dtype, wd)
         if states and not torch.equal(fin, ref_fin.to(dtype)):
             msg.append("final_states differ from the last width-1 inputs")
         if not states and fin.numel() != 0:
@@ -191,7 +199,7 @@ def test_fwd_cf_fast_offsets_boundary(ops):
     inside that bound runs the fast path (offsets past 2^31: unsigned arithmetic); 8 elements further
     it runs the general path. Both must give the reference result. Needs a 64 GiB allocation."""
     import torch
-    from ref import conv_ref, tol_for
+    from ref import conv_ref
 
     total = torch.cuda.get_device_properties(0).total_memory
     if total < 80 << 30:
@@ -212,10 +220,7 @@ def test_fwd_cf_fast_offsets_boundary(ops):
                 out, _ = ops.fwd(x, w, b, None, None, False, True)
             msg = path_ran(ops, "fwd", want)
             ref, _ = conv_ref(x, w, b, silu=True)
-            bad = ((out.double() - ref).abs() > tol_for(x.dtype, w.dtype) * (1.0 + ref.abs())).nonzero()
-            if bad.numel():
-                i = tuple(bad[0].tolist())
-                msg.append(f"{bad.shape[0]} bad outputs, first at {i}: got {out[i].item()}, want {ref[i].item()}")
+            msg += bad_outputs(out, ref, x.dtype, w.dtype)
             if msg:
                 failed.append(f"x ending at element {end}: " + "; ".join(msg))
     finally:
