@@ -104,9 +104,7 @@ struct FastDiv {
 };
 
 // g[i] = dout[i] * silu'(z[i]) (dout[i] without the activation), z[i] = bias + sum_k w[k] * win[i + k]:
-// the per-vector step both kernels share. (Their dx / dweight step is still written twice: as a
-// helper it reorders the SASS of 20 of the 25 kernels, same instructions and registers, which needs
-// a device run to re-measure; here the SASS of every kernel is unchanged, cuobjdump.)
+// the per-vector step both kernels share (vector_dx_dw is the next one).
 template <int kW, int kPer>
 __device__ __forceinline__ void vector_g(const float (&dv)[kPer], const float (&win)[kW - 1 + kPer],
                                          const float (&w)[kW], float bias, bool silu, float (&g)[kPer + kW - 1]) {
@@ -120,6 +118,45 @@ __device__ __forceinline__ void vector_g(const float (&dv)[kPer], const float (&
       for (int k = 0; k < kW; ++k) z = fmaf(w[k], win[i + k], z);
       g[i] = grad_silu(g[i], z);
     }
+  }
+}
+
+// The vector's dx, stored at dst: dx[i] = sum_j w[W-1-j] * g[i + j]; and its terms of the weight and
+// bias gradients added to dw: dw[k] += g[i] * x[i - (W-1) + k] (win[i + k]), dw[W] += g[i].
+template <typename T, int kW, int kPer>
+__device__ __forceinline__ void vector_dx_dw(const float (&g)[kPer + kW - 1], const float (&win)[kW - 1 + kPer],
+                                             const float (&w)[kW], T* __restrict__ dst, float (&dw)[kW + 1]) {
+  constexpr int kH = kW - 1;
+  float o[kPer];
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    float acc = 0.f;
+#pragma unroll
+    for (int j = 0; j <= kH; ++j) acc = fmaf(w[kH - j], g[i + j], acc);
+    o[i] = acc;
+  }
+  st_global_16(dst, Vec16<T>::store(o));
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+#pragma unroll
+    for (int k = 0; k < kW; ++k) dw[k] = fmaf(g[i], win[i + k], dw[k]);
+    dw[kW] += g[i];
+  }
+}
+
+// The warp's dw summed over its lanes in a fixed order (xor shuffles), written by lane 0 as partial
+// row `part` of channel d: p.partial[(part * (W+1) + k) * dim + d].
+template <int kW>
+__device__ __forceinline__ void store_partial(const ConvParams& p, int64_t part, int d, int lane, float (&dw)[kW + 1]) {
+#pragma unroll
+  for (int k = 0; k <= kW; ++k) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) dw[k] += __shfl_xor_sync(0xffffffffu, dw[k], off);
+  }
+  if (lane == 0) {
+    float* __restrict__ out = p.partial + part * (kW + 1) * p.dim + d;
+#pragma unroll
+    for (int k = 0; k <= kW; ++k) out[static_cast<int64_t>(k) * p.dim] = dw[k];
   }
 }
 
@@ -251,37 +288,11 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
 #pragma unroll
     for (int j = 0; j < kH; ++j) head[j] = g[j];
 
-    if (live) {
-      float o[kPer];
-#pragma unroll
-      for (int i = 0; i < kPer; ++i) {
-        float acc = 0.f;
-#pragma unroll
-        for (int j = 0; j <= kH; ++j) acc = fmaf(w[kH - j], g[i + j], acc);
-        o[i] = acc;
-      }
-      st_global_16(dxl + v * kSpan, Vec16<T>::store(o));
-#pragma unroll
-      for (int i = 0; i < kPer; ++i) {
-#pragma unroll
-        for (int k = 0; k < kW; ++k) dw[k] = fmaf(g[i], win[i + k], dw[k]);
-        dw[kW] += g[i];
-      }
-    }
+    if (live) vector_dx_dw<T, kW, kPer>(g, win, w, dxl + v * kSpan, dw);
   }
 
-  // 4. warp reduction in a fixed order; one partial row per warp
-#pragma unroll
-  for (int k = 0; k <= kW; ++k) {
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) dw[k] += __shfl_xor_sync(0xffffffffu, dw[k], off);
-  }
-  if (lane == 0) {
-    const int64_t part = static_cast<int64_t>(b) * wpr.d + wr;
-    float* __restrict__ out = p.partial + part * (kW + 1) * p.dim + d;
-#pragma unroll
-    for (int k = 0; k <= kW; ++k) out[static_cast<int64_t>(k) * p.dim] = dw[k];
-  }
+  // 4. one partial row per warp
+  store_partial<kW>(p, static_cast<int64_t>(b) * wpr.d + wr, d, lane, dw);
 }
 
 // The spans kernel's grid (spans_grid): g.head_warps warps of `spans` spans each over rows
@@ -430,23 +441,7 @@ __global__ void __launch_bounds__(kThreads, kSpansMinBlocks)
 #pragma unroll
       for (int j = 0; j < kH; ++j) head[j] = g[j];
 
-      if (live) {
-        float o[kPer];
-#pragma unroll
-        for (int i = 0; i < kPer; ++i) {
-          float acc = 0.f;
-#pragma unroll
-          for (int j = 0; j <= kH; ++j) acc = fmaf(w[kH - j], g[i + j], acc);
-          o[i] = acc;
-        }
-        st_global_16(dxl + v * kSpan, Vec16<T>::store(o));
-#pragma unroll
-        for (int i = 0; i < kPer; ++i) {
-#pragma unroll
-          for (int k = 0; k < kW; ++k) dw[k] = fmaf(g[i], win[i + k], dw[k]);
-          dw[kW] += g[i];
-        }
-      }
+      if (live) vector_dx_dw<T, kW, kPer>(g, win, w, dxl + v * kSpan, dw);
       // vector v of the next span (wholly inside the row); on the warp's first span (s == 0) only
       // lane 31's rx[kVecs - 1]: xl + (kVecs-1)*kSpan - kWarpTok is x at the warp's start - kPer,
       // the vector before the warp, 0 at the row start
@@ -457,18 +452,8 @@ __global__ void __launch_bounds__(kThreads, kSpansMinBlocks)
         rx[v] = (lane == 31 && !row_start) ? ld_global_16(xl + v * kSpan - kWarpTok) : make_uint4(0u, 0u, 0u, 0u);
       }
     }
-    // warp reduction in a fixed order; one partial row per span (the row the kernel above writes)
-#pragma unroll
-    for (int k = 0; k <= kW; ++k) {
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) dw[k] += __shfl_xor_sync(0xffffffffu, dw[k], off);
-    }
-    if (lane == 0) {
-      const int64_t part = static_cast<int64_t>(b) * wpr0 + span0 + s;
-      float* __restrict__ out = p.partial + part * (kW + 1) * p.dim + d;
-#pragma unroll
-      for (int k = 0; k <= kW; ++k) out[static_cast<int64_t>(k) * p.dim] = dw[k];
-    }
+    // one partial row per span (the row the kernel above writes)
+    store_partial<kW>(p, static_cast<int64_t>(b) * wpr0 + span0 + s, d, lane, dw);
 #pragma unroll
     for (int k = 0; k <= kW; ++k) dw[k] = 0.f;
     if (s == 0) break;

@@ -50,10 +50,13 @@ constexpr int kThreads = 128;
 // Resident blocks per SM the register budget must allow (sm_90, 64K registers per SM).
 constexpr int kMinBlocks = kG == 8 ? 8 : 5;
 constexpr int64_t kMinWaves = 3;
-// The drain (session 8, geometry()): the grid's last (batch, chunk) pairs, half a wave of resident
+// The drain (session 8, geometry()): the grid's last (batch, chunk) pairs, a wave of resident
 // threads' worth, are done in kTailDiv pieces of chunk / kTailDiv tokens by threads that live that
-// much shorter, so the SMs empty at a finer grain at the end of the grid.
-constexpr int64_t kTailEighths = 4;
+// much shorter, so the SMs empty at a finer grain at the end of the grid. Same-run A/B on the H200
+// (2026-12-02, µs in a CUDA graph, none / half a wave / a wave, in halves): bf16 B4 D4096 L4096 75.5,
+// 74.8 / 73.6, 73.5 / 73.5, 73.3; Mamba-2 slice 97.5, 96.5 / 95.2, 95.7 / 94.8, 95.3; fp32 146.2,
+// 145.0 / 143.8, 144.9 / 143.4, 143.3 (PERF_NOTES, "Session 8").
+constexpr int64_t kTailEighths = 8;
 constexpr int64_t kTailDiv = 2;
 
 // One 4-byte word of a token: kC channels <-> floats.

@@ -82,7 +82,7 @@ FALLBACK = [
 
 def drain_split(dts: str, B: int, D: int, L: int, sms: int) -> tuple[int, int]:
     """(pairs, tail pairs) of fwd_cl_fast.cu's geometry(): (batch, chunk) pairs of the grid, and how
-    many of the last are done in halves (half a wave of resident threads' worth, pieces of at least
+    many of the last are done in halves (a wave of resident threads' worth, pieces of at least
     one 8-token load group)."""
     nwords = D if dts == "fp32" else D // 2
     resident = sms * 8 * 128
@@ -96,7 +96,7 @@ def drain_split(dts: str, B: int, D: int, L: int, sms: int) -> tuple[int, int]:
     pairs = B * -(-L // chunk)
     if chunk // 2 < 8:
         return pairs, 0
-    return pairs, min(pairs, -(-(resident * 4 // 8) // (2 * nwords)))
+    return pairs, min(pairs, -(-resident // (2 * nwords)))
 
 
 def cases() -> list[tuple]:
