@@ -466,13 +466,64 @@ def graph_reps(nbuf: int) -> int:
     return (reps + nbuf - 1) // nbuf * nbuf
 
 
+class CaseInputs:
+    """Inputs of one kernel-mode row for one build: `nbuf` input sets (x, and dout or the state),
+    `call(i)` runs the op on set i, `check()` compares set 0's result with the float64 reference."""
+
+    def __init__(self, build: _Build, case: tuple, nbuf: Optional[int] = None) -> None:
+        name, kind, B, D, L, dts, layout, W, pitch = case
+        dtype = DTYPES[dts]
+        esz = torch.tensor([], dtype=dtype).element_size()
+        torch.manual_seed(sum(name.encode()))
+        self.build, self.kind, self.dtype = build, kind, dtype
+        self.w = (torch.randn(D, W, device="cuda") / W**0.5).to(dtype)
+        self.bias = torch.randn(D, device="cuda").to(dtype)
+        S = W - 1
+        self.bytes = moved_bytes(kind, B, D, L, esz, S)
+        self.nbuf = n_buffers(self.bytes) if nbuf is None else nbuf
+        if kind in ("fwd", "bwd"):
+            self.xs = [make_x(B, D, L, dtype, layout, pitch) for _ in range(self.nbuf)]
+            if kind == "bwd":
+                self.douts = [make_x(B, D, L, dtype, layout) for _ in range(self.nbuf)]
+        else:
+            self.xs = [torch.randn(B, D, 1, device="cuda", dtype=dtype) for _ in range(self.nbuf)]
+            self.states = [torch.randn(B, D, S, device="cuda", dtype=dtype) for _ in range(self.nbuf)]
+
+    def call(self, i: int) -> Any:
+        b = self.build
+        if self.kind == "fwd":
+            return b.fwd(self.xs[i], self.w, self.bias)
+        if self.kind == "bwd":
+            return b.bwd(self.xs[i], self.w, self.bias, self.douts[i])
+        return b.update(self.xs[i], self.states[i], self.w, self.bias)
+
+    def check(self) -> dict[str, Any]:
+        """rel_err against float64 (and state_exact for update) of set 0; the update's state is
+        restored afterwards, so timing starts from the same inputs."""
+        w, bias, x = self.w, self.bias, self.xs[0]
+        if self.kind == "fwd":
+            ref, _ = conv_ref(x, w, bias, silu=True)
+            return {"rel_err": rel_err(self.call(0), ref)}
+        if self.kind == "bwd":
+            dout = self.douts[0]
+            xr = x.detach().double().requires_grad_()
+            wr = w.detach().double().requires_grad_()
+            br = bias.detach().double().requires_grad_()
+            ref, _ = conv_ref(xr, wr, br, silu=True)
+            ref.backward(dout.double())
+            dx, dw, db = self.call(0)
+            return {"rel_err": max(rel_err(dx, xr.grad), rel_err(dw, wr.grad), rel_err(db, br.grad))}
+        st0 = self.states[0].clone()
+        st_ref = st0.clone()
+        ref = update_ref(x, st_ref, w, bias, True, None, None)
+        out = self.call(0)
+        res = {"rel_err": rel_err(out, ref), "state_exact": bool(torch.equal(self.states[0], st_ref))}
+        self.states[0].copy_(st0)
+        return res
+
+
 def kernel_case(build: _Build, case: tuple, quick: bool) -> dict[str, Any]:
     name, kind, B, D, L, dts, layout, W, pitch = case
-    dtype = DTYPES[dts]
-    esz = torch.tensor([], dtype=dtype).element_size()
-    torch.manual_seed(sum(name.encode()))
-    w = (torch.randn(D, W, device="cuda") / W**0.5).to(dtype)
-    bias = torch.randn(D, device="cuda").to(dtype)
     row: dict[str, Any] = {
         "name": name,
         "kind": kind,
@@ -485,47 +536,17 @@ def kernel_case(build: _Build, case: tuple, quick: bool) -> dict[str, Any]:
         "pitch": pitch,
     }
     iters = 20 if quick else 50
-    if kind in ("fwd", "bwd"):
-        per_set = moved_bytes(kind, B, D, L, esz)
-        nbuf = n_buffers(per_set)
-        xs = [make_x(B, D, L, dtype, layout, pitch) for _ in range(nbuf)]
-        if kind == "fwd":
-            ref, _ = conv_ref(xs[0], w, bias, silu=True)
-            row["rel_err"] = rel_err(build.fwd(xs[0], w, bias), ref)
-            del ref
-            fn = lambda i: build.fwd(xs[i], w, bias)  # noqa: E731
-        else:
-            douts = [make_x(B, D, L, dtype, layout) for _ in range(nbuf)]
-            xr = xs[0].detach().double().requires_grad_()
-            wr = w.detach().double().requires_grad_()
-            br = bias.detach().double().requires_grad_()
-            ref, _ = conv_ref(xr, wr, br, silu=True)
-            ref.backward(douts[0].double())
-            dx, dw, db = build.bwd(xs[0], w, bias, douts[0])
-            row["rel_err"] = max(rel_err(dx, xr.grad), rel_err(dw, wr.grad), rel_err(db, br.grad))
-            del ref, xr, wr, br, dx, dw, db
-            fn = lambda i: build.bwd(xs[i], w, bias, douts[i])  # noqa: E731
-    else:
-        S = W - 1
-        per_set = moved_bytes(kind, B, D, L, esz, S)
-        nbuf = n_buffers(per_set)
-        xs = [torch.randn(B, D, 1, device="cuda", dtype=dtype) for _ in range(nbuf)]
-        states = [torch.randn(B, D, S, device="cuda", dtype=dtype) for _ in range(nbuf)]
-        st_ref = states[0].clone()
-        ref = update_ref(xs[0], st_ref, w, bias, True, None, None)
-        st = states[0].clone()
-        out = build.update(xs[0], st, w, bias)
-        row["rel_err"] = rel_err(out, ref)
-        row["state_exact"] = bool(torch.equal(st, st_ref))
-        fn = lambda i: build.update(xs[i], states[i], w, bias)  # noqa: E731
-    row["tol"] = tol_for(dtype)
+    inp = CaseInputs(build, case)
+    row.update(inp.check())
+    row["tol"] = tol_for(inp.dtype)
     row["ok"] = bool(row["rel_err"] < row["tol"]) and row.get("state_exact", True)
-    row["bytes"] = per_set
-    row["nbuf"] = nbuf
-    row["eager_us"] = time_fn(fn, nbuf, iters=iters)
+    row["bytes"] = inp.bytes
+    row["nbuf"] = nbuf = inp.nbuf
+    row["eager_us"] = time_fn(inp.call, nbuf, iters=iters)
     reps = graph_reps(nbuf)
     row["graph_reps"] = reps
-    row["graph_us"] = time_graph(fn, nbuf, reps=reps)
+    row["graph_us"] = time_graph(inp.call, nbuf, reps=reps)
+    del inp
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     return row

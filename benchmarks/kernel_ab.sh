@@ -3,7 +3,7 @@
 # causal-conv1d from its sdist side by side (a patched copy: sm_90 only, its two big kernel files split
 # per instantiation, benchmarks/peer_build_patch.py; ~85 s on 16 cores instead of ~385 s), runs the
 # fast channel-first tests, the kernel-mode benchmark ours vs upstream, A/B runs of kernel switches
-# (AB_VARIANTS), ncu on the bf16 channel-first rows and compute-sanitizer over the fast channel-first
+# (AB_VARIANTS), ncu on issue 16's rows (benchmarks/ncu_rows.py, both builds) and compute-sanitizer over the fast channel-first
 # test cases. Steps stop at a deadline (DEADLINE_S, default 400 s from the start).
 #
 #   OUT=/tmp/out UPSTREAM_SDIST=causal_conv1d-1.7.0.tar.gz bash benchmarks/kernel_ab.sh [steps...]
@@ -100,29 +100,12 @@ if has ab; then
 fi
 
 if has ncu; then
-  cat >/tmp/ncu_drive.py <<'EOF'
-import torch, causal_conv1d  # noqa: F401
-ops = torch.ops.causal_conv1d
-x = torch.randn(4, 4096, 4096, device="cuda", dtype=torch.bfloat16)
-w = torch.randn(4096, 4, device="cuda", dtype=torch.bfloat16)
-b = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
-d = torch.randn_like(x)
-for _ in range(2):
-    ops.fwd.default(x, w, b, None, None, False, True)
-    ops.bwd.default(x, w, b, d, None, None, None, False, True)
-torch.cuda.synchronize()
-EOF
-  # one ncu run per configuration in NCU_CFGS (space-separated; each KEY=VAL, prefix dropped)
-  for cfg in ${NCU_CFGS:-"DEFAULT=1"}; do
-    envs=()
-    for kv in $cfg; do envs+=("CAUSAL_CONV1D_$kv"); done
-    tag=$(echo "$cfg" | tr ' =' '_-')
-    run "ncu_$tag" 45 env "${envs[@]}" ncu --clock-control none -k "regex:cf_fast_kernel" \
-      --launch-skip 2 --launch-count 2 --section SpeedOfLight --section Occupancy --section WarpStateStats \
-      --section LaunchStats --section MemoryWorkloadAnalysis --section SchedulerStats $PY /tmp/ncu_drive.py
-    grep -E "cf_fast_kernel|Duration|DRAM Throughput|Achieved Occupancy|Registers Per|Issue Slots Busy|Warp Cycles Per Issued|Compute \(SM\) Throughput|No Eligible" \
-      "$LOGS/ncu_$tag.log" | sed "s/^/$tag /" | head -30 >>"$LOGS/summary.txt"
-  done
+  # ncu's reading of every kernel of the rows in NCU_ROWS (default: issue 16's rows), ours and upstream
+  ISSUE16="fwd bf16 cf B4 D4096,bwd bf16 cf B4 D4096,fwd bf16 cl B4 D4096,bwd bf16 cl B4 D4096,fwd fp32 cf B4"
+  ISSUE16="$ISSUE16,bwd fp32 cf B4,Mamba2,cf B16 D1024,update bf16 B256 D8192"
+  run ncu 240 $PY benchmarks/ncu_rows.py --only "${NCU_ROWS:-$ISSUE16}" \
+    --peer "$UP" --json "$LOGS/ncu.json"
+  grep "^|" "$LOGS/ncu.log" >>"$LOGS/summary.txt"
 fi
 
 SAN_ENV=(CAUSAL_CONV1D_FWD_FAST=1 CAUSAL_CONV1D_BWD_FAST=1)
