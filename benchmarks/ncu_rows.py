@@ -53,7 +53,17 @@ COLUMNS = [
     ("regs", "Launch Statistics", "Registers Per Thread"),
     ("L2 hit %", "Memory Workload Analysis", "L2 Hit Rate"),
 ]
-TIME_UNITS = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
+# ncu writes time units as "nsecond" or "ns" depending on its version
+TIME_UNITS = {
+    "nsecond": 1e-3,
+    "usecond": 1.0,
+    "msecond": 1e3,
+    "second": 1e6,
+    "ns": 1e-3,
+    "us": 1.0,
+    "ms": 1e3,
+    "s": 1e6,
+}
 
 
 def worker(peer: Optional[str], only: list[str], order: Path) -> int:
@@ -130,7 +140,7 @@ def kernel_row(k: dict[str, Any]) -> dict[str, Any]:
 
 def short_name(name: str) -> str:
     """A demangled kernel name without namespaces and parameter lists: `f<T, 4, 8>`."""
-    n = name.replace("(anonymous namespace)::", "")
+    n = name.replace("(anonymous namespace)::", "").replace("<unnamed>::", "")
     n = (n[5:] if n.startswith("void ") else n).split("(")[0]
     base, _, targs = n.partition("<")
     base = base.split("::")[-1]
@@ -159,6 +169,7 @@ def group(kernels: list[dict[str, Any]], names: list[str]) -> list[tuple[str, li
 def profile(ncu: str, peer: Optional[str], only: str, td: Path, who: str) -> dict[str, Any]:
     log, order = td / f"{who}.csv", td / f"{who}.json"
     cmd = [ncu, "--profile-from-start", "off", "--clock-control", "none", "--csv", "--page", "details"]
+    cmd += ["--print-units", "base"]
     cmd += ["--log-file", str(log)]
     for s in SECTIONS:
         cmd += ["--section", s]
