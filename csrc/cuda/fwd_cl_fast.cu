@@ -23,6 +23,7 @@
 #include "launch_check.cuh"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "dispatch.cuh"
 #include "vec16.cuh"
@@ -96,13 +97,41 @@ __device__ __forceinline__ uint32_t ld_word(const uint32_t* ptr) {
   return v;
 }
 
+// EXPERIMENT: the same load with an L2 evict_normal cache hint (resets a line prefetched at evict_last)
+__device__ __forceinline__ uint32_t ld_word_hint(const uint32_t* ptr) {
+  uint32_t v;
+  asm volatile(
+      "{\n.reg .b64 pol;\ncreatepolicy.fractional.L2::evict_normal.b64 pol, 1.0;\n"
+      "ld.global.L2::cache_hint.u32 %0, [%1], pol;\n}\n"
+      : "=r"(v)
+      : "l"(ptr));
+  return v;
+}
+
 // buf[i] = word of token i (i < rem) at src + i * stride; tokens past the chunk keep their old value.
+template <bool kHint = false>
 __device__ __forceinline__ void load_group(uint32_t (&buf)[kG], const uint32_t* __restrict__ src, int stride,
                                            int rem) {
 #pragma unroll
   for (int i = 0; i < kG; ++i) {
-    if (i < rem) buf[i] = ld_word(src);
+    if (i < rem) buf[i] = kHint ? ld_word_hint(src) : ld_word(src);
     src += stride;  // one IMAD.WIDE per token
+  }
+}
+
+// EXPERIMENT: L2 prefetch of the warp's lines of tokens tok0 .. tok0 + 7 (< n): lanes 0-7 and 24-31,
+// each its own word of token tok0 + (lane & 7), cover the first and the last 32 bytes of the warp's
+// 128 (both lines when they straddle one). pol 1: evict_last.
+__device__ __forceinline__ void prefetch_group(const uint32_t* xw, int xs, int tok0, int n, int pol) {
+  const int lane = threadIdx.x & 31;
+  const int t = tok0 + (lane & 7);
+  if ((lane < 8 || lane >= 24) && t < n) {
+    const uint32_t* a = xw + t * xs;
+    if (pol) {
+      asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(a));
+    } else {
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
+    }
   }
 }
 
@@ -148,10 +177,13 @@ struct Geometry {
   int tail_div;
   int chunk;         // tokens per chunk
   int xs, os;        // token pitch of x / out in words
+  int pf, pf_pol;    // EXPERIMENT: prefetch distance in tokens past the group loaded (0: none); 1: evict_last
 };
 
-template <typename T, int kW>
+template <typename T, int kW, int kPf, bool kHint>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) fwd_cl_fast_kernel(const ConvParams p, const Geometry g) {
+  constexpr int pf = kPf;
+  constexpr int pol = kHint ? 1 : 0;
   constexpr int kC = Word<T>::kC;
   constexpr int kH = kW - 1;
   static_assert(kG > kH, "the halo is read from inside the previous chunk");
@@ -183,8 +215,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) fwd_cl_fast_kernel(const
   uint32_t bufA[kG], bufB[kG], bufC[kG];
 #pragma unroll
   for (int i = 0; i < kG; ++i) bufA[i] = bufB[i] = bufC[i] = 0u;  // tokens past the chunk: defined, never stored
-  load_group(bufA, xw, g.xs, n);
-  load_group(bufB, xw + kG * g.xs, g.xs, n - kG);
+  if constexpr (pf > 0) {
+#pragma unroll
+    for (int j = 0; j < pf; j += kG) prefetch_group(xw, g.xs, 2 * kG + j, n, pol);
+  }
+  load_group<kHint>(bufA, xw, g.xs, n);
+  load_group<kHint>(bufB, xw + kG * g.xs, g.xs, n - kG);
   float win[kH][kC];
   if (t0 > 0) {  // t0 >= chunk >= kG > kH: the halo lies inside the row
     uint32_t hw[kH];
@@ -240,13 +276,16 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) fwd_cl_fast_kernel(const
 
   // 2. a ring of three buffers: group s+2 is loaded while group s is computed
   for (int s = 0; s < n; s += 3 * kG) {
-    load_group(bufC, xw + (s + 2 * kG) * g.xs, g.xs, n - s - 2 * kG);
+    if constexpr (pf > 0) prefetch_group(xw, g.xs, s + 2 * kG + pf, n, pol);
+    load_group<kHint>(bufC, xw + (s + 2 * kG) * g.xs, g.xs, n - s - 2 * kG);
     compute_group<T, kW>(bufA, win, w, bias, silu, ow + s * g.os, g.os, n - s);
     if (s + kG >= n) break;
-    load_group(bufA, xw + (s + 3 * kG) * g.xs, g.xs, n - s - 3 * kG);
+    if constexpr (pf > 0) prefetch_group(xw, g.xs, s + 3 * kG + pf, n, pol);
+    load_group<kHint>(bufA, xw + (s + 3 * kG) * g.xs, g.xs, n - s - 3 * kG);
     compute_group<T, kW>(bufB, win, w, bias, silu, ow + (s + kG) * g.os, g.os, n - s - kG);
     if (s + 2 * kG >= n) break;
-    load_group(bufB, xw + (s + 4 * kG) * g.xs, g.xs, n - s - 4 * kG);
+    if constexpr (pf > 0) prefetch_group(xw, g.xs, s + 4 * kG + pf, n, pol);
+    load_group<kHint>(bufB, xw + (s + 4 * kG) * g.xs, g.xs, n - s - 4 * kG);
     compute_group<T, kW>(bufC, win, w, bias, silu, ow + (s + 2 * kG) * g.os, g.os, n - s - 2 * kG);
   }
 }
@@ -280,6 +319,16 @@ bool geometry(const ConvParams& p, Geometry& g) {
   g.chunk = static_cast<int>(chunk);
   g.xs = static_cast<int>(xs);
   g.os = static_cast<int>(os);
+  static const int exp_pf = [] {
+    const char* e = std::getenv("CAUSAL_CONV1D_EXP_CLPF");
+    return e ? std::atoi(e) : 0;
+  }();
+  static const int exp_pol = [] {
+    const char* e = std::getenv("CAUSAL_CONV1D_EXP_CLPFPOL");
+    return e ? std::atoi(e) : 0;
+  }();
+  g.pf = exp_pf;
+  g.pf_pol = exp_pol;
   return true;
 }
 
@@ -314,7 +363,20 @@ void launch(const ConvParams& p, cudaStream_t stream) {
   const int64_t blocks = (static_cast<int64_t>(g.total) + kThreads - 1) / kThreads;
   dispatch_dtype_width(p.x_dtype, p.width, Widths<2, 3, 4>{}, [&](auto tag, auto width) {
     using T = typename decltype(tag)::type;
-    fwd_cl_fast_kernel<T, decltype(width)::value><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p, g);
+    constexpr int kW = decltype(width)::value;
+    const dim3 grid(static_cast<unsigned>(blocks));
+    // EXPERIMENT: CAUSAL_CONV1D_EXP_CLPF = 0 (none) / 16 / 32 tokens; _CLPFPOL 1: evict_last + hinted loads
+    if (g.pf == 16 && g.pf_pol == 1) {
+      fwd_cl_fast_kernel<T, kW, 16, true><<<grid, kThreads, 0, stream>>>(p, g);
+    } else if (g.pf == 32 && g.pf_pol == 1) {
+      fwd_cl_fast_kernel<T, kW, 32, true><<<grid, kThreads, 0, stream>>>(p, g);
+    } else if (g.pf == 16) {
+      fwd_cl_fast_kernel<T, kW, 16, false><<<grid, kThreads, 0, stream>>>(p, g);
+    } else if (g.pf == 32) {
+      fwd_cl_fast_kernel<T, kW, 32, false><<<grid, kThreads, 0, stream>>>(p, g);
+    } else {
+      fwd_cl_fast_kernel<T, kW, 0, false><<<grid, kThreads, 0, stream>>>(p, g);
+    }
     CC1D_CUDA_LAUNCH_CHECK();
   });
 }
