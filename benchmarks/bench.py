@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -395,8 +396,9 @@ KERNEL_ROWS = [
 ]
 
 
-def kernel_rows() -> list[tuple]:
-    """KERNEL_ROWS, then the practical and decode rows of the eager table not already in it."""
+def kernel_rows(only: Sequence[str] = ()) -> list[tuple]:
+    """KERNEL_ROWS, then the practical and decode rows of the eager table not already in it; with
+    `only`, just the rows whose name contains one of its strings."""
     rows = list(KERNEL_ROWS)
     seen = {r[1:9] for r in rows}
     extra = [r for r in PRACTICAL_ROWS + UPDATE_ROWS if r[6] in ("cf", "cl", "plain")]
@@ -406,7 +408,7 @@ def kernel_rows() -> list[tuple]:
         if key not in seen:
             seen.add(key)
             rows.append(tuple(r[:8]) + ((r[8] if len(r) > 8 else 0),))
-    return rows
+    return [r for r in rows if not only or any(w in r[0] for w in only)]
 
 
 def moved_bytes(kind: str, B: int, D: int, L: int, esz: int, S: int = 3) -> int:
@@ -556,9 +558,7 @@ def kernel_worker(peer: Optional[str], out: Path, only: list[str], quick: bool) 
     """Child process: time every kernel-mode row with one build, write JSON to `out`."""
     build = _Build(peer)
     res: dict[str, Any] = {"build": build.name, "where": build.where, "version": build.version, "rows": []}
-    for case in kernel_rows():
-        if only and not any(w in case[0] for w in only):
-            continue
+    for case in kernel_rows(only):
         try:
             res["rows"].append(kernel_case(build, case, quick))
         except Exception as exc:  # noqa: BLE001 - e.g. a width the peer does not support
