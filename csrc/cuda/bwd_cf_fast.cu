@@ -55,8 +55,6 @@
 #include "dispatch.cuh"
 #include "vec16.cuh"
 
-#include <atomic>
-
 namespace causal_conv1d_cuda {
 namespace {
 
@@ -610,48 +608,18 @@ void launch(const ConvParams& p, cudaStream_t stream) {
 
 }  // namespace bwd_cf_fast
 
-namespace {
-
-// Whether the current device takes programmatic dependent launches: compute capability >= 9.0, and a
-// runtime and driver of CUDA >= 12.3 (stream capture of such launches into CUDA graphs). Cached per
-// device (a benign race: every thread computes the same value).
-bool pdl_supported() {
-#if CUDART_VERSION >= 12030
-  constexpr int kMaxDevices = 64;
-  static std::atomic<int> cache[kMaxDevices];  // 0 unknown, 1 no, 2 yes
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  int state = cache[dev].load(std::memory_order_relaxed);
-  if (state == 0) {
-    int major = 0, driver = 0;
-    const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-                    cudaDriverGetVersion(&driver) == cudaSuccess && major >= 9 && driver >= 12030;
-    (void)cudaGetLastError();
-    state = ok ? 2 : 1;
-    cache[dev].store(state, std::memory_order_relaxed);
-  }
-  return state == 2;
-#else
-  return false;
-#endif
-}
-
-}  // namespace
-
-// The reduce kernel after the backward kernel that wrote p.partial. Where the device takes it, a
-// programmatic dependent launch: the backward kernels call pdl_trigger() as they start, so the
-// reduce's blocks are launched while the backward's last blocks still run and wait in pdl_wait()
-// (griddepcontrol.wait: the backward grid complete, its writes visible) instead of paying the launch
-// after it. Same-run A/B on the H200 (2026-12-02, µs in a CUDA graph, PERF_NOTES "Session 8"): bf16
-// B16 D1024 L512 22.0, 22.0 -> 21.6, 21.5; with the drain above, bf16 B4 D4096 L4096 106.8, 106.5.
+// The reduce kernel after the backward kernel that wrote p.partial. Where the device takes it (p.pdl,
+// set by the op layer: compute capability >= 9.0, CUDA >= 12.3), a programmatic dependent launch: the
+// backward kernels call pdl_trigger() as they start, so the reduce's blocks are launched while the
+// backward's last blocks still run and wait in pdl_wait() (griddepcontrol.wait: the backward grid
+// complete, its writes visible) instead of paying the launch after it. Same-run A/B on the H200
+// (2026-12-02, µs in a CUDA graph, PERF_NOTES "Session 8"): bf16 B16 D1024 L512 22.0, 22.0 -> 21.6,
+// 21.5; with the drain above, bf16 B4 D4096 L4096 106.8, 106.5.
 void launch_bwd_fast_reduce(const ConvParams& p, int64_t nparts, cudaStream_t stream) {
   const int64_t total = static_cast<int64_t>(p.width + 1) * p.dim;
   const unsigned blocks = static_cast<unsigned>((total + kReduceThreads - 1) / kReduceThreads);
 #if CUDART_VERSION >= 12030
-  if (pdl_supported()) {
+  if (p.pdl) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(blocks);
     cfg.blockDim = dim3(kReduceThreads);

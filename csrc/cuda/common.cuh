@@ -60,6 +60,9 @@ struct ConvParams {
   // are legal for every row of x / out / dout / dx.
   bool channel_last = false;
   bool vec_ok = false;
+  // whether the device takes programmatic dependent launches (pdl_capable; in vec_ok's padding: the
+  // struct's layout and the kernels' parameter offsets are those of the struct without it)
+  bool pdl = false;
   int num_sms = 132;
 };
 

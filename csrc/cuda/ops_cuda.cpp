@@ -77,6 +77,7 @@ void fill_common(k::ConvParams& p, const Tensor& x, const Tensor& weight,
   }
   p.channel_last = is_channel_last(x);
   p.num_sms = sm_count(device_index(x));
+  p.pdl = pdl_capable(device_index(x));
 }
 
 void check_sizes(const Tensor& x) {

@@ -60,17 +60,46 @@ inline int32_t device_index(const Tensor& t) {
 #endif
 }
 
+// read(index) for device `index`, computed once per device and kept in `cache` (0: not read yet;
+// read must return > 0). Devices past the cache's size are read every time.
+constexpr int kMaxDevices = 64;
+template <typename Read>
+inline int once_per_device(int (&cache)[kMaxDevices], int32_t index, Read read) {
+  if (index >= 0 && index < kMaxDevices && cache[index] > 0) return cache[index];
+  const int v = read(index);
+  if (index >= 0 && index < kMaxDevices) cache[index] = v;
+  return v;
+}
+
 // The number of SMs of device `index`, read once per device.
 inline int sm_count(int32_t index) {
-  constexpr int kMaxDevices = 64;
   static int counts[kMaxDevices] = {};
-  if (index >= 0 && index < kMaxDevices && counts[index] > 0) return counts[index];
-  int n = 0;
-  const cudaError_t err = cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, index);
-  CC1D_CHECK(err == cudaSuccess, "cudaDeviceGetAttribute(MultiProcessorCount) failed on device ", index, ": ",
-             cudaGetErrorString(err));
-  if (index >= 0 && index < kMaxDevices) counts[index] = n;
-  return n;
+  return once_per_device(counts, index, [](int32_t i) {
+    int n = 0;
+    const cudaError_t err = cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, i);
+    CC1D_CHECK(err == cudaSuccess, "cudaDeviceGetAttribute(MultiProcessorCount) failed on device ", i, ": ",
+               cudaGetErrorString(err));
+    return n;
+  });
+}
+
+// Whether device `index` takes programmatic dependent launches (the backward's reduce kernel,
+// launch_bwd_fast_reduce): compute capability >= 9.0, and a runtime and driver of CUDA >= 12.3 (their
+// capture into CUDA graphs); read once per device. A failed query answers no.
+inline bool pdl_capable(int32_t index) {
+#if CUDART_VERSION >= 12030
+  static int states[kMaxDevices] = {};  // 1 no, 2 yes
+  return once_per_device(states, index, [](int32_t i) {
+           int major = 0, driver = 0;
+           const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, i) == cudaSuccess &&
+                           cudaDriverGetVersion(&driver) == cudaSuccess && major >= 9 && driver >= 12030;
+           (void)cudaGetLastError();
+           return ok ? 2 : 1;
+         }) == 2;
+#else
+  (void)index;
+  return false;
+#endif
 }
 
 }  // namespace causal_conv1d
