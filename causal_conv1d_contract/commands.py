@@ -24,7 +24,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from causal_conv1d_contract import PROJECT_NAME, BuildVariant, uv_index_name, variant_index_url
+from causal_conv1d_contract.layout import uv_index_name, variant_index_url
+from causal_conv1d_contract.project import PROJECT_NAME
+from causal_conv1d_contract.variants import BuildVariant
 
 __all__ = ["PYTORCH_INDEX_URL", "torch_index_url", "install_commands", "source_commands"]
 
