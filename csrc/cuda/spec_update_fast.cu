@@ -38,6 +38,12 @@ __global__ void __launch_bounds__(kThreads) spec_fast_kernel(const SpecParams p)
       n = t1 > t0 ? t1 - t0 : 0;
       xr = static_cast<const T*>(p.x) + t0 * p.x_ls + ch;
       outr = static_cast<T*>(p.out) + t0 * p.o_ls + ch;
+      // tokens of no request (before the first, after the last): 0, by the first / last request's threads
+      T* o = static_cast<T*>(p.out) + ch;
+      if (b == 0)
+        for (int64_t t = 0; t < t0; ++t) st_global_16(o + t * p.o_ls, make_uint4(0u, 0u, 0u, 0u));
+      if (b == p.batch - 1)
+        for (int64_t t = t1 > t0 ? t1 : t0; t < p.total; ++t) st_global_16(o + t * p.o_ls, make_uint4(0u, 0u, 0u, 0u));
     } else {
       xr = static_cast<const T*>(p.x) + b * p.x_bs + ch;
       outr = static_cast<T*>(p.out) + b * p.o_bs + ch;

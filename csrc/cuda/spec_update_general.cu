@@ -33,6 +33,12 @@ __global__ void __launch_bounds__(kThreads) spec_general_kernel(const SpecParams
       n = t1 > t0 ? t1 - t0 : 0;
       xr = static_cast<const T*>(p.x) + t0 * p.x_ls + d * p.x_cs;
       outr = static_cast<T*>(p.out) + t0 * p.o_ls + d * p.o_cs;
+      // tokens of no request (before the first, after the last): 0, by the first / last request's threads
+      T* o = static_cast<T*>(p.out) + d * p.o_cs;
+      if (b == 0)
+        for (int64_t t = 0; t < t0; ++t) o[t * p.o_ls] = from_float<T>(0.f);
+      if (b == p.batch - 1)
+        for (int64_t t = t1 > t0 ? t1 : t0; t < p.total; ++t) o[t * p.o_ls] = from_float<T>(0.f);
     } else {
       xr = static_cast<const T*>(p.x) + b * p.x_bs + d * p.x_cs;
       outr = static_cast<T*>(p.out) + b * p.o_bs + d * p.o_cs;

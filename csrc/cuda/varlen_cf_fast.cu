@@ -57,7 +57,7 @@ __device__ __forceinline__ int find_request(const Table& q, int batch, int64_t t
 }
 
 template <typename T, int kW>
-__global__ void __launch_bounds__(kThreads) varlen_cf_fast_kernel(const VarlenParams p, const int64_t spans_per_row) {
+__global__ void __launch_bounds__(kThreads, 1) varlen_cf_fast_kernel(const VarlenParams p, const int64_t spans_per_row) {
   constexpr int kC = 16 / static_cast<int>(sizeof(T));
   constexpr int kH = kW - 1;
   static_assert(kH < kC, "the window fits in the previous vector");
@@ -75,7 +75,9 @@ __global__ void __launch_bounds__(kThreads) varlen_cf_fast_kernel(const VarlenPa
   const int64_t wid = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   if (wid >= spans_per_row * p.dim) return;  // a whole warp
   const int64_t d = wid / spans_per_row;
-  const int64_t span0 = (wid % spans_per_row) * kSpan;
+  // vectors at 16-byte addresses: a row that starts `shift` elements past one begins with a partial vector
+  const int64_t shift = (d * p.x_ds) % kC;
+  const int64_t span0 = (wid % spans_per_row) * kSpan - shift;
   const int64_t T_ = p.total;
   const int hr = p.width - 1;
   const T* __restrict__ xrow = static_cast<const T*>(p.x) + d * p.x_ds;
@@ -88,7 +90,7 @@ __global__ void __launch_bounds__(kThreads) varlen_cf_fast_kernel(const VarlenPa
 #pragma unroll
   for (int v = 0; v < kV; ++v) {
     const int64_t a = span0 + (v * 32 + lane) * kC;
-    if (a + kC <= T_) raw[v] = ld_global_16(xrow + a);
+    if (a >= 0 && a + kC <= T_) raw[v] = ld_global_16(xrow + a);
   }
   // the kH tokens before the span (lane 0's first halo)
   float before[kH];
@@ -106,11 +108,12 @@ __global__ void __launch_bounds__(kThreads) varlen_cf_fast_kernel(const VarlenPa
   for (int v = 0; v < kV; ++v) {
     const int64_t a = span0 + (v * 32 + lane) * kC;
     float xv[kC];
-    if (a + kC <= T_) {
+    const bool whole = a >= 0 && a + kC <= T_;
+    if (whole) {
       Vec16<T>::load(raw[v], xv);
     } else {
 #pragma unroll
-      for (int j = 0; j < kC; ++j) xv[j] = a + j < T_ ? to_float(xrow[a + j]) : 0.f;
+      for (int j = 0; j < kC; ++j) xv[j] = a + j >= 0 && a + j < T_ ? to_float(xrow[a + j]) : 0.f;
     }
     // halo: the previous lane's last kH tokens (lane 0: lane 31's of the previous vector)
     float halo[kH];
@@ -138,7 +141,7 @@ __global__ void __launch_bounds__(kThreads) varlen_cf_fast_kernel(const VarlenPa
         else fast = st <= a - kH;  // kH, not hr: a padded tap never reaches another request
       }
     }
-    if (a + kC > T_) fast = zero = false;
+    if (!whole) fast = zero = false;
     if (fast) {
       float o[kC];
 #pragma unroll
@@ -164,6 +167,7 @@ __global__ void __launch_bounds__(kThreads) varlen_cf_fast_kernel(const VarlenPa
     int sj = s;
     for (int j = 0; j < kC; ++j) {
       const int64_t t = a + j;
+      if (t < 0) continue;
       if (t >= T_) break;
       if (sj < 0) {
         if (q(0) > t) {
@@ -248,9 +252,12 @@ bool vec_aligned(const void* ptr, int64_t stride) {
   return aligned_to(ptr, 16) && (stride * static_cast<int64_t>(sizeof(T))) % 16 == 0;
 }
 
+// Rows at 16-byte multiples, or x and out rows of one pitch (then each row's first partial vector is
+// the same for both: `shift` in the kernel).
 template <typename T>
 bool eligible_typed(const VarlenParams& p) {
-  return p.x_ts == 1 && p.o_ts == 1 && vec_aligned<T>(p.x, p.x_ds) && vec_aligned<T>(p.out, p.o_ds);
+  const bool rows = (vec_aligned<T>(p.x, p.x_ds) && vec_aligned<T>(p.out, p.o_ds)) || p.x_ds == p.o_ds;
+  return p.x_ts == 1 && p.o_ts == 1 && aligned_to(p.x, 16) && aligned_to(p.out, 16) && rows;
 }
 
 }  // namespace
@@ -268,8 +275,9 @@ bool eligible(const VarlenParams& p) {
 void launch(const VarlenParams& p, cudaStream_t stream) {
   dispatch_dtype_width(p.x_dtype, p.width, Widths<4>{}, [&](auto tag, auto width) {
     using T = typename decltype(tag)::type;
-    constexpr int64_t kSpan = 32 * kV * (16 / static_cast<int>(sizeof(T)));
-    const int64_t spans = (p.total + kSpan - 1) / kSpan;
+    constexpr int kC = 16 / static_cast<int>(sizeof(T));
+    constexpr int64_t kSpan = 32 * kV * kC;
+    const int64_t spans = (p.total + kC - 1 + kSpan - 1) / kSpan;  // a row's first vector may be partial
     const int64_t warps = spans * p.dim;
     const dim3 grid(static_cast<unsigned>((warps + kWarps - 1) / kWarps));
     varlen_cf_fast_kernel<T, decltype(width)::value><<<grid, kThreads, 0, stream>>>(p, spans);
