@@ -2,7 +2,7 @@
 ``causal_conv1d_varlen_ref`` / ``causal_conv1d_update_spec_ref``), and the two APIs under test.
 
 ``prefill_ref`` / ``decode_ref`` return ``(out, new_cache)`` on the CPU without touching their
-inputs: x is cast to the cache's dtype, the conv runs in float64 with F.conv1d, the outputs are
+inputs: x is cast to the cache's dtype, the conv runs in float64 (sliding windows), the outputs are
 rounded to the cache's dtype and returned in x's dtype (vLLM's casts).
 
 ``API`` maps a test's arguments onto the native functions (causal_conv1d.varlen) or the vLLM
@@ -28,8 +28,8 @@ def _list(t: Optional[Tensor]) -> Optional[list]:
 
 def _conv(seq: Tensor, weight: Tensor, bias: Optional[Tensor], silu: bool) -> Tensor:
     """(dim, H + n) float64 inputs -> (dim, n) outputs of the depthwise causal conv."""
-    dim = weight.shape[0]
-    o = F.conv1d(seq[None], weight.detach().cpu().double().unsqueeze(1), None, groups=dim)[0]
+    w = weight.detach().cpu().double()
+    o = torch.einsum("dnk,dk->dn", seq.unfold(1, w.shape[1], 1), w)  # window n: inputs n .. n + W - 1
     if bias is not None:
         o = o + bias.detach().cpu().double()[:, None]
     return F.silu(o) if silu else o
