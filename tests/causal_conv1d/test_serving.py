@@ -15,7 +15,7 @@ from typing import Optional
 import pytest
 import torch
 import torch.nn.functional as F
-from _serving_ref import APIS, API, decode_ref, prefill_ref
+from _serving_ref import API, APIS, decode_ref, prefill_ref
 
 from causal_conv1d import causal_conv1d_update_spec, causal_conv1d_varlen_fn
 from causal_conv1d import vllm as cc_vllm
