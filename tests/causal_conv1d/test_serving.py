@@ -30,6 +30,7 @@ DTYPES = [
     (torch.float32, torch.bfloat16),
     (torch.bfloat16, torch.float32),
     (torch.float16, torch.float32),
+    (torch.float32, torch.float64),
 ]
 # tolerance by dtype: outputs are rounded to the cache's dtype and returned in x's (the coarser counts)
 TOL = {torch.float64: 1e-10, torch.float32: 2e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
