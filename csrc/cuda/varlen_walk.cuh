@@ -106,11 +106,15 @@ __device__ __forceinline__ void varlen_walk(const VarlenParams& p, const Lane& l
     int jb = bd.count > 0 ? bd.first_at_or_after(t0, st) : 0;
     int64_t nb = jb < bd.count ? bd.token(jb) : INT64_MAX;
 
+    typename Lane::Raw xr[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u)
+      if (t0 + u < seg_end) xr[u] = lane.load_raw(t0 + u);
     for (int64_t tt = t0; tt < seg_end; tt += kU) {
-      typename Lane::Raw xr[kU];  // the loads of kU tokens in flight before their first use
+      typename Lane::Raw nx[kU];  // the next kU tokens' loads, in flight while these are computed
 #pragma unroll
       for (int u = 0; u < kU; ++u)
-        if (tt + u < seg_end) xr[u] = lane.load_raw(tt + u);
+        if (tt + kU + u < seg_end) nx[u] = lane.load_raw(tt + kU + u);
 #pragma unroll
       for (int u = 0; u < kU; ++u) {
         if (tt + u < seg_end) {
@@ -132,6 +136,8 @@ __device__ __forceinline__ void varlen_walk(const VarlenParams& p, const Lane& l
           shift_in<kC, kH>(win, xv);
         }
       }
+#pragma unroll
+      for (int u = 0; u < kU; ++u) xr[u] = nx[u];
     }
 
     if (owner) {  // the final state: the last hr inputs of cat(initial state, the request's tokens)
