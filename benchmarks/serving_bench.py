@@ -1,4 +1,4 @@
-"""Serving benchmark (issue 15): varlen prefill over a state cache and speculative decode, on a GPU.
+"""Serving benchmark: varlen prefill over a state cache and speculative decode, on a GPU.
 
     python benchmarks/serving_bench.py [--peer-vllm PATH/TO/vllm/model_executor/layers/mamba/ops/causal_conv1d.py]
                                        [--json OUT.json] [--dtype bf16] [--width 4]
