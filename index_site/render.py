@@ -206,7 +206,14 @@ def _landing(entries: list[Entry], rows: list[CoverageRow], site_url: str) -> by
     commands: dict[str, Any] = {}
     if newer is not None:  # any torch newer than the site knows: the stable family pages
         torch_accels[newer] = []
-        for sv in stable:
+        # every family the data has a torch >= the stable target of, with a wheel published or not: a
+        # CUDA 12 torch is never offered the CUDA 13 family (the page then says there is no wheel)
+        families = {sv.family for sv in stable}
+        for name in per_minor:
+            v = contract.Variant.parse(name)
+            if v.torch_minor >= contract.STABLE_TARGET and contract.accel_family(v.accel) in contract.ACCEL_FAMILIES:
+                families.add(contract.accel_family(v.accel))
+        for sv in sorted((contract.StableVariant(f) for f in families), key=lambda sv: _variant_sort_key(sv.name)):
             pytorch = _pytorch_accel(sv, per_minor)
             torch_accels[newer].append({"id": sv.family, "label": _family_label(sv.family) + " (stable ABI)",
                                         "variant": sv.name, "pytorch": pytorch, "stable": True})
@@ -226,12 +233,17 @@ def _landing(entries: list[Entry], rows: list[CoverageRow], site_url: str) -> by
                           "accel": _family_label(v.family) + " (stable ABI)", "cells": row})
         else:
             table.append({"variant": name, "torch": v.torch, "accel": _accel_label(v.accel), "cells": row})
+    notes: dict[str, str] = {}  # torch minor -> what its low-confidence build data assumes
+    for r in rows:
+        if r.confidence == "low":
+            notes.setdefault(contract.Variant.parse(r.variant).torch, r.note or "the build data assumes it")
     data = {
         "site_url": site_url,
         "project": contract.PROJECT_NAME,
         "platforms": [{"id": p, "label": PLATFORMS.get(p, p)} for p in platforms],
         "torch": [
-            {"version": t, "label": f"{t} or newer" if t == newer else t, "newer": t == newer, "accels": accels}
+            {"version": t, "label": f"{t} or newer" if t == newer else t, "newer": t == newer, "accels": accels,
+             "low_confidence": notes.get(t)}
             for t, accels in torch_accels.items()
         ],
         "cells": {
