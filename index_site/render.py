@@ -13,6 +13,7 @@ from packaging.version import Version
 
 import causal_conv1d_contract as contract
 from causal_conv1d_contract import commands as install_cmds
+from causal_conv1d_contract import sdist as sdist_contract
 from index_site.coverage import (
     COVERAGE_NAME,
     PLATFORMS,
@@ -24,7 +25,7 @@ from index_site.coverage import (
     platform_sort_key,
     variant_sort_key,
 )
-from index_site.manifest import Entry, Manifest
+from index_site.manifest import Entry, Manifest, SdistEntry
 
 #: ``<meta name="pypi:repository-version">`` of the HTML pages (PEP 629).
 HTML_API_VERSION = "1.0"
@@ -57,7 +58,7 @@ def _href(entry: Entry) -> str:
     return entry.url if not entry.is_relative else _PROJECT_PAGE_TO_ROOT + entry.url
 
 
-def _yanked_json(entry: Entry) -> Any:
+def _yanked_json(entry: Entry | SdistEntry) -> Any:
     return False if entry.yanked is None else (entry.yanked or True)
 
 
@@ -99,6 +100,39 @@ def _project_pages(variant: str, entries: list[Entry]) -> dict[str, bytes]:
         ],
     }
     return {base + "index.html": html.encode("utf-8"), base + "index.json": _json(doc)}
+
+
+def _source_pages(sdists: list[SdistEntry]) -> dict[str, bytes]:
+    """``source/`` (PEP 503 root) and ``source/causal-conv1d/`` listing the sdists (no core metadata:
+    pip reads an sdist's by building it)."""
+    root = sdist_contract.source_path()
+    to_root = "../" * (root + contract.PROJECT_NAME + "/").count("/")
+    href = {e.filename: (e.url if not e.is_relative else to_root + e.url) for e in sdists}
+    files = [{"filename": e.filename, "href": href[e.filename], "sha256": e.sha256, "requires_python": e.requires_python,
+              "metadata_sha256": None, "yanked": e.yanked} for e in sdists]
+    env = _env()
+    page = root + contract.PROJECT_NAME + "/"
+    label = "source distributions"
+    doc = {
+        "meta": {"api-version": JSON_API_VERSION},
+        "name": contract.PROJECT_NAME,
+        "versions": sorted({e.version for e in sdists}, key=Version),
+        "files": [
+            {"filename": e.filename, "url": href[e.filename], "hashes": {"sha256": e.sha256},
+             **({"requires-python": e.requires_python} if e.requires_python else {}),
+             "yanked": _yanked_json(e), "size": e.size, "upload-time": e.upload_time}
+            for e in sdists
+        ],
+    }
+    roots = {"meta": {"api-version": JSON_API_VERSION}, "projects": [{"name": contract.PROJECT_NAME}]}
+    return {
+        root + "index.html": env.get_template("root.html").render(
+            api_version=HTML_API_VERSION, project=contract.PROJECT_NAME, variant=label).encode("utf-8"),
+        root + "index.json": _json(roots),
+        page + "index.html": env.get_template("project.html").render(
+            api_version=HTML_API_VERSION, project=contract.PROJECT_NAME, variant=label, files=files).encode("utf-8"),
+        page + "index.json": _json(doc),
+    }
 
 
 def _root_pages(variant: str) -> dict[str, bytes]:
@@ -181,7 +215,7 @@ def _variant_commands(site_url: str, variant_name: str) -> dict[str, Any]:
     spec = f"=={v.torch}.*"
     return {
         "wheel": install_cmds.install_commands(site_url, v, spec),
-        "source": install_cmds.source_commands(v.accel, spec),
+        "source": install_cmds.source_commands(v.accel, spec, base=site_url),
     }
 
 
@@ -191,11 +225,11 @@ def _stable_commands(site_url: str, sv: contract.StableVariant, newer: str, torc
     spec = f">={newer}"
     return {
         "wheel": install_cmds.install_commands(site_url, sv, spec, torch_accel=torch_accel),
-        "source": install_cmds.source_commands(torch_accel, spec),
+        "source": install_cmds.source_commands(torch_accel, spec, base=site_url),
     }
 
 
-def _landing(entries: list[Entry], rows: list[CoverageRow], site_url: str) -> bytes:
+def _landing(entries: list[Entry], rows: list[CoverageRow], site_url: str, sdists: tuple = ()) -> bytes:
     cells = coverage_cells(entries, rows)
     platforms = sorted({p for p, _ in cells}, key=platform_sort_key)
     variants = sorted({v for _, v in cells}, key=_variant_sort_key)  # the stable family pages first
@@ -251,6 +285,8 @@ def _landing(entries: list[Entry], rows: list[CoverageRow], site_url: str) -> by
             for (p, v), c in sorted(cells.items())
         },
         "commands": commands,
+        "version": contract.PACKAGE_VERSION,
+        "sdists": [e.filename for e in sdists if e.yanked is None],
         "default": _default_selection(cells, platforms, per_minor),
     }
     example = contract.Variant.parse(per_minor[0]) if per_minor else contract.Variant((2, 13), "cpu")
@@ -294,8 +330,11 @@ def render_pages(manifest: Manifest, rows: list[CoverageRow]) -> dict[str, bytes
         {"name": v, "count": len(by_variant[v]), "yanked": sum(e.yanked is not None for e in by_variant[v])}
         for v in sorted(by_variant, key=_variant_sort_key)
     ]
+    if manifest.sdists:
+        pages.update(_source_pages(list(manifest.sdists)))
     pages[f"{contract.WHEELS_DIR}/index.html"] = (
         _env().get_template("variants.html").render(project=contract.PROJECT_NAME, variants=listing).encode("utf-8")
     )
-    pages["index.html"] = _landing(list(manifest.entries), rows, contract.site_base(site_url or contract.DEFAULT_INDEX_URL))
+    pages["index.html"] = _landing(list(manifest.entries), rows, contract.site_base(site_url or contract.DEFAULT_INDEX_URL),
+                                   manifest.sdists)
     return pages

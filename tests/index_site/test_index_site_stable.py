@@ -196,8 +196,10 @@ def test_chooser_commands_for_stable_wheels(stable_site: Path) -> None:
     # first; pip keeps its build isolation)
     got = _chooser(stable_site, "#os=windows-amd64&torch=2.16&accel=cu13")
     assert got["status"].startswith("No prebuilt wheel"), got
+    # this project's sdist, pinned, from the site's source/ index (never PyPI's package of the same name)
     assert got["pip-command"] == (f'pip install "torch>=2.16" --index-url {torch_index}cu132/\n'
-                                  "pip install causal-conv1d --no-binary causal-conv1d")
+                                  "pip install --no-cache-dir --force-reinstall --no-deps --no-binary causal-conv1d "
+                                  f'"causal-conv1d=={contract.PACKAGE_VERSION}" --extra-index-url {site_url}source/')
     # torch 2.9: its own per-minor wheel
     got = _chooser(stable_site, "#os=linux-x86_64&torch=2.9&accel=cpu")
     assert got["pip-command"].endswith(f"{site_url}whl/torch2.9-cpu/") and "stable ABI" not in got["status"]
