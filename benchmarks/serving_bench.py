@@ -1,398 +1,380 @@
-"""Serving benchmark (issue 15): varlen prefill over a state cache and speculative decode, on a GPU.
+"""Serving benchmark: varlen prefill over a state cache, speculative decode and decode with cache
+indices, ours against vLLM's Triton kernels, kernel against kernel, on a CUDA GPU.
 
-    python benchmarks/serving_bench.py [--peer-vllm PATH/TO/vllm/model_executor/layers/mamba/ops/causal_conv1d.py]
-                                       [--json OUT.json] [--dtype bf16] [--width 4]
+    python benchmarks/serving_bench.py [--vllm PATH] [--json OUT.json] [--quick] [--rows SUBSTRING ...]
 
-Cases (dim 5376, width 4, bf16 by default):
-  * prefill: 64 sequences of mixed lengths (seeded, 32768 tokens in all), initial states read from a
-    state cache for about half of them, final states written back;
-      - ours:   causal_conv1d_varlen_fn on the packed batch, x channel-last ((tokens, dim).T, what an
-                engine holds) and channel-first ((dim, tokens) contiguous);
-      - padded: our causal_conv1d_fn on the same sequences padded to the longest (64, dim, max_len),
-                channel-last, with initial_states and return_final_states (the conv alone: the
-                pad/gather/scatter an engine would add around it is not timed, so this is a lower
-                bound for the padded path);
-      - peer:   vLLM's Triton causal_conv1d_fn (only with --peer-vllm).
-  * spec decode: batch 64, 4 draft tokens (seqlen 5), state cache of 256 lines, state_len width - 1 + 4,
-    random conv_state_indices and num_accepted_tokens in [1, 5];
-      - ours:   causal_conv1d_update_spec;
-      - padded: the same semantics without the feature: gather each row's history window with torch
-                indexing, causal_conv1d_fn with initial_states, scatter the new state back (all on
-                the device, capturable);
-      - plain:  our causal_conv1d_update (no roll-back: a lower bound, not the same semantics);
-      - peer:   vLLM's Triton causal_conv1d_update (only with --peer-vllm).
-Each variant is checked against our result before timing (peer and padded must agree with ours),
-then timed eagerly (median over repeats of a back-to-back loop, µs per call) and as a CUDA-graph
-replay of one call (median of replays, µs); a variant that cannot be captured says why.
+PATH: vLLM's ``vllm/model_executor/layers/mamba/ops/causal_conv1d.py``, a vLLM checkout, or a folder
+holding that file as ``vllm_causal_conv1d.py`` (e.g. ``../shared/peers/vllm``). The peer's code is
+loaded from there, never copied into this repository; its ``vllm.*`` imports are served by small
+stand-ins (PAD_SLOT_ID = -1, triton / triton.language) when vLLM itself is not installed. Without
+--vllm only our kernels and the copy ceiling are timed.
 
-The peer file is loaded from the path given (never copied here): its `vllm.*` imports are served by
-small stand-ins (PAD_SLOT_ID = -1, triton / triton.language) when vLLM itself is not installed.
+Each row (vLLM's layouts: x channel-last, the cache (lines, state_len, dim) transposed; bf16, width 4,
+SiLU, bias unless named) is built on rotating buffer sets (at least 4x the L2 between two uses of a
+set), checked first (ours and vLLM's outputs and caches against the float64 reference of
+causal_conv1d.varlen, docs/serving.md), then timed: "graph" is N calls captured in one CUDA graph,
+replayed, divided by N; "eager" is CUDA events around N back-to-back calls, divided by N. "copy" is
+a device-to-device copy of the row's bytes (read + written, the bytes model below) timed the same
+way; "% of copy" = copy time / op time. The prefill lengths are drawn as vLLM's peer harness draws
+them (the same seeds give the same token counts). vLLM's prefill gets the metadata its engine builds
+once per batch on the host (otherwise every call syncs and loops in Python).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.abc
 import importlib.util
 import json
-import logging
-import random
+import math
 import statistics
 import sys
+import time
 import types
+import zlib
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import torch
 
+PAD = -1
+BLOCK_M = 8  # vLLM's prefill chunk (its metadata is per chunk of this many tokens)
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+TOL = {torch.float32: 1e-4, torch.float16: 4e-3, torch.bfloat16: 2e-2}
+
+
+# ---------------------------------------------------------------------------------------------
+# the peer
+
+
+def load_vllm(path: str) -> types.ModuleType:
+    p = Path(path)
+    candidates = [p] if p.is_file() else [p / "vllm_causal_conv1d.py", p / "vllm/model_executor/layers/mamba/ops/causal_conv1d.py"]
+    file = next((c for c in candidates if c.is_file()), None)
+    if file is None:
+        raise SystemExit(f"--vllm {path}: no vLLM causal_conv1d.py there (looked for {', '.join(map(str, candidates))})")
+    try:
+        import vllm.attention.backends.utils  # noqa: F401, PLC0415
+        import vllm.triton_utils  # noqa: F401, PLC0415
+    except ImportError:
+        import triton  # noqa: PLC0415
+        import triton.language as tl  # noqa: PLC0415
+
+        for name in ("vllm", "vllm.attention", "vllm.attention.backends"):
+            sys.modules.setdefault(name, types.ModuleType(name))
+        utils = types.ModuleType("vllm.attention.backends.utils")
+        utils.PAD_SLOT_ID = PAD  # type: ignore[attr-defined]
+        tu = types.ModuleType("vllm.triton_utils")
+        tu.triton, tu.tl = triton, tl  # type: ignore[attr-defined]
+        sys.modules["vllm.attention.backends.utils"] = utils
+        sys.modules["vllm.triton_utils"] = tu
+    spec = importlib.util.spec_from_file_location("vllm_peer_causal_conv1d", file)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.__peer_file__ = str(file)  # type: ignore[attr-defined]
+    return mod
+
+
+def vllm_metadata(q_cpu: torch.Tensor, device: torch.device) -> types.SimpleNamespace:
+    """What vLLM's engine builds once per batch for causal_conv1d_fn(metadata=...): per BLOCK_M-token chunk
+    its request (batch_ptr) and its index in the request (token_chunk_offset_ptr); the grid size."""
+    nums = [-(-int(n) // BLOCK_M) for n in q_cpu.to(torch.int64).diff().tolist()]
+    mlist = torch.tensor([i for i, n in enumerate(nums) for _ in range(n)], dtype=torch.int32)
+    offs = torch.tensor([j for n in nums for j in range(n)], dtype=torch.int32)
+    size = max(1024, len(mlist)) * 2
+    batch_ptr = torch.full((size,), PAD, dtype=torch.int32, device=device)
+    chunk_ptr = torch.full((size,), PAD, dtype=torch.int32, device=device)
+    batch_ptr[: len(mlist)].copy_(mlist)
+    chunk_ptr[: len(offs)].copy_(offs)
+    nd = {BLOCK_M: {"tot": sum(nums), "mlist": mlist, "mlist_len": len(mlist), "offsetlist": offs,
+                    "batch_ptr": batch_ptr, "token_chunk_offset_ptr": chunk_ptr}}
+    return types.SimpleNamespace(nums_dict=nd, batch_ptr=batch_ptr, token_chunk_offset_ptr=chunk_ptr)
 
 
 # ---------------------------------------------------------------------------------------------
 # timing
 
 
-def time_eager(fn: Callable[[], Any], calls: int = 50, repeats: int = 7) -> float:
-    """µs per call of a back-to-back loop, median over repeats."""
-    for _ in range(5):
-        fn()
+def l2_bytes() -> int:
+    return int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 * 2**20))
+
+
+def n_sets(footprint: int, cap: int = 20) -> int:
+    return max(2, min(cap, math.ceil(4 * l2_bytes() / max(footprint, 1))))
+
+
+def time_fns(fns: list[Callable[[], Any]], n_calls: int, reps: int) -> dict:
+    """{"graph_us", "eager_us"}: medians per call over `reps` (graph replays / eager loops of n_calls)."""
+    for f in fns + fns:  # compile, autotune, first touch
+        f()
     torch.cuda.synchronize()
-    res = []
-    for _ in range(repeats):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    ev = lambda: torch.cuda.Event(enable_timing=True)  # noqa: E731
+    eager = []
+    for _ in range(reps):
+        a, b = ev(), ev()
         a.record()
-        for _ in range(calls):
-            fn()
+        for i in range(n_calls):
+            fns[i % len(fns)]()
         b.record()
         b.synchronize()
-        res.append(a.elapsed_time(b) * 1e3 / calls)
-    return statistics.median(res)
-
-
-def time_graph(fn: Callable[[], Any], replays: int = 50) -> float:
-    """µs per replay of a CUDA graph holding one call, median of replays."""
+        eager.append(a.elapsed_time(b) * 1e3 / n_calls)
+    out: dict[str, Any] = {"eager_us": statistics.median(eager)}
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
+        for f in fns:
+            f()
     torch.cuda.current_stream().wait_stream(s)
     g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    for _ in range(5):
-        g.replay()
+    try:
+        with torch.cuda.graph(g):
+            for i in range(n_calls):
+                fns[i % len(fns)]()
+    except Exception as exc:  # noqa: BLE001 - a row says why it has no graph time
+        out["graph_us"] = None
+        out["graph_error"] = f"{type(exc).__name__}: {str(exc)[:160]}"
+        torch.cuda.synchronize()
+        return out
+    g.replay()
     torch.cuda.synchronize()
-    res = []
-    for _ in range(replays):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(reps):
+        a, b = ev(), ev()
         a.record()
         g.replay()
         b.record()
         b.synchronize()
-        res.append(a.elapsed_time(b) * 1e3)
-    return statistics.median(res)
+        times.append(a.elapsed_time(b) * 1e3 / n_calls)
+    out["graph_us"] = statistics.median(times)
+    del g
+    return out
 
 
-CHECK_ONLY = False  # --check-only: run the correctness checks, time nothing (also on the CPU)
-
-
-def measure(name: str, fn: Callable[[], Any]) -> dict:
-    row: dict[str, Any] = {"variant": name}
-    if CHECK_ONLY:
-        fn()
-        return {**row, "eager_us": None, "graph_us": None}
-    try:
-        row["eager_us"] = time_eager(fn)
-    except Exception as exc:  # noqa: BLE001 - report and go on
-        row["eager_us"] = None
-        row["eager_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
-    try:
-        row["graph_us"] = time_graph(fn)
-    except Exception as exc:  # noqa: BLE001
-        row["graph_us"] = None
-        row["graph_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
-        torch.cuda.synchronize()
-    return row
-
-
-def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
-    a64, b64 = a.double(), b.double()
-    den = b64.norm().item()
-    return (a64 - b64).norm().item() / (den if den > 0 else 1.0)
+def copy_ceiling(nbytes: int, n_calls: int, reps: int) -> dict:
+    half = max(16, (nbytes // 2 + 15) // 16 * 16)
+    srcs = [torch.empty(half, dtype=torch.uint8, device="cuda").fill_(i) for i in range(n_sets(2 * half))]
+    return time_fns([lambda s=s: s.clone() for s in srcs], n_calls, reps)
 
 
 # ---------------------------------------------------------------------------------------------
-# peer
+# rows
 
 
-class _VllmStubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Serves any ``vllm.*`` module as a stand-in (when vLLM is not installed): PAD_SLOT_ID = -1,
-    triton / tl, init_logger; an unknown attribute raises AttributeError naming it."""
+@dataclass
+class Row:
+    kind: str  # prefill | prefill-cf | spec | decode
+    dim: int
+    batch: int
+    dtype: str = "bf16"
+    L: int = 1  # tokens per request (decode / spec)
+    W: int = 4
+    core: bool = True
+    result: dict = field(default_factory=dict)
 
-    def __init__(self, triton: Any, tl: Any) -> None:
-        self.attrs = {"PAD_SLOT_ID": -1, "triton": triton, "tl": tl, "init_logger": logging.getLogger}
-
-    def find_spec(self, name, path, target=None):  # noqa: ANN001, ANN201
-        if name == "vllm" or name.startswith("vllm."):
-            return importlib.util.spec_from_loader(name, self, is_package=True)
-        return None
-
-    def create_module(self, spec):  # noqa: ANN001, ANN201
-        mod = types.ModuleType(spec.name)
-        mod.__path__ = []
-        mod.__dict__.update(self.attrs)
-
-        def missing(attr: str) -> Any:
-            raise AttributeError(f"the vLLM stand-in has no {spec.name}.{attr} (install vLLM to run this peer file)")
-
-        mod.__getattr__ = missing
-        return mod
-
-    def exec_module(self, module) -> None:  # noqa: ANN001
-        pass
+    @property
+    def name(self) -> str:
+        if self.kind.startswith("prefill"):
+            return f"{self.kind} {self.dtype} D{self.dim} B{self.batch}"
+        if self.kind == "spec":
+            return f"spec {self.dtype} D{self.dim} B{self.batch} L{self.L} S{self.W - 2 + self.L}"
+        return f"decode {self.dtype} D{self.dim} B{self.batch}"
 
 
-def load_vllm_peer(path: str) -> types.ModuleType:
-    """vLLM's causal_conv1d.py as a module; stand-ins for its vllm.* imports when vLLM is absent."""
-    import triton  # noqa: PLC0415  (the peer is Triton code)
-    import triton.language as tl  # noqa: PLC0415
-
-    try:
-        import vllm  # noqa: F401, PLC0415
-    except Exception:  # noqa: BLE001 - no vLLM: serve what the file imports
-        sys.meta_path.insert(0, _VllmStubFinder(triton, tl))
-    spec = importlib.util.spec_from_file_location("vllm_causal_conv1d_peer", path)
-    if spec is None or spec.loader is None:
-        raise RuntimeError(f"--peer-vllm: cannot load {path}")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def rows_plan(quick: bool) -> list[Row]:
+    rows = [Row("prefill", 8192, 64), Row("prefill", 4096, 8), Row("prefill", 5376, 64),
+            Row("prefill", 8192, 64, "fp32"), Row("prefill", 8192, 64, "fp16"),
+            Row("prefill-cf", 8192, 64), Row("prefill-cf", 8192, 64, "fp32"),
+            Row("spec", 8192, 64, L=4), Row("spec", 8192, 512, L=4)]
+    batches = [1, 64, 512] if quick else [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
+    rows += [Row("decode", 8192, b) for b in batches]
+    return rows
 
 
-# ---------------------------------------------------------------------------------------------
-# cases
-
-
-def mixed_lengths(n: int, total: int, seed: int) -> list[int]:
-    rng = random.Random(seed)
-    raw = [rng.lognormvariate(0.0, 1.0) for _ in range(n)]
-    lens = [max(1, int(r / sum(raw) * total)) for r in raw]
-    lens[lens.index(max(lens))] += total - sum(lens)
+def prefill_lengths(dim: int, batch: int, fp32: bool, W: int = 4) -> torch.Tensor:
+    """Request lengths in [1, 2048] with a few short ones (< width, around vLLM's 8-token chunk edges),
+    drawn as vLLM's peer harness draws them for its timing rows (same seeds, same token counts)."""
+    gc = torch.Generator().manual_seed(5000 + dim + batch + (1 if fp32 else 0))
+    lens = torch.randint(1, 2048 + 1, (batch,), generator=gc)
+    specials = [1, 2, W - 1, W, BLOCK_M, BLOCK_M + 1, 2 * BLOCK_M - 1, W]
+    n_sp = min(len(specials), batch // 2)
+    perm = torch.randperm(batch, generator=gc)
+    if n_sp:
+        lens[perm[:n_sp]] = torch.tensor(specials[:n_sp])
     return lens
 
 
-def prefill_case(args, ours, peer) -> list[dict]:
-    from causal_conv1d import causal_conv1d_fn  # noqa: PLC0415
+def randn(shape, dtype, scale: float = 1.0) -> torch.Tensor:
+    return (torch.randn(shape, device="cuda") * scale).to(dtype)
 
-    dev, dt, D, W = args.device, DTYPES[args.dtype], args.dim, args.width
-    lens = mixed_lengths(args.prefill_seqs, args.prefill_tokens, seed=15)
-    B, T, maxlen = len(lens), sum(lens), max(lens)
-    q = torch.tensor([0] + torch.tensor(lens).cumsum(0).tolist(), dtype=torch.int32, device=dev)
-    g = torch.Generator(device="cpu").manual_seed(0)
-    x_cl = torch.randn(T, D, generator=g).to(dev, dt).t()  # (D, T), channel-last
-    x_cf = x_cl.contiguous()
-    w = (torch.randn(D, W, generator=g) / W**0.5).to(dev, dt)
-    b = torch.randn(D, generator=g).to(dev, dt)
-    lines = 2 * B
-    cache0 = torch.randn(lines, W - 1, D, generator=g).to(dev, dt).transpose(1, 2)  # (lines, D, W-1), vLLM's layout
-    ci = torch.randperm(lines, generator=g)[:B].to(torch.int32).to(dev)
-    hi = (torch.rand(B, generator=g) < 0.5).to(dev)
-    print(f"\n== prefill: {B} sequences, {T} tokens (max {maxlen}), dim {D}, width {W}, {args.dtype}")
 
-    cache_a = cache0.clone()
-    want = ours(x_cl, w, b, cache_a, q, ci, hi, activation="silu")
-    # padded: (B, D, maxlen) channel-last, initial states gathered, final states returned
-    x_pad = torch.zeros(B, maxlen, D, device=dev, dtype=dt)
-    for i, n in enumerate(lens):
-        x_pad[i, :n] = x_cl[:, int(q[i]) : int(q[i]) + n].t()
-    x_pad = x_pad.transpose(1, 2)
-    init = torch.where(hi[:, None, None], cache0[ci.long()], torch.zeros((), device=dev, dtype=dt))
-    init = init.transpose(1, 2).contiguous().transpose(1, 2)  # channel-last states
-    pad_out = causal_conv1d_fn(x_pad, w, b, initial_states=init, activation="silu")
-    err_pad = max(rel_err(pad_out[i, :, :n], want[:, int(q[i]) : int(q[i]) + n]) for i, n in enumerate(lens))
-    print(f"check: padded vs ours rel err {err_pad:.2e}")
-    rows = []
-    for name, x in (("ours varlen (x channel-last)", x_cl), ("ours varlen (x channel-first)", x_cf)):
-        c = cache0.clone()
-        got = ours(x, w, b, c, q, ci, hi, activation="silu")
-        if rel_err(got, want) >= 1e-2:
-            raise SystemExit(f"{name}: result differs from the channel-last run")
-        rows.append(measure(name, lambda x=x, c=c: ours(x, w, b, c, q, ci, hi, activation="silu")))
-    rows.append(
-        measure(
-            f"padded causal_conv1d_fn ({B}x{maxlen}, conv only)",
-            lambda: causal_conv1d_fn(x_pad, w, b, initial_states=init, return_final_states=True, activation="silu"),
-        )
+def build_prefill(r: Row, lens: torch.Tensor, q: torch.Tensor, lines: int, cf: bool) -> types.SimpleNamespace:
+    dt = DTYPES[r.dtype]
+    T = int(q[-1])
+    x = randn((r.dim, T), dt) if cf else randn((T, r.dim), dt).t()
+    cs = randn((lines, r.W - 1, r.dim), dt).transpose(1, 2)
+    return types.SimpleNamespace(x=x, cs=cs)
+
+
+def run_row(r: Row, V: Optional[types.ModuleType], a) -> dict:
+    import causal_conv1d  # noqa: PLC0415
+    from causal_conv1d import causal_conv1d_update  # noqa: PLC0415
+    from causal_conv1d.varlen import (  # noqa: PLC0415
+        causal_conv1d_update_spec,
+        causal_conv1d_update_spec_ref,
+        causal_conv1d_varlen_fn,
+        causal_conv1d_varlen_ref,
     )
-    if peer is not None:
-        for lname, x in (("channel-last", x_cl), ("channel-first", x_cf)):
-            name = f"vLLM Triton causal_conv1d_fn (x {lname})"
-            try:
-                c = cache0.clone()
-                xp = x.clone()
-                got = peer.causal_conv1d_fn(
-                    xp,
-                    w,
-                    b,
-                    conv_states=c,
-                    query_start_loc=q,
-                    cache_indices=ci,
-                    has_initial_state=hi,
-                    activation="silu",
-                    pad_slot_id=-1,
-                )
-                err = rel_err(got, want)
-                print(f"check: {name} vs ours rel err {err:.2e}")
-                row = measure(
-                    name,
-                    lambda xp=xp, c=c: peer.causal_conv1d_fn(
-                        xp,
-                        w,
-                        b,
-                        conv_states=c,
-                        query_start_loc=q,
-                        cache_indices=ci,
-                        has_initial_state=hi,
-                        activation="silu",
-                        pad_slot_id=-1,
-                    ),
-                )
-                row["rel_err_vs_ours"] = err
-            except Exception as exc:  # noqa: BLE001 - the peer's API differs across versions
-                row = {"variant": name, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
-            rows.append(row)
-    return rows
+
+    ops = torch.ops.causal_conv1d
+    dt = DTYPES[r.dtype]
+    es = torch.empty((), dtype=dt).element_size()
+    H = r.W - 1
+    torch.manual_seed(zlib.crc32(r.name.encode()))
+    w = randn((r.dim, r.W), dt, r.W**-0.5)
+    b = randn((r.dim,), dt, 0.5)
+    res: dict[str, Any] = {"row": r.name}
+    checks: dict[str, bool] = {}
+    if r.kind.startswith("prefill"):
+        cf = r.kind == "prefill-cf"
+        lens = prefill_lengths(r.dim, r.batch, r.dtype == "fp32")
+        q_cpu = torch.zeros(r.batch + 1, dtype=torch.int32)
+        q_cpu[1:] = lens.cumsum(0).to(torch.int32)
+        T = int(q_cpu[-1])
+        lines = max(128, 2 * r.batch)
+        ci = torch.randperm(lines)[: r.batch].to(torch.int32).cuda()
+        hi = (torch.rand(r.batch) < 0.5).cuda()
+        q = q_cpu.cuda()
+        n_init = int(hi.sum())
+        nbytes = es * (2 * T * r.dim + n_init * H * r.dim + r.batch * H * r.dim) + es * r.dim * (r.W + 1)
+        res.update(tokens=T, bytes=nbytes)
+        sets = [build_prefill(r, lens, q_cpu, lines, cf) for _ in range(n_sets(nbytes))]
+        d0 = sets[0]
+        # checks: ours (and vLLM's) against the float64 reference, outputs and caches
+        ref_cs = d0.cs.clone()
+        ref = causal_conv1d_varlen_ref(d0.x.double(), w.double(), b.double(), ref_cs, q, ci, hi, "silu", PAD)
+        got_cs = torch.empty_strided(d0.cs.shape, d0.cs.stride(), dtype=dt, device="cuda").copy_(d0.cs)
+        got = causal_conv1d_varlen_fn(d0.x, w, b, got_cs, q, ci, hi, activation="silu")
+        res["path"] = ops._last_kernel_path("varlen_fwd")
+        checks["ours_out"] = bool(((got.double() - ref).abs() <= TOL[dt] * (1 + ref.abs())).all())
+        checks["ours_cache"] = bool(torch.equal(got_cs, ref_cs.to(dt)))
+        meta = vllm_metadata(q_cpu, torch.device("cuda"))
+        fns = {"ours": [lambda d=d: causal_conv1d_varlen_fn(d.x, w, b, d.cs, q, ci, hi, activation="silu") for d in sets]}
+        if V is not None and not cf:
+            v_cs = torch.empty_strided(d0.cs.shape, d0.cs.stride(), dtype=dt, device="cuda").copy_(d0.cs)
+            vo = V.causal_conv1d_fn(d0.x, w, b, v_cs, q, cache_indices=ci, has_initial_state=hi, activation="silu",
+                                    pad_slot_id=PAD, metadata=meta)
+            checks["vllm_out"] = bool(((vo.double() - ref).abs() <= TOL[dt] * (1 + ref.abs())).all())
+            checks["vllm_cache"] = bool(torch.equal(v_cs, ref_cs.to(dt)))
+            fns["vllm"] = [
+                lambda d=d: V.causal_conv1d_fn(d.x, w, b, d.cs, q, cache_indices=ci, has_initial_state=hi,
+                                               activation="silu", pad_slot_id=PAD, metadata=meta)
+                for d in sets
+            ]
+    else:
+        spec = r.kind == "spec"
+        S = H - 1 + r.L if spec else H
+        lines = max(1024, 2 * r.batch)
+        idx = torch.randperm(lines)[: r.batch].to(torch.int32).cuda()
+        nacc = torch.randint(1, r.L + 1, (r.batch,), dtype=torch.int32).cuda() if spec else None
+        nbytes = es * (2 * r.batch * r.L * r.dim + r.batch * (H + (H - 1 + r.L if spec else H)) * r.dim) + es * r.dim * (r.W + 1)
+        res["bytes"] = nbytes
+
+        def mk() -> types.SimpleNamespace:
+            x = randn((r.batch, r.L, r.dim), dt).transpose(1, 2) if spec else randn((r.batch, r.dim), dt)
+            return types.SimpleNamespace(x=x, cs=randn((lines, S, r.dim), dt).transpose(1, 2))
+
+        sets = [mk() for _ in range(n_sets(nbytes))]
+        d0 = sets[0]
+        ref_cs = d0.cs.clone()
+        ref = causal_conv1d_update_spec_ref(d0.x.double(), ref_cs, w.double(), b.double(), "silu", idx, nacc, PAD)
+        got_cs = torch.empty_strided(d0.cs.shape, d0.cs.stride(), dtype=dt, device="cuda").copy_(d0.cs)
+        got = causal_conv1d_update_spec(d0.x, got_cs, w, b, "silu", idx, nacc, PAD)
+        res["path"] = ops._last_kernel_path("spec_update")
+        checks["ours_out"] = bool(((got.double() - ref).abs() <= TOL[dt] * (1 + ref.abs())).all())
+        checks["ours_cache"] = bool(torch.equal(got_cs, ref_cs.to(dt)))
+        fns = {"ours": [lambda d=d: causal_conv1d_update_spec(d.x, d.cs, w, b, "silu", idx, nacc, PAD) for d in sets]}
+        if not spec:  # upstream's API (the update op) on the same step: the decode row of the issue's table
+            up_cs = torch.empty_strided(d0.cs.shape, d0.cs.stride(), dtype=dt, device="cuda").copy_(d0.cs)
+            up = causal_conv1d_update(d0.x, up_cs, w, b, "silu", conv_state_indices=idx)
+            res["path_update"] = ops._last_kernel_path("update")
+            checks["update_out"] = bool(((up.double() - ref).abs() <= TOL[dt] * (1 + ref.abs())).all())
+            fns["ours_update"] = [lambda d=d: causal_conv1d_update(d.x, d.cs, w, b, "silu", conv_state_indices=idx)
+                                  for d in sets]
+        if V is not None:
+            v_cs = torch.empty_strided(d0.cs.shape, d0.cs.stride(), dtype=dt, device="cuda").copy_(d0.cs)
+            vo = V.causal_conv1d_update(d0.x, v_cs, w, b, "silu", conv_state_indices=idx, num_accepted_tokens=nacc,
+                                        pad_slot_id=PAD)
+            checks["vllm_out"] = bool(((vo.double() - ref).abs() <= TOL[dt] * (1 + ref.abs())).all())
+            checks["vllm_cache"] = bool(torch.equal(v_cs, ref_cs.to(dt)))
+            fns["vllm"] = [lambda d=d: V.causal_conv1d_update(d.x, d.cs, w, b, "silu", conv_state_indices=idx,
+                                                              num_accepted_tokens=nacc, pad_slot_id=PAD) for d in sets]
+    del causal_conv1d
+    res["checks"] = checks
+    if not a.check_only:
+        for who, fl in fns.items():
+            res[who] = time_fns(fl, a.n_calls, a.reps)
+        res["copy"] = copy_ceiling(res["bytes"], a.n_calls, a.reps)
+    torch.cuda.empty_cache()
+    return res
 
 
-def decode_case(args, ours, peer) -> list[dict]:
-    from causal_conv1d import causal_conv1d_fn, causal_conv1d_update  # noqa: PLC0415
-
-    dev, dt, D, W = args.device, DTYPES[args.dtype], args.dim, args.width
-    B, drafts, lines = args.decode_batch, args.drafts, 4 * args.decode_batch
-    L, S = 1 + drafts, W - 1 + drafts
-    g = torch.Generator(device="cpu").manual_seed(1)
-    x = torch.randn(B, D, L, generator=g).to(dev, dt)
-    w = (torch.randn(D, W, generator=g) / W**0.5).to(dev, dt)
-    b = torch.randn(D, generator=g).to(dev, dt)
-    state0 = torch.randn(lines, S, D, generator=g).to(dev, dt).transpose(1, 2)  # (lines, D, S), vLLM's layout
-    idx = torch.randperm(lines, generator=g)[:B].to(torch.int32).to(dev)
-    nacc = torch.randint(1, L + 1, (B,), generator=g).to(torch.int32).to(dev)
-    print(
-        f"\n== speculative decode: batch {B}, {drafts} draft tokens (seqlen {L}), state_len {S}, dim {D}, width {W}, {args.dtype}"
-    )
-    s_ours = state0.clone()
-    want = ours(x, s_ours, w, b, "silu", idx, nacc)
-    il = idx.long()
-    # the padded path: window gather, causal_conv1d_fn, new-state scatter (torch indexing on the device)
-    ar_w = torch.arange(W - 1, device=dev)
-    ar_s = torch.arange(S, device=dev)
-
-    def padded(state: torch.Tensor) -> torch.Tensor:
-        rows = state[il]  # (B, D, S)
-        e = S - L + nacc.long()  # (B,)
-        win = rows.gather(2, (e[:, None] - (W - 1) + ar_w)[:, None, :].expand(B, D, W - 1))
-        out = causal_conv1d_fn(x, w, b, initial_states=win.contiguous(), activation="silu")
-        cat = torch.cat([rows, x], dim=2)  # entry j of the new state: cat[j + a] for j < S - L, else x
-        src = torch.where(ar_s[None, :] < S - L, ar_s[None, :] + nacc.long()[:, None], ar_s[None, :] + L)
-        state[il] = cat.gather(2, src[:, None, :].expand(B, D, S))
-        return out
-
-    s_pad = state0.clone()
-    got = padded(s_pad)
-    print(f"check: padded vs ours rel err {rel_err(got, want):.2e}, states equal {torch.equal(s_pad, s_ours)}")
-    rows = []
-    s1 = state0.clone()
-    rows.append(measure("ours causal_conv1d_update_spec", lambda: ours(x, s1, w, b, "silu", idx, nacc)))
-    s2 = state0.clone()
-    rows.append(measure("padded: gather + causal_conv1d_fn + scatter", lambda: padded(s2)))
-    s3 = state0.clone()
-    rows.append(
-        measure(
-            "plain causal_conv1d_update (no roll-back)", lambda: causal_conv1d_update(x, s3, w, b, "silu", None, idx)
-        )
-    )
-    if peer is not None:
-        name = "vLLM Triton causal_conv1d_update"
-        try:
-            s4 = state0.clone()
-            got = peer.causal_conv1d_update(
-                x.clone(), s4, w, b, activation="silu", conv_state_indices=idx, num_accepted_tokens=nacc, pad_slot_id=-1
-            )
-            err = rel_err(got, want)
-            print(f"check: {name} vs ours rel err {err:.2e}, states equal {torch.equal(s4, s_ours)}")
-            xp = x.clone()
-            row = measure(
-                name,
-                lambda: peer.causal_conv1d_update(
-                    xp, s4, w, b, activation="silu", conv_state_indices=idx, num_accepted_tokens=nacc, pad_slot_id=-1
-                ),
-            )
-            row["rel_err_vs_ours"] = err
-        except Exception as exc:  # noqa: BLE001
-            row = {"variant": name, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
-        rows.append(row)
-    return rows
+def fmt(v: Optional[float], width: int = 8, prec: int = 1) -> str:
+    return " " * (width - 3) + "n/a" if v is None else f"{v:{width}.{prec}f}"
 
 
-def print_table(title: str, rows: list[dict]) -> None:
-    print(f"\n{title}")
-    print(f"| {'variant':58s} | eager µs | graph µs |")
-    print(f"|{'-' * 60}|---------:|---------:|")
-    for r in rows:
-        if "error" in r:
-            print(f"| {r['variant']:58s} | n/a: {r['error']}")
-            continue
-        e = f"{r['eager_us']:8.1f}" if r.get("eager_us") is not None else "     n/a"
-        gph = f"{r['graph_us']:8.1f}" if r.get("graph_us") is not None else "     n/a"
-        print(f"| {r['variant']:58s} | {e} | {gph} |")
-        for k in ("eager_error", "graph_error"):
-            if k in r:
-                print(f"|   {k}: {r[k]}")
+def print_table(results: list[dict]) -> None:
+    print("\nµs per call; graph: N calls in one CUDA graph / N; eager: CUDA events around N calls / N; "
+          "%copy = copy-ceiling time / op time (graph); vllm/ours > 1: ours faster")
+    hdr = (f"{'row':34s} {'MB':>8s} | {'ours gr':>8s} {'vllm gr':>8s} {'v/ours':>6s} | {'ours eg':>8s} {'vllm eg':>8s}"
+           f" | {'copy gr':>8s} {'ours%':>6s} {'vllm%':>6s} | path, checks")
+    print(hdr)
+    print("-" * len(hdr))
+    for r in results:
+        og, cg = r.get("ours", {}).get("graph_us"), r.get("copy", {}).get("graph_us")
+        vg = r.get("vllm", {}).get("graph_us")
+        bad = [k for k, ok in r["checks"].items() if not ok]
+        print(f"{r['row']:34s} {r['bytes'] / 1e6:8.2f} | {fmt(og)} {fmt(vg)} {fmt(vg / og if og and vg else None, 6, 2)} | "
+              f"{fmt(r.get('ours', {}).get('eager_us'))} {fmt(r.get('vllm', {}).get('eager_us'))} | {fmt(cg)} "
+              f"{fmt(100 * cg / og if og and cg else None, 6, 1)} {fmt(100 * cg / vg if vg and cg else None, 6, 1)} | "
+              f"{r.get('path', '?')}, {'ok' if not bad else 'FAILED ' + ','.join(bad)}")
+        if "ours_update" in r:
+            u = r["ours_update"]
+            print(f"{'  the same step, upstream API (update)':34s} {'':8s} | {fmt(u.get('graph_us'))} {'':8s} "
+                  f"{fmt(vg / u['graph_us'] if vg and u.get('graph_us') else None, 6, 2)} | {fmt(u.get('eager_us'))} "
+                  f"{'':8s} | {'':8s} {fmt(100 * cg / u['graph_us'] if cg and u.get('graph_us') else None, 6, 1)}"
+                  f" {'':6s} | {r.get('path_update', '?')}")
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--peer-vllm", help="path to vLLM's vllm/model_executor/layers/mamba/ops/causal_conv1d.py")
-    ap.add_argument("--json", help="write the results here")
-    ap.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
-    ap.add_argument("--width", type=int, default=4)
-    ap.add_argument("--dim", type=int, default=5376)
-    ap.add_argument("--prefill-seqs", type=int, default=64)
-    ap.add_argument("--prefill-tokens", type=int, default=32768)
-    ap.add_argument("--decode-batch", type=int, default=64)
-    ap.add_argument("--drafts", type=int, default=4)
-    ap.add_argument("--check-only", action="store_true", help="correctness checks only, no timing")
-    ap.add_argument("--device", default="cuda", help="cuda (default); cpu only with --check-only")
-    args = ap.parse_args(argv)
-    global CHECK_ONLY  # noqa: PLW0603
-    CHECK_ONLY = args.check_only
-    if args.device != "cuda" and not args.check_only:
-        print("timing needs --device cuda (the CPU can only run --check-only)", file=sys.stderr)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--vllm", metavar="PATH", help="vLLM's causal_conv1d.py, a vLLM checkout, or a folder holding it")
+    ap.add_argument("--json", metavar="OUT", help="write every number here")
+    ap.add_argument("--quick", action="store_true", help="decode at batch 1, 64, 512 only")
+    ap.add_argument("--rows", nargs="*", default=[], metavar="SUBSTRING", help="only rows whose name contains one")
+    ap.add_argument("--check-only", action="store_true", help="the correctness checks, no timing")
+    ap.add_argument("--n-calls", type=int, default=20)
+    ap.add_argument("--reps", type=int, default=10)
+    a = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("serving_bench: needs a CUDA GPU", file=sys.stderr)
         return 2
-    if args.device == "cuda" and not torch.cuda.is_available():
-        print("serving_bench needs a CUDA GPU", file=sys.stderr)
-        return 2
-    from causal_conv1d.varlen import causal_conv1d_update_spec, causal_conv1d_varlen_fn  # noqa: PLC0415
-
-    peer = None
-    if args.peer_vllm:
-        try:
-            peer = load_vllm_peer(args.peer_vllm)
-        except Exception as exc:  # noqa: BLE001 - report, time ours anyway
-            print(f"peer: could not load {args.peer_vllm}: {type(exc).__name__}: {exc}", file=sys.stderr)
-    print(
-        f"device {torch.cuda.get_device_name(0) if args.device == 'cuda' else args.device}, torch {torch.__version__}"
-    )
-    pre = prefill_case(args, causal_conv1d_varlen_fn, peer)
-    dec = decode_case(args, causal_conv1d_update_spec, peer)
-    print_table(f"prefill ({args.prefill_seqs} seqs, {args.prefill_tokens} tokens, dim {args.dim}, {args.dtype})", pre)
-    print_table(
-        f"speculative decode (batch {args.decode_batch}, {args.drafts} drafts, dim {args.dim}, {args.dtype})", dec
-    )
-    if args.json:
-        Path(args.json).write_text(json.dumps({"prefill": pre, "decode": dec, "args": vars(args)}, indent=1))
-    return 0
+    V = load_vllm(a.vllm) if a.vllm else None
+    dev = torch.cuda.get_device_properties(0)
+    print(f"{dev.name}, {dev.multi_processor_count} SMs, L2 {l2_bytes() >> 20} MiB; torch {torch.__version__}"
+          + (f"; vLLM peer {V.__peer_file__}" if V else "; no vLLM peer (--vllm PATH)"), flush=True)
+    rows = [r for r in rows_plan(a.quick) if not a.rows or any(s in r.name for s in a.rows)]
+    results = []
+    t0 = time.perf_counter()
+    for r in rows:
+        res = run_row(r, V, a)
+        results.append(res)
+        print(f"  {r.name}: {json.dumps({k: v for k, v in res.items() if k in ('checks', 'path')})}", flush=True)
+    print_table(results)
+    print(f"\n{len(rows)} rows in {time.perf_counter() - t0:.0f} s")
+    if a.json:
+        Path(a.json).write_text(json.dumps({"device": dev.name, "torch": torch.__version__, "rows": results}, indent=1))
+    return 1 if any(not ok for r in results for ok in r["checks"].values()) else 0
 
 
 if __name__ == "__main__":

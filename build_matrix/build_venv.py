@@ -17,7 +17,7 @@ from packaging.version import InvalidVersion, Version
 
 import causal_conv1d_contract as contract
 from build_matrix.errors import BuildError
-from build_support.net import index_reachable
+from causal_conv1d_contract.net import index_reachable
 
 __all__ = ["BUILD_TOOLS", "say", "run_step", "venv_python", "ensure_venv", "install_torch", "torch_facts", "verify_torch"]
 

@@ -37,7 +37,7 @@ from urllib3.util.retry import Retry
 import causal_conv1d_contract as contract
 from build_matrix import compat, compat_write
 from build_matrix.errors import FetchError
-from causal_conv1d_contract.index_client import IndexClientError, parse_anchors
+from causal_conv1d_contract.net import IndexClientError, parse_anchors
 
 __all__ = [
     "PEP691_JSON",

@@ -5,7 +5,7 @@ The steps, each in its own module (this one runs them and says what happened):
 1. The target torch and its variant (DESIGN.md): :mod:`build_support.torch_target`.
 2. ``<CAUSAL_CONV1D_INDEX_URL>/whl/<variant>/causal-conv1d/`` (http(s) or file://; PEP 691 JSON when
    the server offers it, else PEP 503 HTML), fetched and parsed by
-   ``causal_conv1d_contract.index_client``; the pages to ask and the wheel to take:
+   ``causal_conv1d_contract.net``; the pages to ask and the wheel to take:
    :mod:`build_support.wheel_select`.
 3. Download, verify size and sha256, check the build record, re-label with the sdist's version:
    :mod:`build_support.wheel_fetch`.
@@ -34,8 +34,8 @@ from build_support.torch_target import find_target_torch, in_pip_isolation, targ
 from build_support.wheel_fetch import VerificationFailed, copy_into, download, restamp
 from build_support.wheel_select import Candidate, fetch_candidates, lookups, parse_page, select
 from build_support.wheel_select import find_candidate as _find_candidate
-from causal_conv1d_contract import index_client
-from causal_conv1d_contract.index_client import IndexClientError as IndexError_
+from causal_conv1d_contract import net
+from causal_conv1d_contract.net import IndexClientError as IndexError_
 
 __all__ = [
     "ENV_PREBUILT_ONLY", "Candidate", "Outcome", "IndexError_", "find_target_torch", "target_variant",
@@ -50,7 +50,7 @@ ENV_PREBUILT_ONLY = contract.ENV_PREBUILT_ONLY
 
 def _timeout_from_env() -> float:
     try:
-        return index_client.timeout_from_env()
+        return net.timeout_from_env()
     except contract.InvalidSetting as exc:
         raise SystemExit(f"causal-conv1d: {exc}") from None
 

@@ -14,7 +14,7 @@ from typing import Optional
 
 import causal_conv1d_contract as contract
 from build_support.torch_probe import TorchInfo, torch_info
-from causal_conv1d_contract.index_client import IndexClientError as IndexError_
+from causal_conv1d_contract.net import IndexClientError as IndexError_
 
 __all__ = ["in_pip_isolation", "find_target_torch", "target_variant"]
 

@@ -1,7 +1,7 @@
 """Download a prebuilt wheel, verify it against the index and re-label it for pip.
 
 Download (timeouts, an overall deadline, retries, the environment's proxy settings: through
-``causal_conv1d_contract.index_client``), verify size and sha256 (a wheel without a published sha256
+``causal_conv1d_contract.net``), verify size and sha256 (a wheel without a published sha256
 is not used), check it is a readable wheel whose build record names the variant, then move it into
 place atomically; :func:`restamp` gives it the sdist's public version. A wrong or partial file is
 never left where pip would pick it up. A wheel whose sha256 or size differs from the index's raises
@@ -26,8 +26,8 @@ from typing import IO, Optional
 
 import causal_conv1d_contract as contract
 from build_support.wheel_select import Candidate
-from causal_conv1d_contract import index_client
-from causal_conv1d_contract.index_client import IndexClientError as IndexError_
+from causal_conv1d_contract import net
+from causal_conv1d_contract.net import IndexClientError as IndexError_
 
 __all__ = ["VerificationFailed", "download", "restamp", "copy_into", "DOWNLOAD_DEADLINE_S"]
 
@@ -77,7 +77,7 @@ def _check_wheel(path: Path, variant: contract.BuildVariant) -> None:
 
 
 def download(c: Candidate, dest_dir: Path, variant: contract.BuildVariant, *,
-             timeout: float = index_client.DEFAULT_TIMEOUT_S, retries: int = 3) -> Path:
+             timeout: float = net.DEFAULT_TIMEOUT_S, retries: int = 3) -> Path:
     """Download, verify and atomically place ``c`` in dest_dir. Raises IndexError_."""
     if not c.sha256:
         raise IndexError_(f"the index publishes no sha256 for {c.filename}; refusing an unverifiable wheel")
@@ -102,7 +102,7 @@ def download(c: Candidate, dest_dir: Path, variant: contract.BuildVariant, *,
                     _fh.write(chunk)
 
                 expected_len: Optional[int] = c.size
-                with index_client.open_url(c.url, timeout=timeout, user_agent="causal-conv1d-setup") as resp:
+                with net.open_url(c.url, timeout=timeout, user_agent="causal-conv1d-setup") as resp:
                     limit = None
                     if scheme != "file":  # a local file is read whole: the size check names its size
                         cl = resp.headers.get("Content-Length")
@@ -110,8 +110,8 @@ def download(c: Candidate, dest_dir: Path, variant: contract.BuildVariant, *,
                             expected_len = int(cl)
                         limit = (expected_len + 1) if expected_len else None
                     try:
-                        index_client.read_all(resp, time.monotonic() + DOWNLOAD_DEADLINE_S, limit=limit, sink=sink)
-                    except index_client.TooLarge:
+                        net.read_all(resp, time.monotonic() + DOWNLOAD_DEADLINE_S, limit=limit, sink=sink)
+                    except net.TooLarge:
                         pass  # the size check below names it
             got = digest.hexdigest()
             if c.size is not None and size != c.size:
@@ -127,8 +127,8 @@ def download(c: Candidate, dest_dir: Path, variant: contract.BuildVariant, *,
         except IndexError_ as exc:
             last = str(exc)
         except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
-            last = index_client.describe(exc, timeout)
-            retry = index_client.retryable(exc)
+            last = net.describe(exc, timeout)
+            retry = net.retryable(exc)
         finally:
             if tmp.exists():
                 tmp.unlink()

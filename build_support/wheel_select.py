@@ -7,7 +7,7 @@ this variant both count. On a page (:func:`select`): the wheel of exactly this v
 version == contract.PACKAGE_VERSION, local label of an accepted variant), not yanked,
 Requires-Python satisfied, with the best compatible tag (``packaging.tags.sys_tags()``); a
 stable-ABI wheel before a per-minor one at the same tag. Pages are fetched and parsed by
-``causal_conv1d_contract.index_client``.
+``causal_conv1d_contract.net``.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from packaging import tags as _tags
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 import causal_conv1d_contract as contract
-from causal_conv1d_contract import index_client
-from causal_conv1d_contract.index_client import IndexClientError as IndexError_
+from causal_conv1d_contract import net
+from causal_conv1d_contract.net import IndexClientError as IndexError_
 
 __all__ = ["Candidate", "parse_page", "fetch_candidates", "select", "lookups", "find_candidate"]
 
@@ -40,17 +40,17 @@ class Candidate:
     yanked: bool = False
 
 
-def _candidate(link: index_client.Link) -> Candidate:
+def _candidate(link: net.Link) -> Candidate:
     return Candidate(link.filename, link.url, link.sha256, link.size, link.requires_python, link.is_yanked)
 
 
 def parse_page(body: bytes, content_type: str, page_url: str) -> list[Candidate]:
     """Candidates of a PEP 691 JSON or PEP 503 HTML project page."""
-    return [_candidate(link) for link in index_client.parse_page(body, content_type, page_url).links]
+    return [_candidate(link) for link in net.parse_page(body, content_type, page_url).links]
 
 
-def fetch_candidates(page_url: str, *, timeout: float = index_client.DEFAULT_TIMEOUT_S, retries: int = 3) -> list[Candidate]:
-    page = index_client.fetch_page(page_url, accept=index_client.ACCEPT_ANY, timeout=timeout, retries=retries,
+def fetch_candidates(page_url: str, *, timeout: float = net.DEFAULT_TIMEOUT_S, retries: int = 3) -> list[Candidate]:
+    page = net.fetch_page(page_url, accept=net.ACCEPT_ANY, timeout=timeout, retries=retries,
                                    deadline_s=PAGE_DEADLINE_S, user_agent="causal-conv1d-setup")
     return parse_page(page.body, page.content_type, page.url)
 
@@ -114,7 +114,7 @@ def lookups(variant: contract.Variant, base: str) -> list[tuple[str, tuple[contr
     return pages
 
 
-def find_candidate(variant: contract.Variant, base: str, *, timeout: float = index_client.DEFAULT_TIMEOUT_S,
+def find_candidate(variant: contract.Variant, base: str, *, timeout: float = net.DEFAULT_TIMEOUT_S,
                    retries: int = 3) -> tuple[Optional[Candidate], str, list[str]]:
     """(the wheel to use or None, the page it is on, why not: one line per page asked)."""
     why: list[str] = []

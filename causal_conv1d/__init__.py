@@ -1,4 +1,9 @@
-"""causal-conv1d: causal depthwise conv1d kernels (CUDA and CPU) behind upstream's API."""
+"""causal-conv1d: causal depthwise conv1d kernels (CUDA and CPU) behind upstream's API.
+
+The serving ops (``causal_conv1d_varlen_fn``, ``causal_conv1d_update_spec``) follow vLLM's
+convention, and ``causal_conv1d.vllm`` is a drop-in for vLLM's ``causal_conv1d`` module
+(docs/serving.md).
+"""
 
 import sys as _sys
 

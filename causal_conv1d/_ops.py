@@ -148,8 +148,13 @@ def _varlen_fwd_fake(
     has_initial_state: Optional[Tensor],
     silu: bool,
     pad_slot_id: int,
+    block_idx_first_scheduled_token: Optional[Tensor],
+    block_idx_last_scheduled_token: Optional[Tensor],
+    initial_state_idx: Optional[Tensor],
+    num_computed_tokens: Optional[Tensor],
+    block_size_to_align: int,
 ) -> Tensor:
-    # out (dim, total_tokens) in x's layout (csrc/varlen_checks.h, empty_dt)
+    # out (dim, total_tokens): x's dtype, in x's layout (csrc/varlen_checks.h, empty_dt)
     dim, total = x.shape
     if x.stride(1) != 1 and x.stride(0) == 1:
         return x.new_empty((total, dim)).transpose(0, 1)
@@ -166,7 +171,14 @@ def _spec_update_fake(
     conv_state_indices: Optional[Tensor],
     num_accepted_tokens: Optional[Tensor],
     pad_slot_id: int,
+    query_start_loc: Optional[Tensor],
+    max_query_len: int,
+    block_idx_last_scheduled_token: Optional[Tensor],
+    initial_state_idx: Optional[Tensor],
+    retrieve_parent_token: Optional[Tensor],
 ) -> Tensor:
+    # out: x's shape and dtype; a 2-D x ((batch, dim) or, ragged, (num_tokens, dim)) gives a
+    # contiguous out, a 3-D one x's layout (csrc/cpu/spec_update.cpp)
     if x.dim() == 2:
         return x.new_empty(x.shape)
     batch, dim, seqlen = x.shape

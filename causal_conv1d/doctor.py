@@ -27,7 +27,7 @@ from typing import Any, Optional
 import causal_conv1d_contract as contract
 from causal_conv1d import _guard
 from causal_conv1d_contract import commands as _commands
-from causal_conv1d_contract import index_client
+from causal_conv1d_contract import net
 
 __all__ = ["collect", "format_text", "main", "INDEX_TIMEOUT_S"]
 
@@ -194,16 +194,16 @@ def _parse_wheel(filename: str) -> Optional[tuple[contract.BuildVariant, str, li
 
 def index_check(variant: contract.BuildVariant, base: str, timeout: float = INDEX_TIMEOUT_S,
                 accept: Optional[tuple[contract.BuildVariant, ...]] = None) -> dict[str, Any]:
-    """One GET of the variant's project page (``causal_conv1d_contract.index_client``: proxies from the
+    """One GET of the variant's project page (``causal_conv1d_contract.net``: proxies from the
     environment, file:// read directly): is this version's wheel there for this platform?
     ``accept``: the wheel variants that count (default: ``variant`` itself)."""
     accept = (variant,) if accept is None else accept
     url = contract.project_page_url(base, variant)
     result: dict[str, Any] = {"url": url, "has_wheel": None, "wheel": None, "detail": None}
     try:
-        resp = index_client.fetch_page(url, accept=index_client.ACCEPT_HTML, timeout=timeout, retries=1,
+        resp = net.fetch_page(url, accept=net.ACCEPT_HTML, timeout=timeout, retries=1,
                                        user_agent="causal-conv1d-doctor")
-    except index_client.IndexClientError as exc:
+    except net.IndexClientError as exc:
         if exc.status is not None:
             result["has_wheel"] = False if exc.status == 404 else None
             result["detail"] = f"HTTP {exc.status}"
@@ -211,8 +211,8 @@ def index_check(variant: contract.BuildVariant, base: str, timeout: float = INDE
             result["detail"] = f"index unreachable ({exc}); offline?"
         return result
     try:
-        page = index_client.parse_page(resp.body, resp.content_type, resp.url)
-    except index_client.IndexClientError as exc:
+        page = net.parse_page(resp.body, resp.content_type, resp.url)
+    except net.IndexClientError as exc:
         result["detail"] = f"unparsable page ({exc})"
         return result
     platforms = _compatible_platforms()

@@ -1,38 +1,28 @@
-"""Serving API: packed variable-length prefill over a state cache, and the speculative-decoding update.
+"""Serving API: the packed varlen prefill over a state cache and the decode update, in vLLM's convention.
 
 Continuous-batching engines (vLLM, SGLang) keep one conv state per request in a cache tensor and run
-(a) a *prefill* over a packed batch of new prompts (no padding) and (b) a *decode* step over one or
-a few new tokens per request. The argument names follow vLLM's ``causal_conv1d_fn`` /
-``causal_conv1d_update`` (``vllm/model_executor/layers/mamba/ops/causal_conv1d.py``) where they mean
-the same thing: ``conv_states``, ``query_start_loc``, ``cache_indices``, ``has_initial_state``,
-``conv_state_indices``, ``num_accepted_tokens``, ``pad_slot_id``.
+(a) a *prefill* over a packed batch of new prompt tokens (no padding), with prefix caching, and (b) a
+*decode* step over one or a few new tokens per request (speculative decoding, ragged batches, tree
+drafts). docs/serving.md is the specification: every argument that carries one of vLLM's names
+(``vllm/model_executor/layers/mamba/ops/causal_conv1d.py``) means what it means there -- the live
+window of a cache line is its first ``width - 1`` entries -- so chains of these ops, and mixes of
+them with vLLM's kernels on one cache, give the same result. :mod:`causal_conv1d.vllm` offers the
+same ops under vLLM's function names and signatures.
 
 Both functions are torch ops (``torch.ops.causal_conv1d.varlen_fwd`` / ``spec_update``) with fake
-kernels: ``torch.compile(fullgraph=True)`` traces them, and they are one kernel launch each with no
-host synchronisation on CUDA (CUDA-graph capturable). Forward only (inference); no autograd.
-
-Conventions
------------
-* ``x`` of the prefill is ``(dim, total_tokens)``, the sequences concatenated along the token axis,
-  channel-first (``x.stride(1) == 1``) or channel-last (``x.stride(0) == 1``: a ``(total_tokens, dim)``
-  tensor passed as ``x.T``, a free view). ``out`` has x's shape and layout.
-* ``query_start_loc`` (``cu_seqlens``): int32 ``(batch + 1,)``, non-decreasing; sequence ``i`` is
-  tokens ``[query_start_loc[i], query_start_loc[i + 1])``. Tokens after ``query_start_loc[-1]`` (a
-  padded tail, e.g. for a CUDA graph of fixed size) belong to no sequence: their output is 0.
-* State cache ``conv_states``: ``(num_cache_lines, dim, state_len)`` with ``state_len >= width - 1``,
-  x's dtype; any strides, so a ``(num_cache_lines, state_len, dim)`` buffer works as
-  ``buf.transpose(1, 2)``. A cache line holds the last ``state_len`` inputs of its sequence, oldest first.
-* ``cache_indices`` (int32 ``(batch,)``): the cache line of each sequence (None: line ``i`` for sequence
-  ``i``). A sequence whose index equals ``pad_slot_id`` is skipped: its output is 0 and no cache line
-  is read or written. Two sequences must not share a cache line.
+kernels: ``torch.compile(fullgraph=True)`` traces them, and on CUDA they are one kernel launch each
+with no host synchronisation and no host-built metadata (CUDA-graph capturable). Forward only
+(inference); no autograd.
 
 Checks: shapes, dtypes and devices are checked on the host (ValueError / TypeError naming the
-argument). The *values* of the index tensors live on the device: the CPU kernels check them (they
-are on the host anyway); the CUDA kernels do not synchronise to look. On CUDA a cache index outside
-``[0, num_cache_lines)`` is skipped like ``pad_slot_id`` (never an out-of-bounds access), a
-``num_accepted_tokens`` value is clamped into ``[1, seqlen]``, and ``query_start_loc`` values are
-clamped into ``[0, total_tokens]``; pass ``validate=True`` to check all values on the host first
-(one device-to-host copy: not for CUDA-graph capture).
+argument). The index *values* live on the device: the CPU kernels check them (ValueError naming the
+argument and the entry); the CUDA kernels do not synchronise to look (docs/serving.md, "Index
+values", says what they do with bad values). ``validate=True`` checks every value on the host first
+with the CPU kernels' rules and messages (one device-to-host copy: eager only, not inside a
+CUDA-graph capture or a torch.compile trace).
+
+``causal_conv1d_varlen_ref`` and ``causal_conv1d_update_spec_ref`` are plain-PyTorch float64
+references of the same definition (a loop over the requests), for tests and benchmarks.
 """
 
 from __future__ import annotations
@@ -42,6 +32,7 @@ from typing import Optional
 import torch
 
 from causal_conv1d._errors import reraise
+from causal_conv1d._serving_values import check_spec_update_values, check_varlen_fwd_values
 from causal_conv1d.causal_conv1d_interface import _invalid_activation
 
 __all__ = [
@@ -74,19 +65,6 @@ def _silu(activation: Optional[str]) -> bool:
         raise _invalid_activation(activation) from None
 
 
-def _validate_slots(idx: Optional[Tensor], rows: int, pad_slot_id: int, name: str, cache_name: str) -> None:
-    if idx is None:
-        return
-    v = idx.cpu()
-    bad = ~((v == pad_slot_id) | ((v >= 0) & (v < rows)))
-    if bool(bad.any()):
-        i = int(bad.nonzero()[0, 0])
-        raise ValueError(
-            f"{name}[{i}] = {int(v[i])} is out of range for {cache_name} with {rows} cache lines "
-            f"(pad_slot_id = {pad_slot_id} skips a sequence)"
-        )
-
-
 def causal_conv1d_varlen_fn(
     x: Tensor,
     weight: Tensor,
@@ -97,41 +75,65 @@ def causal_conv1d_varlen_fn(
     has_initial_state: Optional[Tensor] = None,
     activation: Optional[str] = "silu",
     pad_slot_id: int = PAD_SLOT_ID,
+    *,
+    block_idx_first_scheduled_token: Optional[Tensor] = None,
+    block_idx_last_scheduled_token: Optional[Tensor] = None,
+    initial_state_idx: Optional[Tensor] = None,
+    num_computed_tokens: Optional[Tensor] = None,
+    block_size_to_align: int = 0,
     validate: bool = False,
 ) -> Tensor:
-    """Causal conv1d over a packed batch of variable-length sequences; returns ``out`` (x's shape).
+    """Causal conv1d over a packed batch of requests (a prefill); returns ``out``, x's shape, dtype and layout.
 
-    x: (dim, total_tokens), channel-first or channel-last (see the module docstring);
-    weight: (dim, width), width 2..8; bias: (dim,) or None;
-    conv_states: (num_cache_lines, dim, state_len >= width - 1), **updated in place**;
-    query_start_loc: int32 (batch + 1,), the start of each sequence and the end of the last;
-    cache_indices: int32 (batch,) cache line per sequence, or None (line i for sequence i);
-    has_initial_state: bool (batch,) (int32 accepted: nonzero = true), or None (all false);
-    activation: None, "silu" or "swish" (vLLM's default "silu");
-    pad_slot_id: a cache index with this value skips its sequence (output 0, cache untouched).
-
-    For sequence i with tokens ``x_i`` (dim, len_i) and cache line ``c = cache_indices[i]``:
-      * the initial state is ``conv_states[c, :, -(width - 1):]`` when ``has_initial_state[i]``, else zeros;
-      * ``out_i = act(bias + causal_conv1d(cat(initial state, x_i)))[..., width - 1:]``;
-      * afterwards ``conv_states[c] = cat(conv_states[c] if has_initial_state[i] else zeros, x_i)[:, -state_len:]``,
-        i.e. the last ``state_len`` inputs (older cache entries shift in when len_i < state_len).
-    A sequence of length 0 leaves its cache line untouched.
-    validate: check the index values on the host first (see the module docstring).
+    x: (dim, total_tokens), channel-first (``x.stride(1) == 1``) or channel-last (``x.stride(0) == 1``:
+    a ``(total_tokens, dim)`` tensor passed as ``x.T``); weight: (dim, width), width 2..8; bias: (dim,) or None;
+    conv_states: (num_cache_lines, dim, state_len >= width - 1), any strides, any float dtype (x is cast
+    to it first, as in vLLM), **updated in place**; only entries ``[0, width - 1)`` of a line are read
+    and written (the live window);
+    query_start_loc: int32 (batch + 1,): request i is tokens ``[q[i], q[i + 1])``; tokens after ``q[batch]``
+    belong to no request (output 0);
+    cache_indices: int32 (>= batch,), the cache line of each request (None: line i), or with prefix
+    caching (>= batch, max_blocks); only the first batch entries (rows) are read;
+    has_initial_state: bool or int32 (>= batch,), None = all false;
+    activation: None, "silu" or "swish"; pad_slot_id: a request whose (input) line equals it is skipped
+    (output 0, no line touched);
+    prefix caching (vLLM's automatic prefix caching), switched on by ``block_idx_last_scheduled_token``:
+    int32 (>= batch,) ``block_idx_first_scheduled_token``, ``block_idx_last_scheduled_token``,
+    ``initial_state_idx``, ``num_computed_tokens``, and ``block_size_to_align`` >= 1 (read only then).
+    The states at the block boundaries the chunk crosses are written to the lines of their blocks
+    (docs/serving.md, "Prefix caching").
+    validate: check every index value on the host first (see the module docstring).
     """
     silu = _silu(activation)
     if validate:
-        q = query_start_loc.cpu().long() if query_start_loc.dtype == torch.int32 else None
-        if q is not None and q.numel() >= 1:
-            if int(q[0]) < 0 or bool((q[1:] < q[:-1]).any()) or int(q[-1]) > x.shape[-1]:
-                raise ValueError(
-                    f"query_start_loc must be non-decreasing from >= 0 to <= total_tokens (x.shape[1]) = "
-                    f"{x.shape[-1]}, got {q.tolist()}"
-                )
-        if cache_indices is not None and cache_indices.dtype == torch.int32:
-            _validate_slots(cache_indices, conv_states.shape[0], pad_slot_id, "cache_indices", "conv_states")
+        check_varlen_fwd_values(
+            x,
+            conv_states,
+            query_start_loc,
+            cache_indices,
+            int(pad_slot_id),
+            block_idx_first_scheduled_token,
+            block_idx_last_scheduled_token,
+            initial_state_idx,
+            num_computed_tokens,
+            int(block_size_to_align),
+        )
     try:
         return (_varlen_fwd if _is_compiling() else _varlen_fwd_op)(
-            x, weight, bias, conv_states, query_start_loc, cache_indices, has_initial_state, silu, int(pad_slot_id)
+            x,
+            weight,
+            bias,
+            conv_states,
+            query_start_loc,
+            cache_indices,
+            has_initial_state,
+            silu,
+            int(pad_slot_id),
+            block_idx_first_scheduled_token,
+            block_idx_last_scheduled_token,
+            initial_state_idx,
+            num_computed_tokens,
+            int(block_size_to_align),
         )
     except RuntimeError as exc:
         reraise(exc)
@@ -146,63 +148,88 @@ def causal_conv1d_update_spec(
     conv_state_indices: Optional[Tensor] = None,
     num_accepted_tokens: Optional[Tensor] = None,
     pad_slot_id: int = PAD_SLOT_ID,
+    *,
+    query_start_loc: Optional[Tensor] = None,
+    max_query_len: int = -1,
+    block_idx_last_scheduled_token: Optional[Tensor] = None,
+    initial_state_idx: Optional[Tensor] = None,
+    retrieve_parent_token: Optional[Tensor] = None,
     validate: bool = False,
 ) -> Tensor:
-    """Decoding step over ``seqlen`` new tokens per sequence (speculative decoding); ``out`` has x's shape.
+    """Decode step over one or a few new tokens per request; returns ``out``, x's shape and dtype.
 
-    x: (batch, dim) or (batch, dim, seqlen), channel-first or channel-last; for speculative decoding
-    seqlen = 1 + the number of draft tokens;
-    conv_state: (num_cache_lines, dim, state_len), **updated in place**; any strides, so a
-    (num_cache_lines, state_len, dim) buffer works as ``buf.transpose(1, 2)``;
-    conv_state_indices: int32 (batch,) cache line per sequence, or None (line b for row b; then
-    conv_state has exactly batch lines); a value equal to pad_slot_id skips the row (output 0);
-    num_accepted_tokens: int32 (batch,) or None.
-
-    Semantics, per row b with cache line c, S = state_len, L = seqlen and ``a = num_accepted_tokens[b]``
-    (``a = L`` when None):
-      * the previous call fed L tokens of which the first a were accepted (the rest were rejected
-        drafts), so the sequence's valid history ends at index ``e = S - L + a`` (exclusive) of
-        ``conv_state[c]``; the W - 1 inputs before ``x[b, :, 0]`` are ``conv_state[c, :, e - (W - 1) : e]``;
-      * ``out[b] = act(bias + causal_conv1d(cat(those W - 1 inputs, x[b])))`` (L outputs);
-      * afterwards ``conv_state[c] = cat(conv_state[c, :, :e], x[b])[:, -S:]``: the rejected drafts are
-        dropped and the L new tokens appended (the next call again passes how many of them were accepted).
-    With ``a = L`` this is the plain ``causal_conv1d_update`` (a shift by L). With num_accepted_tokens,
-    state_len must be >= width - 2 + seqlen (vLLM allocates width - 1 + number of draft tokens, which is
-    exactly that: then the history window starts at ``a - 1``, as in vLLM). ``a`` must be in [1, L]:
-    checked on the CPU; clamped on CUDA (validate=True checks on the host).
+    x: (batch, dim) (one token), (batch, dim, seqlen), or with ``query_start_loc`` (num_tokens, dim), a
+    ragged batch (request b is tokens ``[q[b], q[b + 1])``, batch = len(query_start_loc) - 1; then
+    ``conv_state_indices`` is required, and ``max_query_len`` >= every request's token count, required
+    with num_accepted_tokens or retrieve_parent_token);
+    conv_state: (num_cache_lines, dim, state_len), any strides, any float dtype (x is cast to it
+    first), **updated in place**;
+    conv_state_indices: int32 (>= batch,) (None: line b), or with prefix caching (>= batch, max_blocks):
+    the input line is ``conv_state_indices[b, initial_state_idx[b]]``, the output line
+    ``conv_state_indices[b, block_idx_last_scheduled_token[b]]``;
+    num_accepted_tokens: int32 (>= batch,): speculative decoding, a = the tokens of the previous step
+    that were accepted (1 right after a prefill or a plain step); the window is
+    ``conv_state[c, :, a - 1 : a - 1 + width - 1]`` and the step writes ``[0, width - 2 + n_b)``:
+    state_len must be >= width - 2 + seqlen (ragged: + max_query_len);
+    retrieve_parent_token: int32 (>= batch, >= seqlen): tree drafts, token j's inputs are itself, its
+    parent, grandparent, ..., the root continuing into the window;
+    pad_slot_id: a request whose (input) line equals it is skipped (output 0, no line touched).
+    Without num_accepted_tokens the window is ``[0, width - 1)`` and is shifted by the new tokens.
+    validate: check every index value on the host first (see the module docstring).
     """
     silu = _silu(activation)
     if validate:
-        _validate_slots(conv_state_indices, conv_state.shape[0], pad_slot_id, "conv_state_indices", "conv_state")
-        if num_accepted_tokens is not None:
-            seqlen = 1 if x.dim() == 2 else x.shape[-1]
-            v = num_accepted_tokens.cpu()
-            bad = (v < 1) | (v > seqlen)
-            if bool(bad.any()):
-                i = int(bad.nonzero()[0, 0])
-                raise ValueError(f"num_accepted_tokens[{i}] = {int(v[i])} must be between 1 and seqlen = {seqlen}")
+        check_spec_update_values(
+            x,
+            conv_state,
+            weight,
+            conv_state_indices,
+            num_accepted_tokens,
+            int(pad_slot_id),
+            query_start_loc,
+            int(max_query_len),
+            block_idx_last_scheduled_token,
+            initial_state_idx,
+            retrieve_parent_token,
+        )
     try:
         return (_spec_update if _is_compiling() else _spec_update_op)(
-            x, conv_state, weight, bias, silu, conv_state_indices, num_accepted_tokens, int(pad_slot_id)
+            x,
+            conv_state,
+            weight,
+            bias,
+            silu,
+            conv_state_indices,
+            num_accepted_tokens,
+            int(pad_slot_id),
+            query_start_loc,
+            int(max_query_len),
+            block_idx_last_scheduled_token,
+            initial_state_idx,
+            retrieve_parent_token,
         )
     except RuntimeError as exc:
         reraise(exc)
 
 
 # ---------------------------------------------------------------------------------------------
-# Plain-PyTorch references (one sequence at a time)
+# Plain-PyTorch references (float64, one request at a time; docs/serving.md)
 
 
-def _conv_ref(window: Tensor, weight: Tensor, bias: Optional[Tensor], silu: bool) -> Tensor:
-    """act(bias + conv) of a (dim, W - 1 + n) window in float32/64: n outputs."""
+def _taps(ext: Tensor, weight: Tensor, bias: Optional[Tensor], silu: bool, n: int) -> Tensor:
+    """act(bias + conv) of a float64 (dim, width - 1 + n) window: n outputs."""
     width = weight.shape[1]
-    n = window.shape[-1] - (width - 1)
-    acc = torch.zeros(window.shape[0], n, dtype=window.dtype, device=window.device)
-    for k in range(width):
-        acc = acc + weight[:, k : k + 1].to(window.dtype) * window[:, k : k + n]
+    w = weight.to(torch.float64)
+    acc = sum(w[:, k : k + 1] * ext[:, k : k + n] for k in range(width))
     if bias is not None:
-        acc = acc + bias.to(window.dtype)[:, None]
+        acc = acc + bias.to(torch.float64)[:, None]
     return torch.nn.functional.silu(acc) if silu else acc
+
+
+def _line(table: Optional[Tensor], i: int, col: Optional[int] = None) -> int:
+    if table is None:
+        return i
+    return int(table[i] if col is None else table[i, col])
 
 
 def causal_conv1d_varlen_ref(
@@ -215,28 +242,51 @@ def causal_conv1d_varlen_ref(
     has_initial_state: Optional[Tensor] = None,
     activation: Optional[str] = "silu",
     pad_slot_id: int = PAD_SLOT_ID,
+    *,
+    block_idx_first_scheduled_token: Optional[Tensor] = None,
+    block_idx_last_scheduled_token: Optional[Tensor] = None,
+    initial_state_idx: Optional[Tensor] = None,
+    num_computed_tokens: Optional[Tensor] = None,
+    block_size_to_align: int = 0,
 ) -> Tensor:
-    """Reference :func:`causal_conv1d_varlen_fn` (a loop over the sequences); updates conv_states."""
+    """Reference :func:`causal_conv1d_varlen_fn` (float64, a loop over the requests); updates conv_states."""
     silu = _silu(activation)
-    dim, width = weight.shape
-    acc = torch.float64 if x.dtype == torch.float64 else torch.float32
-    out = torch.zeros_like(x)
-    state_len = conv_states.shape[-1]
+    h = weight.shape[1] - 1
+    sdt = conv_states.dtype
+    xs_all = x.to(sdt).to(torch.float64)  # x cast to the cache's dtype first
+    out = torch.zeros(x.shape, dtype=torch.float64, device=x.device)
     q = query_start_loc.tolist()
+    apc = block_idx_last_scheduled_token is not None
     for i in range(len(q) - 1):
         start, end = q[i], q[i + 1]
-        if end <= start:
+        n = end - start
+        if n <= 0:
             continue
-        c = int(cache_indices[i]) if cache_indices is not None else i
-        if c == pad_slot_id:
+        if apc:
+            c_in = _line(cache_indices, i, int(initial_state_idx[i]))
+            c_out = _line(cache_indices, i, int(block_idx_last_scheduled_token[i]))
+        else:
+            c_in = c_out = _line(cache_indices, i)
+        if c_in == pad_slot_id:
             continue
-        xs = x[:, start:end]
-        init = bool(has_initial_state[i]) if has_initial_state is not None else False
-        old = conv_states[c] if init else torch.zeros_like(conv_states[c])
-        window = torch.cat([old[:, state_len - (width - 1) :], xs], dim=-1).to(acc)
-        out[:, start:end] = _conv_ref(window, weight, bias, silu).to(x.dtype)
-        conv_states[c] = torch.cat([old, xs], dim=-1)[:, -state_len:]
-    return out
+        init_on = has_initial_state is not None and bool(has_initial_state[i])
+        init = conv_states[c_in, :, :h].to(torch.float64) if init_on else torch.zeros_like(xs_all[:, :h])
+        ext = torch.cat([init, xs_all[:, start:end]], dim=-1)
+        out[:, start:end] = _taps(ext, weight, bias, silu, n).to(sdt).to(torch.float64)
+        writes = []
+        if apc:
+            first = int(block_idx_first_scheduled_token[i])
+            k = int(block_idx_last_scheduled_token[i]) - first
+            p0, b = int(num_computed_tokens[i]), int(block_size_to_align)
+            last_boundary = (p0 + n - 1) // b * b
+            for j in range(k):
+                pos = last_boundary - (k - 1 - j) * b
+                writes.append((_line(cache_indices, i, first + j), pos - p0))
+        writes.append((c_out, n))
+        for line, e in writes:
+            if line != pad_slot_id:
+                conv_states[line, :, :h] = ext[:, e : e + h].to(sdt)
+    return out.to(x.dtype)
 
 
 def causal_conv1d_update_spec_ref(
@@ -248,24 +298,70 @@ def causal_conv1d_update_spec_ref(
     conv_state_indices: Optional[Tensor] = None,
     num_accepted_tokens: Optional[Tensor] = None,
     pad_slot_id: int = PAD_SLOT_ID,
+    *,
+    query_start_loc: Optional[Tensor] = None,
+    max_query_len: int = -1,
+    block_idx_last_scheduled_token: Optional[Tensor] = None,
+    initial_state_idx: Optional[Tensor] = None,
+    retrieve_parent_token: Optional[Tensor] = None,
 ) -> Tensor:
-    """Reference :func:`causal_conv1d_update_spec` (a loop over the rows); updates conv_state."""
+    """Reference :func:`causal_conv1d_update_spec` (float64, a loop over the requests); updates conv_state.
+
+    ``max_query_len`` is not needed by the definition (the reference takes each request's own count)."""
     silu = _silu(activation)
-    squeeze = x.dim() == 2
-    if squeeze:
-        x = x.unsqueeze(-1)
     width = weight.shape[1]
-    acc = torch.float64 if x.dtype == torch.float64 else torch.float32
-    batch, _, seqlen = x.shape
-    state_len = conv_state.shape[-1]
-    out = torch.zeros_like(x)
-    for b in range(batch):
-        c = int(conv_state_indices[b]) if conv_state_indices is not None else b
-        if c == pad_slot_id:
+    h = width - 1
+    sdt = conv_state.dtype
+    xd = x.to(sdt).to(torch.float64)
+    out = torch.zeros(x.shape, dtype=torch.float64, device=x.device)
+    if query_start_loc is not None:  # (num_tokens, dim): request b's tokens as a (dim, n) view
+        q = query_start_loc.tolist()
+        spans = [(q[b], q[b + 1]) for b in range(len(q) - 1)]
+
+        def tokens(t: Tensor, b: int) -> Tensor:
+            return t[spans[b][0] : spans[b][1]].T
+
+    else:
+        spans = [None] * x.shape[0]
+
+        def tokens(t: Tensor, b: int) -> Tensor:
+            return t[b].unsqueeze(-1) if t.dim() == 2 else t[b]
+
+    apc = block_idx_last_scheduled_token is not None
+    w = weight.to(torch.float64)
+    for b in range(len(spans)):
+        xb = tokens(xd, b)
+        n = xb.shape[-1]
+        if n <= 0:
             continue
-        a = int(num_accepted_tokens[b]) if num_accepted_tokens is not None else seqlen
-        e = state_len - seqlen + a
-        window = torch.cat([conv_state[c, :, e - (width - 1) : e], x[b]], dim=-1).to(acc)
-        out[b] = _conv_ref(window, weight, bias, silu).to(x.dtype)
-        conv_state[c] = torch.cat([conv_state[c, :, :e], x[b]], dim=-1)[:, -state_len:]
-    return out.squeeze(-1) if squeeze else out
+        if apc:
+            c_in = _line(conv_state_indices, b, int(initial_state_idx[b]))
+            c_out = _line(conv_state_indices, b, int(block_idx_last_scheduled_token[b]))
+        else:
+            c_in = c_out = _line(conv_state_indices, b)
+        if c_in == pad_slot_id:
+            continue
+        off = int(num_accepted_tokens[b]) - 1 if num_accepted_tokens is not None else 0
+        window = conv_state[c_in, :, off : off + h].to(torch.float64)
+        ext = torch.cat([window, xb], dim=-1)
+        if retrieve_parent_token is None:
+            ob = _taps(ext, weight, bias, silu, n)
+        else:
+            cols = []
+            for j in range(n):
+                acc = torch.zeros(ext.shape[0], dtype=torch.float64, device=x.device)
+                c = j
+                for k in range(width):
+                    acc = acc + w[:, h - k] * ext[:, h + c]
+                    c = int(retrieve_parent_token[b, c]) if c > 0 else c - 1
+                if bias is not None:
+                    acc = acc + bias.to(torch.float64)
+                cols.append(torch.nn.functional.silu(acc) if silu else acc)
+            ob = torch.stack(cols, dim=-1)
+        tokens(out, b).copy_(ob.to(sdt).to(torch.float64).reshape(tokens(out, b).shape))
+        if c_out != pad_slot_id:
+            if num_accepted_tokens is not None:
+                conv_state[c_out, :, : h - 1 + n] = ext[:, 1:].to(sdt)
+            else:
+                conv_state[c_out, :, :h] = ext[:, n:].to(sdt)
+    return out.to(x.dtype)

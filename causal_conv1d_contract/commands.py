@@ -15,7 +15,7 @@ variant's index of our site. Without the torch index, a venv without torch gets 
 
 From source (no wheel for the combination, or a build for this very machine): the sdist of *this*
 project, pinned to its exact version and taken from the site's ``source/`` index
-(``causal_conv1d_contract.sdist``) -- never an unpinned ``causal-conv1d``, which resolves to
+(``causal_conv1d_contract.layout``) -- never an unpinned ``causal-conv1d``, which resolves to
 whatever PyPI holds under the name (upstream's 1.7.0 sdist) -- with ``--force-reinstall --no-deps``,
 so that it also repairs an install whose version already satisfies the pin and never touches torch.
 
@@ -30,8 +30,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from causal_conv1d_contract import PACKAGE_VERSION, PROJECT_NAME, BuildVariant, uv_index_name, variant_index_url
-from causal_conv1d_contract.sdist import UV_SOURCE_INDEX_NAME, source_index_url
+from causal_conv1d_contract.layout import UV_SOURCE_INDEX_NAME, source_index_url, uv_index_name, variant_index_url
+from causal_conv1d_contract.project import PACKAGE_VERSION, PROJECT_NAME
+from causal_conv1d_contract.variants import BuildVariant
 
 __all__ = ["PYTORCH_INDEX_URL", "torch_index_url", "install_commands", "sdist_commands", "source_commands",
            "repair_commands"]

@@ -27,8 +27,11 @@ enum class KernelPath : int {
   kBwdGeneral,
   kUpdateFast,
   kUpdateGeneral,
-  kVarlenFwd,
-  kSpecUpdate,
+  kVarlenClFast,
+  kVarlenCfFast,
+  kVarlenGeneral,
+  kSpecUpdateFast,
+  kSpecUpdateGeneral,
   kCount,
 };
 
@@ -51,8 +54,11 @@ inline constexpr KernelPathInfo kKernelPaths[] = {
     {"bwd_general", KernelOp::kBwd, nullptr},
     {"update_fast", KernelOp::kUpdate, "CAUSAL_CONV1D_UPDATE_FAST"},
     {"update_general", KernelOp::kUpdate, nullptr},
-    {"varlen_fwd", KernelOp::kVarlenFwd, nullptr},
-    {"spec_update", KernelOp::kSpecUpdate, nullptr},
+    {"varlen_cl_fast", KernelOp::kVarlenFwd, "CAUSAL_CONV1D_VARLEN_CL_FAST"},
+    {"varlen_cf_fast", KernelOp::kVarlenFwd, "CAUSAL_CONV1D_VARLEN_CF_FAST"},
+    {"varlen_general", KernelOp::kVarlenFwd, nullptr},
+    {"spec_update_fast", KernelOp::kSpecUpdate, "CAUSAL_CONV1D_SPEC_UPDATE_FAST"},
+    {"spec_update_general", KernelOp::kSpecUpdate, nullptr},
 };
 static_assert(sizeof(kKernelPaths) / sizeof(kKernelPaths[0]) == static_cast<int>(KernelPath::kCount),
               "one kKernelPaths row per KernelPath");

@@ -45,14 +45,19 @@ CC1D_LIBRARY(causal_conv1d, m) {
   m.def(
       "update(Tensor x, Tensor(a!) conv_state, Tensor weight, Tensor? bias, bool silu, "
       "Tensor? cache_seqlens, Tensor? conv_state_indices) -> Tensor");
-  // Serving ops (csrc/varlen_checks.h, causal_conv1d/varlen.py): packed varlen prefill over a state
-  // cache, and the speculative-decoding update.
+  // Serving ops (docs/serving.md: vLLM's meaning of every argument; checks: csrc/varlen_checks.h;
+  // API: causal_conv1d/varlen.py, causal_conv1d/vllm.py): packed varlen prefill over a state cache
+  // with prefix caching, and the decode update (speculative, ragged, tree drafts).
   m.def(
       "varlen_fwd(Tensor x, Tensor weight, Tensor? bias, Tensor(a!) conv_states, Tensor query_start_loc, "
-      "Tensor? cache_indices, Tensor? has_initial_state, bool silu, int pad_slot_id) -> Tensor");
+      "Tensor? cache_indices, Tensor? has_initial_state, bool silu, int pad_slot_id, "
+      "Tensor? block_idx_first_scheduled_token, Tensor? block_idx_last_scheduled_token, "
+      "Tensor? initial_state_idx, Tensor? num_computed_tokens, int block_size_to_align) -> Tensor");
   m.def(
       "spec_update(Tensor x, Tensor(a!) conv_state, Tensor weight, Tensor? bias, bool silu, "
-      "Tensor? conv_state_indices, Tensor? num_accepted_tokens, int pad_slot_id) -> Tensor");
+      "Tensor? conv_state_indices, Tensor? num_accepted_tokens, int pad_slot_id, "
+      "Tensor? query_start_loc, int max_query_len, Tensor? block_idx_last_scheduled_token, "
+      "Tensor? initial_state_idx, Tensor? retrieve_parent_token) -> Tensor");
   // Debug ops of the CUDA kernel paths (csrc/kernel_paths.h): which paths exist, which one the
   // last launch of an op ran, and an in-process override of a path's switch (tests). Not API.
   m.def("_kernel_paths() -> str");  // comma-separated (a str, not str[]: one shim less to rely on)
@@ -120,12 +125,14 @@ Tensor update_no_cuda(const Tensor&, Tensor&, const Tensor&, const OptTensor&, b
 }
 
 Tensor varlen_fwd_no_cuda(const Tensor&, const Tensor&, const OptTensor&, Tensor&, const Tensor&, const OptTensor&,
-                          const OptTensor&, bool, int64_t) {
+                          const OptTensor&, bool, int64_t, const OptTensor&, const OptTensor&, const OptTensor&,
+                          const OptTensor&, int64_t) {
   no_cuda_kernels("varlen_fwd");
 }
 
 Tensor spec_update_no_cuda(const Tensor&, Tensor&, const Tensor&, const OptTensor&, bool, const OptTensor&,
-                           const OptTensor&, int64_t) {
+                           const OptTensor&, int64_t, const OptTensor&, int64_t, const OptTensor&, const OptTensor&,
+                           const OptTensor&) {
   no_cuda_kernels("spec_update");
 }
 

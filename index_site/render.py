@@ -13,7 +13,6 @@ from packaging.version import Version
 
 import causal_conv1d_contract as contract
 from causal_conv1d_contract import commands as install_cmds
-from causal_conv1d_contract import sdist as sdist_contract
 from index_site.coverage import (
     COVERAGE_NAME,
     PLATFORMS,
@@ -105,7 +104,7 @@ def _project_pages(variant: str, entries: list[Entry]) -> dict[str, bytes]:
 def _source_pages(sdists: list[SdistEntry]) -> dict[str, bytes]:
     """``source/`` (PEP 503 root) and ``source/causal-conv1d/`` listing the sdists (no core metadata:
     pip reads an sdist's by building it)."""
-    root = sdist_contract.source_path()
+    root = contract.source_path()
     to_root = "../" * (root + contract.PROJECT_NAME + "/").count("/")
     href = {e.filename: (e.url if not e.is_relative else to_root + e.url) for e in sdists}
     files = [{"filename": e.filename, "href": href[e.filename], "sha256": e.sha256, "requires_python": e.requires_python,

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import IO, Any, Optional
 
 import causal_conv1d_contract as contract
-from causal_conv1d_contract import index_client
-from causal_conv1d_contract.index_client import IndexClientError
+from causal_conv1d_contract import net
+from causal_conv1d_contract.net import IndexClientError
 from index_site.coverage import COVERAGE_NAME, CoverageRow, page_entries, read_coverage
 from index_site.errors import IndexSiteError, Problem
 from index_site.manifest import MANIFEST_NAME, Entry, parse_manifest
@@ -24,11 +24,11 @@ _TIMEOUT = 60
 
 
 class _Fetcher:
-    """Opens file:// and http(s):// URLs (``causal_conv1d_contract.index_client``); a directory URL means
+    """Opens file:// and http(s):// URLs (``causal_conv1d_contract.net``); a directory URL means
     its index.html."""
 
     def open(self, url: str, accept: Optional[str] = None) -> IO[bytes]:
-        return index_client.open_url(url, accept=accept, timeout=_TIMEOUT, user_agent="causal-conv1d-index-site-verify")
+        return net.open_url(url, accept=accept, timeout=_TIMEOUT, user_agent="causal-conv1d-index-site-verify")
 
     def read(self, url: str, accept: Optional[str] = None) -> bytes:
         with self.open(url, accept) as f:
@@ -37,7 +37,7 @@ class _Fetcher:
 
 def _anchors(fetcher: _Fetcher, url: str) -> tuple[list[dict[str, Optional[str]]], dict[str, Optional[str]]]:
     """(the attributes of every <a>, the <meta name> tags) of an HTML page."""
-    anchors, meta = index_client.parse_anchors(fetcher.read(url, accept=index_client.ACCEPT_HTML).decode("utf-8"))
+    anchors, meta = net.parse_anchors(fetcher.read(url, accept=net.ACCEPT_HTML).decode("utf-8"))
     return [a.attrs for a in anchors], meta
 
 
@@ -118,7 +118,7 @@ def _check_json(
 ) -> None:
     """The PEP 691 JSON page beside the HTML page lists the same files with the same attributes."""
     try:
-        doc = json.loads(fetcher.read(page_url + "index.json", accept=index_client.ACCEPT_JSON))
+        doc = json.loads(fetcher.read(page_url + "index.json", accept=net.ACCEPT_JSON))
         files = {f["filename"]: f for f in doc["files"]}
     except (OSError, urllib.error.URLError, ValueError, KeyError, TypeError) as exc:
         problems.append(Problem(where, f"index.json is missing or not a PEP 691 project page ({_describe(exc)})"))

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import IO, Any, Callable, Optional
 
 import causal_conv1d_contract as contract
-from build_support.net import index_reachable
-from causal_conv1d_contract import index_client
+from causal_conv1d_contract import net
+from causal_conv1d_contract.net import index_reachable
 from release import install as inst
 from release.commands import Process, Runner
 from release.errors import CommandFailed, StepFailed, UsageError
@@ -406,14 +406,14 @@ class LocalRelease:
             try:
                 page = self.http_get(url)
                 break
-            except (OSError, urllib.error.URLError, index_client.IndexClientError):
+            except (OSError, urllib.error.URLError, net.IndexClientError):
                 if time.monotonic() > deadline:
                     raise StepFailed("serve", f"no answer from {url} within {self.o.server_timeout:.0f} s") from None
                 time.sleep(0.2)
         wheel = self.wheels[self._install_job_id()]
         try:
-            listed = {link.filename for link in index_client.parse_page(page, "text/html", url).links}
-        except index_client.IndexClientError as exc:
+            listed = {link.filename for link in net.parse_page(page, "text/html", url).links}
+        except net.IndexClientError as exc:
             raise StepFailed("serve", f"{url} is not a project page ({exc})") from None
         if wheel.name not in listed:
             raise StepFailed("serve", f"{url} does not list {wheel.name}")
@@ -532,7 +532,7 @@ class LocalRelease:
 
     def _http_get(self, url: str) -> str:
         """The page (the local server: no proxy, one short attempt; the caller retries until its deadline)."""
-        page = index_client.fetch_page(url, accept=index_client.ACCEPT_HTML, timeout=5, retries=1, proxies={})
+        page = net.fetch_page(url, accept=net.ACCEPT_HTML, timeout=5, retries=1, proxies={})
         return page.body.decode("utf-8", "replace")
 
     def _write_report(self, result: PipelineResult) -> None:

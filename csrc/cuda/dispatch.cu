@@ -27,11 +27,14 @@ const PathRow<UpdateParams> kUpdatePaths[] = {
 };
 
 const PathRow<VarlenParams> kVarlenFwdPaths[] = {
-    {KernelPath::kVarlenFwd, nullptr, varlen_fwd::launch},
+    {KernelPath::kVarlenClFast, varlen_cl_fast::eligible, varlen_cl_fast::launch},
+    {KernelPath::kVarlenCfFast, varlen_cf_fast::eligible, varlen_cf_fast::launch},
+    {KernelPath::kVarlenGeneral, nullptr, varlen_general::launch},
 };
 
 const PathRow<SpecParams> kSpecUpdatePaths[] = {
-    {KernelPath::kSpecUpdate, nullptr, spec_update::launch},
+    {KernelPath::kSpecUpdateFast, spec_update_fast::eligible, spec_update_fast::launch},
+    {KernelPath::kSpecUpdateGeneral, nullptr, spec_update_general::launch},
 };
 
 template <typename Params>

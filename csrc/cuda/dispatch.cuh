@@ -115,11 +115,24 @@ namespace update_general {
 void launch(const UpdateParams& p, cudaStream_t stream);
 }  // namespace update_general
 
-namespace varlen_fwd {
+namespace varlen_cl_fast {
+bool eligible(const VarlenParams& p);
 void launch(const VarlenParams& p, cudaStream_t stream);
-}  // namespace varlen_fwd
-namespace spec_update {
+}  // namespace varlen_cl_fast
+namespace varlen_cf_fast {
+bool eligible(const VarlenParams& p);
+void launch(const VarlenParams& p, cudaStream_t stream);
+}  // namespace varlen_cf_fast
+namespace varlen_general {
+void launch(const VarlenParams& p, cudaStream_t stream);
+}  // namespace varlen_general
+
+namespace spec_update_fast {
+bool eligible(const SpecParams& p);
 void launch(const SpecParams& p, cudaStream_t stream);
-}  // namespace spec_update
+}  // namespace spec_update_fast
+namespace spec_update_general {
+void launch(const SpecParams& p, cudaStream_t stream);
+}  // namespace spec_update_general
 
 }  // namespace causal_conv1d_cuda

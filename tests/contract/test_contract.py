@@ -1,4 +1,4 @@
-"""The shared contracts (causal_conv1d_contract/__init__.py) behave as their docstrings and docs/ARCHITECTURE.md say."""
+"""The shared contracts (causal_conv1d_contract/) behave as their docstrings and docs/ARCHITECTURE.md say."""
 
 from __future__ import annotations
 

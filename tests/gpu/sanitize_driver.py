@@ -62,7 +62,7 @@ def serving_checks(ops, dev: str, dtype: torch.dtype) -> tuple[int, int]:
             ci = torch.tensor([3, 0, 6, -1, 7, 1], device=dev, dtype=torch.int32)
             hi = torch.tensor([1, 0, 1, 1, 1, 0], device=dev, dtype=torch.bool)
             st_ref = st.clone()
-            out_v = ops.varlen_fwd(xv, w, b, st, q, ci, hi, True, -1)
+            out_v = ops.varlen_fwd(xv, w, b, st, q, ci, hi, True, -1, None, None, None, None, 0)
             ran(ops, "varlen_fwd")
             ref_v = causal_conv1d_varlen_ref(xv, w, b, st_ref, q, ci, hi)
             n += 1
@@ -73,7 +73,16 @@ def serving_checks(ops, dev: str, dtype: torch.dtype) -> tuple[int, int]:
             ix = torch.tensor([4, -1, 0], device=dev, dtype=torch.int32)
             na = torch.tensor([2, 1, 4], device=dev, dtype=torch.int32)
             ss_ref = ss.clone()
-            out_s = ops.spec_update(xs, ss, w, b, True, ix, na, -1)
+            out_s = ops.spec_update(xs, ss, w, b, True, ix, na, -1, None, -1, None, None, None)
+            ran(ops, "spec_update")
+            ref_s = causal_conv1d_update_spec_ref(xs, ss_ref, w, b, "silu", ix, na)
+            n += 1
+            bad += (not torch.equal(ss, ss_ref)) or rel_err(out_s, ref_s) >= tol_for(dtype)
+            # the same in vLLM's layouts (x (batch, seqlen, dim) and the cache (lines, S, dim) transposed)
+            xs = torch.randn(3, 4, D, device=dev, dtype=dtype).transpose(1, 2)
+            ss = torch.randn(5, W + 2, D, device=dev, dtype=dtype).transpose(1, 2)
+            ss_ref = ss.clone()
+            out_s = ops.spec_update(xs, ss, w, b, True, ix, na, -1, None, -1, None, None, None)
             ran(ops, "spec_update")
             ref_s = causal_conv1d_update_spec_ref(xs, ss_ref, w, b, "silu", ix, na)
             n += 1

@@ -1,4 +1,4 @@
-"""causal_conv1d_contract.index_client: the one PEP 503/691 client (file://, http on 127.0.0.1)."""
+"""causal_conv1d_contract.net: the one PEP 503/691 client (file://, http on 127.0.0.1) and index reachability."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import causal_conv1d_contract as contract
-from causal_conv1d_contract import index_client as ic
+from causal_conv1d_contract import net as ic
 
 WHEEL = "causal_conv1d-1.7.0+cpu.torch2.13-cp39-abi3-linux_x86_64.whl"
 SHA = "ab" * 32

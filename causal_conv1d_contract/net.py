@@ -1,9 +1,11 @@
-"""The one client of PEP 503 / PEP 691 index pages: fetch a page, parse its links.
+"""The project's network code: the one client of PEP 503 / PEP 691 index pages (fetch a page, parse
+its links) and the reachability check of an index.
 
 Used by the sdist's index-first step (``build_support/prebuilt.py``: fetch, select, download),
 ``python -m causal_conv1d doctor`` (one request: is the wheel there?), ``index_site verify`` (every
 link of a site resolves and matches) and the release rehearsal (the served page lists the wheel);
-``build_matrix refresh`` parses PyTorch's pages with :func:`parse_anchors`.
+``build_matrix refresh`` parses PyTorch's pages with :func:`parse_anchors`; the build driver and the
+release rehearsal ask :func:`index_reachable` before they use an index.
 
 Stdlib only, like the rest of ``causal_conv1d_contract``: doctor runs in a user's venv that has torch
 and this wheel and nothing else (no ``packaging``, no ``requests``), and the index-first step runs
@@ -37,7 +39,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any, Callable, Optional, Union
 
-from causal_conv1d_contract import ENV_INDEX_TIMEOUT, InvalidSetting
+from causal_conv1d_contract.environment import ENV_INDEX_TIMEOUT, InvalidSetting
 
 __all__ = [
     "ACCEPT_ANY",
@@ -59,6 +61,7 @@ __all__ = [
     "retryable",
     "split_fragment",
     "filename_of",
+    "index_reachable",
 ]
 
 #: PEP 691 JSON preferred, PEP 503 HTML accepted.
@@ -412,3 +415,19 @@ def parse_page(body: Union[bytes, str], content_type: str, page_url: str) -> Pag
     if "json" in content_type:
         return _parse_json(data, page_url)
     return _parse_html(data, page_url)
+
+
+def index_reachable(url: str, timeout: float = 8.0) -> bool:
+    """Whether an index answers at all: any HTTP status counts; DNS/connect failures do not.
+
+    ``file:`` URLs always count (a folder is checked when it is read).
+    """
+    if url.startswith("file:"):
+        return True
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except (OSError, ValueError):
+        return False

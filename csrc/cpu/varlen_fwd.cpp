@@ -1,0 +1,175 @@
+// CPU kernel of causal_conv1d::varlen_fwd (schema: csrc/ops.cpp; semantics: docs/serving.md,
+// "Prefill"): a packed batch of requests over a state cache whose live window is the first
+// H = width - 1 entries of a line, with vLLM's prefix caching (the states at block boundaries
+// written to the lines of their blocks).
+//
+// x is cast to the cache's dtype first (the compute dtype, as in vLLM); out is computed in it and
+// returned in x's dtype. One task per (request, channel): it copies the initial window, walks the
+// request's tokens with a W-tap window in the accumulation type (float32; float64 for a float64
+// cache), then writes the block-boundary states and the final state.
+#include "serving_common.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace causal_conv1d {
+namespace cpu_serving {
+namespace {
+
+struct VarlenPlan {
+  Index q, lines, hinit, first, last, init_idx, computed;
+  int64_t batch = 0, pad_slot_id = -1, block = 0;
+  bool apc = false, silu = false;
+};
+
+// The input and output lines of request i (pad_slot_id possible).
+inline int64_t line_in(const VarlenPlan& p, int64_t i) {
+  if (p.apc) return p.lines.at(i, p.init_idx.at(i));
+  return p.lines.empty() ? i : p.lines.at(i);
+}
+inline int64_t line_out(const VarlenPlan& p, int64_t i) {
+  if (p.apc) return p.lines.at(i, p.last.at(i));
+  return p.lines.empty() ? i : p.lines.at(i);
+}
+
+// The block boundaries (multiples of B) inside (p0, p0 + n): floor((p0 + n - 1) / B) - floor(p0 / B).
+inline int64_t boundaries_inside(int64_t p0, int64_t n, int64_t B) { return (p0 + n - 1) / B - p0 / B; }
+
+void check_values(const VarlenPlan& p, int64_t total, int64_t num_lines) {
+  check_qsl_values(p.q, p.batch, total, "x.shape[1]");
+  for (int64_t i = 0; i < p.batch; ++i) {
+    if (!p.apc) {
+      if (!p.lines.empty()) check_line(p.lines.at(i), num_lines, p.pad_slot_id, "cache_indices", i, 0, false, "conv_states");
+      continue;
+    }
+    const int64_t cols = p.lines.cols;
+    check_block_col(p.init_idx.at(i), cols, "initial_state_idx", i, "cache_indices");
+    check_block_col(p.last.at(i), cols, "block_idx_last_scheduled_token", i, "cache_indices");
+    check_block_col(p.first.at(i), cols, "block_idx_first_scheduled_token", i, "cache_indices");
+    const int64_t k = p.last.at(i) - p.first.at(i);
+    CC1D_CHECK_VALUE(k >= 0, "block_idx_first_scheduled_token[", i, "] = ", p.first.at(i),
+                     " must be <= block_idx_last_scheduled_token[", i, "] = ", p.last.at(i));
+    const int64_t p0 = p.computed.at(i);
+    CC1D_CHECK_VALUE(p0 >= 0, "num_computed_tokens[", i, "] = ", p0, " must be >= 0");
+    const int64_t c_in = line_in(p, i);
+    check_line(c_in, num_lines, p.pad_slot_id, "cache_indices", i, p.init_idx.at(i), true, "conv_states");
+    const int64_t n = p.q.at(i + 1) - p.q.at(i);
+    if (n <= 0 || c_in == p.pad_slot_id) continue;  // request skipped: nothing else is read
+    check_line(line_out(p, i), num_lines, p.pad_slot_id, "cache_indices", i, p.last.at(i), true, "conv_states");
+    for (int64_t j = 0; j < k; ++j) {
+      check_line(p.lines.at(i, p.first.at(i) + j), num_lines, p.pad_slot_id, "cache_indices", i, p.first.at(i) + j,
+                 true, "conv_states");
+    }
+    const int64_t inside = boundaries_inside(p0, n, p.block);
+    CC1D_CHECK_VALUE(k <= inside, "block_idx_last_scheduled_token[", i, "] - block_idx_first_scheduled_token[", i,
+                     "] = ", k, " block-boundary states to write, but request ", i, " (num_computed_tokens = ", p0,
+                     ", ", n, " new tokens) crosses only ", inside, " boundaries of block_size_to_align = ", p.block,
+                     " tokens");
+  }
+}
+
+template <typename T>
+void varlen_rows(const Tensor& x, const Tensor& out, Tensor& cs, const Tensor& wf, const Tensor& bf,
+                 const VarlenPlan& p) {
+  using A = acc_t<T>;
+  const int64_t D = x.size(0), W = wf.size(1), H = W - 1;
+  const T* xp = x.const_data_ptr<T>();
+  T* op = out.mutable_data_ptr<T>();
+  T* cp = cs.mutable_data_ptr<T>();
+  const A* wp = wf.const_data_ptr<A>();
+  const A* bp = bf.defined() ? bf.const_data_ptr<A>() : nullptr;
+  const int64_t sxd = x.stride(0), sxt = x.stride(1), sod = out.stride(0), sot = out.stride(1);
+  const int64_t scb = cs.stride(0), scd = cs.stride(1), scl = cs.stride(2);
+  parallel_for(0, p.batch * D, 1, [&](int64_t r0, int64_t r1) {
+    std::vector<T> init(H);  // the initial window, in the cache's dtype
+    std::vector<A> win(H);
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t i = r / D, d = r % D;
+      const int64_t start = p.q.at(i), n = p.q.at(i + 1) - start;
+      if (n <= 0) continue;  // no tokens: no line touched
+      const int64_t c_in = line_in(p, i);
+      if (c_in == p.pad_slot_id) continue;  // skipped request: output 0 (zero-filled), no line touched
+      const T* xr = xp + d * sxd + start * sxt;
+      T* orow = op + d * sod + start * sot;
+      const bool has_init = !p.hinit.empty() && p.hinit.at(i) != 0;
+      const T* cin = cp + c_in * scb + d * scd;
+      for (int64_t j = 0; j < H; ++j) init[j] = has_init ? cin[j * scl] : static_cast<T>(A(0));
+      // cat(init, x_i)[e]: the request's inputs with the initial window in front
+      auto ext = [&](int64_t e) -> T { return e < H ? init[e] : xr[(e - H) * sxt]; };
+      for (int64_t j = 0; j < H; ++j) win[j] = static_cast<A>(init[j]);
+      const A* w = wp + d * W;
+      const A bv = bp ? bp[d] : A(0);
+      for (int64_t t = 0; t < n; ++t) {
+        const A xt = static_cast<A>(xr[t * sxt]);
+        A acc = bv + w[H] * xt;
+        for (int64_t k = 0; k < H; ++k) acc += w[k] * win[k];
+        orow[t * sot] = static_cast<T>(p.silu ? silu(acc) : acc);
+        for (int64_t k = 0; k + 1 < H; ++k) win[k] = win[k + 1];
+        win[H - 1] = xt;
+      }
+      auto write_state = [&](int64_t line, int64_t e0) {  // line[0:H] = ext[e0 : e0 + H]
+        if (line == p.pad_slot_id) return;
+        T* c = cp + line * scb + d * scd;
+        for (int64_t j = 0; j < H; ++j) c[j * scl] = ext(e0 + j);
+      };
+      if (p.apc) {
+        const int64_t k = p.last.at(i) - p.first.at(i), p0 = p.computed.at(i), B = p.block;
+        const int64_t end = p0 + n, last_boundary = ((end - 1) / B) * B;  // the last multiple of B below end
+        for (int64_t j = 0; j < k; ++j) {
+          const int64_t P = last_boundary - (k - 1 - j) * B;  // in (p0, end): check_values
+          write_state(p.lines.at(i, p.first.at(i) + j), P - p0);  // the H inputs before position P
+        }
+      }
+      write_state(line_out(p, i), n);
+    }
+  });
+}
+
+Tensor varlen_fwd_cpu(const Tensor& x, const Tensor& weight, const OptTensor& bias, Tensor& conv_states,
+                      const Tensor& query_start_loc, const OptTensor& cache_indices,
+                      const OptTensor& has_initial_state, bool silu, int64_t pad_slot_id,
+                      const OptTensor& block_idx_first, const OptTensor& block_idx_last,
+                      const OptTensor& initial_state_idx, const OptTensor& num_computed_tokens,
+                      int64_t block_size_to_align) {
+  VarlenPlan p;
+  p.batch = check_varlen_fwd_args(x, weight, bias, conv_states, query_start_loc, cache_indices, has_initial_state,
+                                  block_idx_first, block_idx_last, initial_state_idx, num_computed_tokens,
+                                  block_size_to_align, kMaxWidth, /*allow_float64=*/true);
+  const int64_t D = x.size(0), total = x.size(1);
+  const bool cl = varlen_is_channel_last(x);
+  const ScalarType st = conv_states.scalar_type();
+  Tensor hi = has_initial_state.has_value() ? to_dtype(*has_initial_state, ScalarType::Int) : Tensor();
+  p.q = Index(query_start_loc);
+  p.lines = Index(cache_indices);
+  p.hinit = hi.defined() ? Index(OptTensor(hi)) : Index();
+  p.apc = block_idx_last.has_value();
+  p.first = Index(block_idx_first);
+  p.last = Index(block_idx_last);
+  p.init_idx = Index(initial_state_idx);
+  p.computed = Index(num_computed_tokens);
+  p.pad_slot_id = pad_slot_id;
+  p.block = block_size_to_align;
+  p.silu = silu;
+  check_values(p, total, conv_states.size(0));
+  const Tensor xc = to_dtype(x, st);  // vLLM: x.to(conv_states.dtype)
+  Tensor out = empty_dt(D, total, cl, st, x);
+  if (out.numel() > 0) zero_fill(out);  // tokens of no request, and skipped requests, are 0
+  const ScalarType acc = st == ScalarType::Double ? ScalarType::Double : ScalarType::Float;
+  Tensor wf = as_contiguous(to_dtype(weight, acc));
+  Tensor bf = bias.has_value() ? as_contiguous(to_dtype(*bias, acc)) : Tensor();
+  if (p.batch > 0 && D > 0) {
+    dispatch_dtype(st, "conv_states", [&](auto tag) {
+      using TT = decltype(tag);
+      varlen_rows<TT>(xc, out, conv_states, wf, bf, p);
+    });
+  }
+  return to_dtype(out, x.scalar_type());  // a dense tensor keeps its layout
+}
+
+}  // namespace
+}  // namespace cpu_serving
+}  // namespace causal_conv1d
+
+CC1D_LIBRARY_IMPL(causal_conv1d, CPU, m) {
+  m.impl("varlen_fwd", CC1D_KERNEL(&causal_conv1d::cpu_serving::varlen_fwd_cpu));
+}

@@ -1,0 +1,149 @@
+// The decode / speculative update fast path (kernel path spec_update_fast; semantics:
+// docs/serving.md): vLLM's layouts, x channel-last ((batch, seqlen, dim) transposed, or a ragged
+// (num_tokens, dim)) and the cache (lines, state_len, dim) transposed. A thread owns one 16-byte
+// vector of channels (8 for 16-bit types, 4 for fp32) of one request: it loads the history window
+// and up to four tokens before the first use, computes the outputs, and writes the new state (the
+// window was read first, so an in-place line is safe). A warp moves 512 contiguous bytes per access.
+//
+// Eligible: width 2-4, the cache in x's dtype with channel stride 1 and 16-byte aligned rows, x and
+// out channel-contiguous with 16-byte aligned token rows, dim a multiple of the vector, no tree drafts.
+#include "launch_check.cuh"
+
+#include "dispatch.cuh"
+#include "varlen_device.cuh"
+
+namespace causal_conv1d_cuda {
+namespace {
+
+using namespace serving;
+
+constexpr int kThreads = 128;
+constexpr int kUnroll = 4;
+
+template <typename T, int kW>
+__global__ void __launch_bounds__(kThreads) spec_fast_kernel(const SpecParams p) {
+  constexpr int kC = 16 / static_cast<int>(sizeof(T));
+  constexpr int kH = kW - 1;
+  const int64_t ch = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) * kC;
+  if (ch >= p.dim) return;
+  const int hr = p.width - 1;
+  float w[kC][kW], bias[kC];
+  load_weights<SpecParams, kC, kW>(p, ch, w, bias);
+  for (int64_t b = blockIdx.y; b < p.batch; b += gridDim.y) {
+    int64_t n = p.seqlen;
+    const T* xr;
+    T* outr;
+    if (p.qsl != nullptr) {
+      const int64_t t0 = clamp64(p.qsl[b], 0, p.total), t1 = clamp64(p.qsl[b + 1], 0, p.total);
+      n = t1 > t0 ? t1 - t0 : 0;
+      xr = static_cast<const T*>(p.x) + t0 * p.x_ls + ch;
+      outr = static_cast<T*>(p.out) + t0 * p.o_ls + ch;
+      // tokens of no request (before the first, after the last): 0, by the first / last request's threads
+      T* o = static_cast<T*>(p.out) + ch;
+      if (b == 0)
+        for (int64_t t = 0; t < t0; ++t) st_global_16(o + t * p.o_ls, make_uint4(0u, 0u, 0u, 0u));
+      if (b == p.batch - 1)
+        for (int64_t t = t1 > t0 ? t1 : t0; t < p.total; ++t) st_global_16(o + t * p.o_ls, make_uint4(0u, 0u, 0u, 0u));
+    } else {
+      xr = static_cast<const T*>(p.x) + b * p.x_bs + ch;
+      outr = static_cast<T*>(p.out) + b * p.o_bs + ch;
+    }
+    if (n == 0) continue;
+    int64_t c_in = 0, c_out = 0;
+    if (!request_lines(p.ci, b, p.pad_slot_id, p.lines, c_in, c_out)) {  // skipped: output 0
+      for (int64_t i = 0; i < n; ++i) st_global_16(outr + i * p.o_ls, make_uint4(0u, 0u, 0u, 0u));
+      continue;
+    }
+    const int64_t S = p.state_len;
+    const int64_t off = p.num_accepted != nullptr ? clamp64(static_cast<int64_t>(p.num_accepted[b]) - 1, 0, S - hr) : 0;
+    const T* cin = static_cast<const T*>(p.state) + c_in * p.st_bs + ch;
+    uint4 wraw[kH];
+#pragma unroll
+    for (int j = 0; j < kH; ++j)
+      if (j >= kH - hr) wraw[j] = ld_global_16(cin + (off + j - (kH - hr)) * p.st_ls);
+    float win[kH][kC];
+#pragma unroll
+    for (int j = 0; j < kH; ++j) {
+      if (j >= kH - hr) {
+        Vec16<T>::load(wraw[j], win[j]);
+      } else {
+#pragma unroll
+        for (int c = 0; c < kC; ++c) win[j][c] = 0.f;
+      }
+    }
+    T* cout = static_cast<T*>(p.state) + c_out * p.st_bs + ch;
+    const bool spec = p.num_accepted != nullptr;
+    if (spec) {  // cat(window[1:], x): the first hr - 1 entries now (the window is in registers)
+#pragma unroll
+      for (int j = 0; j < kH; ++j) {
+        const int e = j - (kH - hr) - 1;
+        if (e >= 0) st_global_16(cout + e * p.st_ls, wraw[j]);
+      }
+    }
+    for (int64_t i0 = 0; i0 < n; i0 += kUnroll) {
+      uint4 xraw[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (i0 + u < n) xraw[u] = ld_global_16(xr + (i0 + u) * p.x_ls);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        if (i0 + u < n) {
+          const int64_t i = i0 + u;
+          float xv[kC], o[kC];
+          Vec16<T>::load(xraw[u], xv);
+          conv_out<kC, kW>(w, bias, win, xv, p.silu, o);
+          st_global_16(outr + i * p.o_ls, Vec16<T>::store(o));
+          if (spec && hr - 1 + i < S) st_global_16(cout + (hr - 1 + i) * p.st_ls, xraw[u]);
+          shift_in<kC, kH>(win, xv);
+        }
+      }
+    }
+    if (!spec) {  // the last hr inputs
+#pragma unroll
+      for (int j = 0; j < kH; ++j) {
+        const int e = j - (kH - hr);
+        if (e >= 0) st_global_16(cout + e * p.st_ls, Vec16<T>::store(win[j]));
+      }
+    }
+  }
+}
+
+template <typename T>
+bool vec_aligned(const void* ptr, int64_t stride) {
+  return aligned_to(ptr, 16) && (stride * static_cast<int64_t>(sizeof(T))) % 16 == 0;
+}
+
+template <typename T>
+bool eligible_typed(const SpecParams& p) {
+  constexpr int kC = 16 / static_cast<int>(sizeof(T));
+  const bool rows = p.qsl != nullptr || (vec_aligned<T>(p.x, p.x_bs) && vec_aligned<T>(p.out, p.o_bs));
+  return p.dim % kC == 0 && p.x_cs == 1 && p.o_cs == 1 && p.st_cs == 1 && rows && vec_aligned<T>(p.x, p.x_ls) &&
+         vec_aligned<T>(p.out, p.o_ls) && vec_aligned<T>(p.state, p.st_bs) && vec_aligned<T>(p.state, p.st_ls);
+}
+
+}  // namespace
+
+namespace spec_update_fast {
+bool eligible(const SpecParams& p) {
+  if (p.width > 4 || p.st_dtype != p.x_dtype || p.parent != nullptr) return false;
+  switch (p.x_dtype) {
+    case kFloat16: return eligible_typed<__half>(p);
+    case kBFloat16: return eligible_typed<__nv_bfloat16>(p);
+    default: return eligible_typed<float>(p);
+  }
+}
+
+void launch(const SpecParams& p, cudaStream_t stream) {
+  dispatch_dtype_width(p.x_dtype, p.width, Widths<4>{}, [&](auto tag, auto width) {
+    using T = typename decltype(tag)::type;
+    constexpr int kC = 16 / static_cast<int>(sizeof(T));
+    const int64_t groups = p.dim / kC;
+    const dim3 grid(static_cast<unsigned>((groups + kThreads - 1) / kThreads),
+                    static_cast<unsigned>(p.batch < 65535 ? p.batch : 65535));
+    spec_fast_kernel<T, decltype(width)::value><<<grid, kThreads, 0, stream>>>(p);
+    CC1D_CUDA_LAUNCH_CHECK();
+  });
+}
+}  // namespace spec_update_fast
+
+}  // namespace causal_conv1d_cuda
