@@ -41,6 +41,7 @@ from causal_conv1d_contract.environment import (
     ENVIRONMENT,
     KERNEL_SWITCHES,
     InvalidSetting,
+    check_settings,
     env_flag,
 )
 from causal_conv1d_contract.layout import (
@@ -126,6 +127,7 @@ __all__ = [
     "InvalidWheelName",
     "InvalidSetting",
     "env_flag",
+    "check_settings",
     "Variant",
     "StableVariant",
     "BuildVariant",

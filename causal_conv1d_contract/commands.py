@@ -35,7 +35,7 @@ from causal_conv1d_contract.project import PACKAGE_VERSION, PROJECT_NAME
 from causal_conv1d_contract.variants import BuildVariant
 
 __all__ = ["PYTORCH_INDEX_URL", "torch_index_url", "install_commands", "sdist_commands", "source_commands",
-           "repair_commands"]
+           "repair_commands", "no_torch_advice"]
 
 #: PyTorch's package index; ``<this><accel>/`` holds the torch builds of one accelerator.
 PYTORCH_INDEX_URL = "https://download.pytorch.org/whl/"
@@ -123,3 +123,13 @@ def repair_commands(base: str, variant: BuildVariant, version: str) -> dict[str,
                 f"--extra-index-url {url}"),
         "uv": f"uv pip install --reinstall-package {PROJECT_NAME} --no-deps {pin} --index {uv_index_name(variant)}={url}",
     }
+
+
+def no_torch_advice(base: str, *, pytorch_index: str = PYTORCH_INDEX_URL) -> str:
+    """What to do without torch (the import guard and doctor say it): torch from PyTorch's index of the
+    build wanted -- a plain ``pip install torch`` gets PyPI's torch, a CUDA build on Linux -- then
+    causal-conv1d for it (the landing page and doctor print the exact commands)."""
+    return (f"Install torch first, from PyTorch's index of the build you want: pip install torch --index-url "
+            f"{torch_index_url('cpu', pytorch_index)} (CPU) or --index-url {torch_index_url('cu130', pytorch_index)} "
+            f"(CUDA 13.0), not a plain `pip install torch` (on Linux PyPI's torch is a CUDA build); then "
+            f"python -m causal_conv1d doctor, or the chooser at {base}index.html, prints the causal-conv1d command")

@@ -24,6 +24,8 @@ from index_site.coverage import (
     platform_sort_key,
     variant_sort_key,
 )
+from index_site.doctor_app import DOCTOR_APP_NAME, doctor_app
+from index_site.doctor_app import run_command as doctor_command
 from index_site.manifest import Entry, Manifest, SdistEntry
 
 #: ``<meta name="pypi:repository-version">`` of the HTML pages (PEP 629).
@@ -306,6 +308,7 @@ def _landing(entries: list[Entry], rows: list[CoverageRow], site_url: str, sdist
             data=data,
             noscript_command=install_cmds.install_commands(site_url, example, f"=={example.torch}.*")["pip"],
             noscript_variant=example.name,
+            doctor_command=doctor_command(site_url),
         )
     )
     return html.encode("utf-8")
@@ -334,6 +337,7 @@ def render_pages(manifest: Manifest, rows: list[CoverageRow]) -> dict[str, bytes
     pages[f"{contract.WHEELS_DIR}/index.html"] = (
         _env().get_template("variants.html").render(project=contract.PROJECT_NAME, variants=listing).encode("utf-8")
     )
-    pages["index.html"] = _landing(list(manifest.entries), rows, contract.site_base(site_url or contract.DEFAULT_INDEX_URL),
-                                   manifest.sdists)
+    public = contract.site_base(site_url or contract.DEFAULT_INDEX_URL)
+    pages["index.html"] = _landing(list(manifest.entries), rows, public, manifest.sdists)
+    pages[DOCTOR_APP_NAME] = doctor_app(public)  # doctor before install: python doctor.pyz
     return pages
