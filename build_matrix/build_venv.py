@@ -71,9 +71,19 @@ def _index_args(job: Any, opts: Any) -> list[str]:
         return ["--extra-index-url", opts.torch_index_url] if opts.torch_index_url else []
     url = job.torch_index_url
     if url and not _reachable(url):
-        say(f"the job's torch index {url} is unreachable from here: using pip's configured indexes "
-             "(the installed torch is verified against the job below; --torch-index-url overrides)")
-        return []
+        if opts.torch_spec:  # the user named the torch: pip's configured indexes (or a local wheel) have it
+            say(f"the job's torch index {url} is unreachable from here: installing {opts.torch_spec} from pip's "
+                "configured indexes (verified against the job below; --torch-index-url overrides)")
+            return []
+        # Refused before anything is installed: pip's configured indexes give another build of torch
+        # (PyPI's Linux torch is a CUDA build, GBs), which the check after the install would refuse.
+        raise BuildError(
+            f"the job's torch index {url} is unreachable from here, and pip's configured indexes would install "
+            f"some other build of {_torch_spec(job, opts)} (PyPI's torch on Linux is a CUDA build) that job "
+            f"{job.id} cannot use. Pass --torch-spec with a torch of the job's build that you can reach, e.g. "
+            f"--torch-spec 'torch=={job.torch_version}+{job.accel}' --torch-index-url <a mirror of {url}>, or a "
+            "local torch wheel path as --torch-spec with --torch-index-url ''"
+        )
     return ["--extra-index-url", url] if url else []
 
 

@@ -31,7 +31,8 @@ def _filters(plan: Plan) -> dict[str, Any]:
 
 
 def table(plan: Plan) -> dict[str, Any]:
-    """``{"platforms": [...], "rows": [{"torch", "accel", "variant", "cells": {platform: cell}}]}``."""
+    """``{"platforms": [...], "rows": [{"torch", "accel", "variant", "confidence", "cells": {platform: cell}}]}``;
+    a row whose torch release data is low confidence (compat.toml) also has a ``note`` saying what is assumed."""
     platforms = list(dict.fromkeys(c.platform for c in plan.combinations))
     by_id = {j.id: j for j in plan.jobs}
     jobs = {}
@@ -70,7 +71,11 @@ def table(plan: Plan) -> dict[str, Any]:
                 if rel.has_build(c.accel, plat):
                     reason = f"torch {c.torch} {c.accel} on {plat} ships for no CPython this wheel can serve"
                 cells[plat] = {"status": "unavailable", "job": None, "reason": reason}
-        rows.append({"torch": c.torch, "accel": c.accel, "variant": f"torch{c.torch}-{c.accel}", "cells": cells})
+        row: dict[str, Any] = {"torch": c.torch, "accel": c.accel, "variant": f"torch{c.torch}-{c.accel}",
+                               "confidence": rel.confidence, "cells": cells}
+        if rel.confidence == "low":  # what is assumed (the landing page says it next to the command)
+            row["note"] = rel.note or rel.source
+        rows.append(row)
     return {"platforms": platforms, "abi3": True, "rows": rows, "jobs": job_counts(plan)}
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Sequence
+from typing import Optional
 
 __all__ = [
     "EXIT_OK",
@@ -90,11 +91,13 @@ class UnknownValue(BuildMatrixError, ValueError):
 
     exit_code = 3
 
-    def __init__(self, kind: str, value: str, valid: Sequence[str], *, hint: str = "") -> None:
+    def __init__(self, kind: str, value: str, valid: Sequence[str], *, hint: str = "",
+                 suggestions: Optional[Sequence[str]] = None) -> None:
         self.kind = kind
         self.value = value
         self.valid = list(valid)
-        self.suggestions = suggest(value, self.valid)
+        # suggestions: what the caller knows is meant (a torch >= 2.10 job id: its stable job), else difflib's
+        self.suggestions = list(suggestions) if suggestions is not None else suggest(value, self.valid)
         msg = f"Unknown {kind}: {value!r}."
         if self.suggestions:
             msg += " Perhaps you meant " + " or ".join(repr(s) for s in self.suggestions) + "?"
@@ -110,8 +113,9 @@ class UnknownValue(BuildMatrixError, ValueError):
 class UnknownJob(UnknownValue):
     """``Plan.job(job_id)`` got an id that is not in the plan (message suggests close ids)."""
 
-    def __init__(self, value: str, valid: Sequence[str], *, hint: str = "") -> None:
-        super().__init__("job", value, valid, hint=hint)
+    def __init__(self, value: str, valid: Sequence[str], *, hint: str = "",
+                 suggestions: Optional[Sequence[str]] = None) -> None:
+        super().__init__("job", value, valid, hint=hint, suggestions=suggestions)
 
 
 class DataError(BuildMatrixError):

@@ -222,24 +222,28 @@ class Plan:
         for job in self.jobs:
             if job.id == job_id:
                 return job
-        raise UnknownJob(job_id, [j.id for j in self.jobs], hint=self._stable_hint(job_id))
+        hint, meant = self._stable_hint(job_id)
+        raise UnknownJob(job_id, [j.id for j in self.jobs], hint=hint, suggestions=meant)
 
-    def _stable_hint(self, job_id: str) -> str:
-        """For a per-minor id of a torch >= 2.10 (``torch2.13-cpu-linux-x86_64``): its stable job."""
+    def _stable_hint(self, job_id: str) -> tuple[str, Optional[list[str]]]:
+        """For a per-minor id of a torch >= 2.10 (``torch2.13-cpu-linux-x86_64``): (why there is no such
+        job, [its stable job] -- the only suggestion: older torch minors' jobs would build another
+        torch's wheel). ("", None) for any other id: difflib's close ids are the suggestions."""
         m = re.match(r"^(torch\d+\.\d+-(?:cpu|cu\d+))-(.+)$", job_id)
         if not m:
-            return ""
+            return "", None
         try:
             stable = contract.stable_variant_for(contract.Variant.parse(m.group(1)))
         except contract.InvalidVariant:
-            return ""
+            return "", None
         if stable is None:
-            return ""
+            return "", None
         for job in self.jobs:
             if job.variant == stable and job.id.endswith("-" + m.group(2)):
                 return (f"{m.group(1)} has no per-minor job: the stable-ABI job {job.id} builds the wheel that "
-                        f"serves every torch >= {stable.torch} of the {stable.family} family.")
-        return f"{m.group(1)} has no per-minor job: torch >= {stable.torch} is served by the stable-ABI jobs ({stable.name}-*)."
+                        f"serves every torch >= {stable.torch} of the {stable.family} family.", [job.id])
+        return (f"{m.group(1)} has no per-minor job: torch >= {stable.torch} is served by the stable-ABI jobs "
+                f"({stable.name}-*)."), None
 
     def summary(self) -> dict[str, Any]:
         covered = sum(1 for c in self.combinations if c.status == "covered")

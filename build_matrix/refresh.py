@@ -31,7 +31,7 @@ import requests
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 from requests.adapters import HTTPAdapter
-from urllib3.exceptions import ConnectTimeoutError, ReadTimeoutError
+from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError, ReadTimeoutError
 from urllib3.util.retry import Retry
 
 import causal_conv1d_contract as contract
@@ -179,12 +179,37 @@ def classify(filename: str, accel: str) -> Optional[Observation]:
     return found
 
 
+def _reason(exc: BaseException) -> object:
+    """The urllib3 error behind a requests exception (after retries: MaxRetryError.reason)."""
+    inner = exc.args[0] if exc.args else None
+    return getattr(inner, "reason", inner)
+
+
 def _is_timeout(exc: BaseException) -> bool:
-    """Timeouts arrive as Timeout, or (after retries) as a ConnectionError wrapping MaxRetryError."""
+    """Timeouts arrive as Timeout, or (after retries) as a ConnectionError wrapping MaxRetryError.
+    urllib3's NewConnectionError (refused, unresolvable host) subclasses ConnectTimeoutError: not a timeout."""
     if isinstance(exc, requests.exceptions.Timeout):
         return True
-    reason = getattr(exc.args[0], "reason", None) if exc.args else None
+    reason = _reason(exc)
+    if isinstance(reason, NewConnectionError):
+        return False
     return isinstance(reason, (ReadTimeoutError, ConnectTimeoutError))
+
+
+def _connection_failure(url: str, exc: BaseException) -> str:
+    """One line for a request that got no response: what happened, in words, and what to check."""
+    reason = _reason(exc)
+    host = urllib.parse.urlsplit(url).netloc or url
+    if isinstance(reason, NameResolutionError):
+        return (f"Cannot fetch {url}: the host name {host!r} does not resolve (DNS); "
+                "check the URL (--index-url), your network and proxy settings")
+    if isinstance(reason, NewConnectionError):
+        refused = "refused" in str(reason).lower()
+        what = "the connection was refused" if refused else "no connection could be made"
+        return (f"Cannot fetch {url}: {what} ({host}); is the server running and the URL (--index-url) right? "
+                "Check your network and proxy settings")
+    return (f"Cannot fetch {url}: {exc.__class__.__name__}: {exc}; "
+            "check the URL, your network and proxy settings")
 
 
 def fetch_filenames(session: requests.Session, url: str, *, timeout: tuple[float, float]) -> list[str]:
@@ -193,8 +218,7 @@ def fetch_filenames(session: requests.Session, url: str, *, timeout: tuple[float
         resp = session.get(url, headers={"Accept": ACCEPT}, timeout=timeout)
     except requests.exceptions.RequestException as exc:
         if not _is_timeout(exc):
-            raise FetchError(f"Cannot fetch {url}: {exc.__class__.__name__}: {exc}; "
-                             "check the URL, your network and proxy settings") from None
+            raise FetchError(_connection_failure(url, exc)) from None
         raise FetchError(f"Timed out fetching {url} (timeout {timeout[0]}s connect / {timeout[1]}s read): {exc.__class__.__name__}; "
                          "retry later or raise --timeout") from None
     if resp.status_code != 200:

@@ -186,8 +186,8 @@ def _check_name(w: _Wheel, exp: Expectation) -> CheckResult:
         return CheckResult("name", "fail", w.name_error or "does not parse")
     wn = w.wheel_name
     problems = []
-    if wn.version.base_version != contract.PACKAGE_VERSION:
-        problems.append(f"version {wn.version.base_version} != package version {contract.PACKAGE_VERSION}")
+    if wn.version.public != contract.PACKAGE_VERSION:
+        problems.append(f"version {wn.version.public} != package version {contract.PACKAGE_VERSION}")
     if exp.variant is not None and wn.variant != exp.variant:
         problems.append(f"variant {wn.variant} != planned {exp.variant}")
     if exp.arch is not None:

@@ -16,19 +16,21 @@
   to ``sys.path`` so setup.py compiles against the torch you install into.
 - sdist, editable and the rest: setuptools unchanged (editable installs always compile).
 
-``CAUSAL_CONV1D_PREBUILT_ONLY=TRUE`` stops with a message instead of compiling.
+``CAUSAL_CONV1D_PREBUILT_ONLY=TRUE`` stops with a message instead of compiling. Every hook parses
+every setting first and reports a bad one as one line, never a traceback (:func:`_one_error_block`).
 """
 
 from __future__ import annotations
 
 import email.parser
+import functools
 import json
 import os
 import shutil
 import sys
 import zipfile
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional, TypeVar
 
 from setuptools import build_meta as _st
 
@@ -41,14 +43,35 @@ __all__ = [
     "get_requires_for_build_editable", "prepare_metadata_for_build_editable", "build_editable",
 ]
 
-get_requires_for_build_sdist = _st.get_requires_for_build_sdist
-build_sdist = _st.build_sdist
-get_requires_for_build_editable = _st.get_requires_for_build_editable
-prepare_metadata_for_build_editable = _st.prepare_metadata_for_build_editable
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _one_error_block(hook: _F) -> _F:
+    """Every hook parses every setting first (``contract.check_settings``: a bad value is refused whatever
+    path the build takes) and reports a bad setting, or a value the contracts refuse, as one line --
+    ``causal-conv1d: Invalid value for CAUSAL_CONV1D_FORCE_BUILD (expected TRUE or FALSE): 'maybe'`` --
+    through SystemExit: the frontend shows the backend's output once, with no traceback."""
+
+    @functools.wraps(hook)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            contract.check_settings()
+            return hook(*args, **kwargs)
+        except (contract.InvalidSetting, contract.InvalidVariant, contract.InvalidWheelName) as exc:
+            raise SystemExit(f"causal-conv1d: {exc}") from None
+
+    return run  # type: ignore[return-value]
+
+
+get_requires_for_build_sdist = _one_error_block(_st.get_requires_for_build_sdist)
+build_sdist = _one_error_block(_st.build_sdist)
+get_requires_for_build_editable = _one_error_block(_st.get_requires_for_build_editable)
+prepare_metadata_for_build_editable = _one_error_block(_st.prepare_metadata_for_build_editable)
 
 _STASH = ".causal_conv1d_prebuilt"  # inside metadata_directory: the verified wheel + decision.json
 
 
+@_one_error_block
 def get_requires_for_build_wheel(config_settings: Optional[dict[str, Any]] = None) -> list[str]:
     """``ninja`` when this build will compile (and none is on PATH), else nothing.
 
@@ -123,6 +146,7 @@ def _write_metadata_from_wheel(wheel: Path, metadata_directory: Path) -> str:
     return name
 
 
+@_one_error_block
 def prepare_metadata_for_build_wheel(metadata_directory: str, config_settings: Optional[dict[str, Any]] = None) -> str:
     mdir = Path(metadata_directory)
     stash = mdir / _STASH
@@ -159,6 +183,7 @@ def _stashed(metadata_directory: Optional[str]) -> tuple[bool, Optional[Path]]:
     return True, (stash / wheel if wheel and (stash / wheel).is_file() else None)
 
 
+@_one_error_block
 def build_wheel(wheel_directory: str, config_settings: Optional[dict[str, Any]] = None,
                 metadata_directory: Optional[str] = None) -> str:
     decided, wheel = _stashed(metadata_directory)
@@ -180,6 +205,7 @@ def build_wheel(wheel_directory: str, config_settings: Optional[dict[str, Any]] 
     return _st.build_wheel(wheel_directory, config_settings, metadata_directory if decided else None)
 
 
+@_one_error_block
 def build_editable(wheel_directory: str, config_settings: Optional[dict[str, Any]] = None,
                    metadata_directory: Optional[str] = None) -> str:
     _expose_target_torch(None)

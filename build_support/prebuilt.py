@@ -159,7 +159,7 @@ def fetch_prebuilt(dest_dir: Path) -> Outcome:
         _fall_back(msg)
         return Outcome(None, msg, variant.name, info, why)
     msg = f"using prebuilt wheel {cand.filename} from {cand.url} (sha256 verified; installed as {contract.PACKAGE_VERSION})"
-    _say(msg)
+    _tell_user(msg)  # at the default verbosity too: what was installed is as much news as a local build
     return Outcome(wheel, msg, variant.name, info, why)
 
 

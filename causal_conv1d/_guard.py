@@ -98,7 +98,10 @@ def read_build_record(path: Optional[Path] = None) -> Optional[dict[str, Any]]:
 
 
 def _reinstall_hint() -> str:
-    return "Reinstall it: pip install --force-reinstall --no-deps causal-conv1d (or run: python -m causal_conv1d doctor)"
+    """Pinned to this version, from the site (an unpinned ``causal-conv1d`` resolves to PyPI's other
+    project of that name): python -m causal_conv1d doctor gives the wheel command for this torch."""
+    sdist = _commands.sdist_commands(contract.index_base())["pip"]
+    return f"Run python -m causal_conv1d doctor for the wheel that matches your torch, or reinstall from source: {sdist}"
 
 
 def _minor(version: Optional[str]) -> Optional[tuple[int, int]]:
@@ -198,9 +201,11 @@ def mismatches(record: dict[str, Any], torch_version: str, torch_cuda: Optional[
     return problems
 
 
-def fix_instructions(record: dict[str, Any], torch_version: str, torch_cuda: Optional[str], torch_abi: Optional[bool]) -> str:
-    """What to run to get a binary that matches the running torch (pip commands, index URL)."""
-    base = contract.index_base()
+def fix_instructions(record: dict[str, Any], torch_version: str, torch_cuda: Optional[str], torch_abi: Optional[bool],
+                     *, base: Optional[str] = None) -> str:
+    """What to run to get a binary that matches the running torch (pip commands, index URL).
+    ``base``: the site (default: ``contract.index_base()``)."""
+    base = contract.index_base() if base is None else base
     try:
         variant = contract.Variant.from_torch(torch_version, torch_cuda, torch_abi)
     except contract.InvalidVariant as exc:
@@ -221,9 +226,9 @@ def fix_instructions(record: dict[str, Any], torch_version: str, torch_cuda: Opt
             "No prebuilt wheel is published for it (its C++ ABI differs from PyTorch's official build of that variant)."
         )
     lines.append(
-        "Or reinstall from source (index first, else a local build for this torch; --no-cache-dir because pip "
-        "caches the wheel it made for the previous torch):  "
-        f'pip install --no-cache-dir --force-reinstall --no-deps --no-binary causal-conv1d "causal-conv1d=={public}"'
+        "Or reinstall from source (this project's sdist from the site: index first, else a local build for this "
+        "torch; --no-cache-dir because pip caches the wheel it made for the previous torch):  "
+        + _commands.sdist_commands(base, version=public)["pip"]
     )
     built = record.get("variant")
     if built and _stable_target(record) is not None:
@@ -263,7 +268,8 @@ def _running_torch() -> tuple[str, Optional[str], Optional[bool]]:
         import torch  # noqa: PLC0415
     except ImportError as exc:
         raise ImportError(
-            f"causal-conv1d needs PyTorch, which cannot be imported ({exc}). Install torch first: pip install torch"
+            f"causal-conv1d needs PyTorch, which cannot be imported ({exc}). "
+            + _commands.no_torch_advice(contract.index_base())
         ) from exc
     abi = getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", None)
     return str(torch.__version__), torch.version.cuda, None if abi is None else bool(abi)

@@ -27,6 +27,7 @@ from typing import Any, Optional
 import torch
 
 __all__ = [
+    "check_devices",
     "is_channel_last",
     "empty_bdl",
     "needs_grad",
@@ -55,6 +56,23 @@ def empty_bdl(
     return like.new_empty((batch, dim, seqlen), dtype=dtype)
 
 
+def check_devices(x: Tensor, **tensors: Optional[Tensor]) -> None:
+    """Refuse tensor arguments on another device than x (the rule of csrc/checks.h, check_same_device).
+
+    The fake kernels below also run for real calls in which *any* argument is on the ``meta`` device
+    (the dispatcher picks the Meta kernel): a CPU x with an unmaterialised meta weight would otherwise
+    return uninitialised memory. Under torch.compile (fake tensors) every argument reports its real
+    device and this passes, as it does when every argument is on ``meta``."""
+    for name, t in tensors.items():
+        if t is None or t.device == x.device:
+            continue
+        hint = ""
+        if "meta" in (t.device.type, x.device.type):
+            hint = ("; tensors on the meta device hold no data (e.g. weights left unmaterialised after an "
+                    "empty-weights init): materialise and load them first (module.to_empty(device=...))")
+        raise RuntimeError(f"{name} must be on the same device as x ({x.device}), got {t.device}{hint}")
+
+
 @torch.library.register_fake("causal_conv1d::fwd")
 def _fwd_fake(
     x: Tensor,
@@ -65,6 +83,7 @@ def _fwd_fake(
     return_final_states: bool,
     silu: bool,
 ) -> tuple[Tensor, Tensor]:
+    check_devices(x, weight=weight, bias=bias, seq_idx=seq_idx, initial_states=initial_states)
     batch, dim, seqlen = x.shape
     width = weight.shape[1]
     channel_last = is_channel_last(x)
@@ -85,6 +104,8 @@ def _bwd_fake(
     return_dinitial_states: bool,
     silu: bool,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    check_devices(x, weight=weight, bias=bias, dout=dout, seq_idx=seq_idx, initial_states=initial_states,
+                  dfinal_states=dfinal_states)
     batch, dim, seqlen = x.shape
     width = weight.shape[1]
     channel_last = is_channel_last(x)
@@ -108,6 +129,8 @@ def _update_fake(
     cache_seqlens: Optional[Tensor],
     conv_state_indices: Optional[Tensor],
 ) -> Tensor:
+    check_devices(x, conv_state=conv_state, weight=weight, bias=bias, cache_seqlens=cache_seqlens,
+                  conv_state_indices=conv_state_indices)
     if x.dim() == 2:  # one token, (batch, dim): out (batch, dim), contiguous like the kernels'
         return x.new_empty(x.shape)
     batch, dim, seqlen = x.shape

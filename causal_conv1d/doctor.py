@@ -10,6 +10,18 @@ install with CPU kernels only: a note (not a problem) says so and gives the comm
 Runs on broken installs: it needs neither the compiled extension nor ``packaging`` (without
 ``packaging`` the index check matches platform tags by OS and CPU only, not the glibc version). It does not import
 ``build_support`` (not shipped in wheels).
+
+Runs before any install, too: the site serves this module, ``_guard`` and the contracts as one
+stdlib-only zip application, ``<site>/doctor.pyz`` (index_site/doctor_app.py; ``python doctor.pyz``),
+where they form the package ``causal_conv1d_doctor`` -- hence the relative import of ``_guard``. It
+then finds an installed causal-conv1d without importing it first (its build record by
+``importlib.util.find_spec``), reports "not installed" without calling that a problem, and asks the
+site it was downloaded from (``site.json`` in the zip) unless ``CAUSAL_CONV1D_INDEX_URL`` says otherwise.
+
+A broken install (a build for another torch, a damaged build record) gets commands that repair it:
+``--force-reinstall --no-deps`` and the exact version (a plain install would say "Requirement
+already satisfied"). No torch at all gets the command for torch from PyTorch's index (never PyPI's
+default torch, a CUDA build on Linux) with the CPU wheel, and the landing page for any other build.
 """
 
 from __future__ import annotations
@@ -25,13 +37,44 @@ import sysconfig
 from typing import Any, Optional
 
 import causal_conv1d_contract as contract
-from causal_conv1d import _guard
 from causal_conv1d_contract import commands as _commands
 from causal_conv1d_contract import net
 
-__all__ = ["collect", "format_text", "main", "INDEX_TIMEOUT_S"]
+from . import _guard  # causal_conv1d._guard, or causal_conv1d_doctor._guard in doctor.pyz
+
+__all__ = ["collect", "format_text", "main", "INDEX_TIMEOUT_S", "STANDALONE"]
 
 INDEX_TIMEOUT_S = 5.0
+#: Whether this runs from doctor.pyz (package causal_conv1d_doctor) rather than an installed package.
+STANDALONE = __package__ != contract.DIST_NAME
+#: doctor.pyz's record of the site that served it (index_site/doctor_app.py writes it).
+SITE_FILE = "site.json"
+
+
+def _site_base() -> str:
+    """``CAUSAL_CONV1D_INDEX_URL`` when set; else, in doctor.pyz, the site that served it; else the default."""
+    if os.environ.get(contract.ENV_INDEX_URL, "").strip() or not STANDALONE:
+        return contract.index_base()
+    try:
+        from importlib import resources  # noqa: PLC0415
+
+        site = json.loads(resources.files(__package__).joinpath(SITE_FILE).read_text(encoding="utf-8"))["site_url"]
+    except (OSError, ValueError, KeyError, TypeError, ModuleNotFoundError):
+        return contract.index_base()
+    return contract.site_base(site) if isinstance(site, str) and site else contract.index_base()
+
+
+def _installed_package_dir() -> Optional[str]:
+    """The directory of the installed ``causal_conv1d`` package, found without importing it; None if absent."""
+    from importlib.util import find_spec  # noqa: PLC0415
+
+    try:
+        spec = find_spec(contract.DIST_NAME)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return list(spec.submodule_search_locations)[0]
 
 
 def _run(cmd: list[str], timeout: float = 20) -> Optional[str]:
@@ -100,7 +143,12 @@ def compiler_section() -> dict[str, Any]:
 
 
 def record_section(torch_info: dict[str, Any]) -> dict[str, Any]:
-    path = _guard.record_path()
+    where = _installed_package_dir() if STANDALONE else None
+    if STANDALONE and where is None:
+        return {"path": None, "status": "not installed", "record": None, "mismatches": [], "limitation": None}
+    from pathlib import Path  # noqa: PLC0415
+
+    path = Path(where) / contract.BUILD_INFO_FILENAME if where else _guard.record_path()
     try:
         record = _guard.read_build_record(path)
     except ImportError as exc:
@@ -136,6 +184,8 @@ def install_section() -> dict[str, Any]:
 
 
 def import_section() -> dict[str, Any]:
+    if STANDALONE and _installed_package_dir() is None:
+        return {"ok": False, "error": None, "build_mismatch": False, "installed": False}
     pkg = sys.modules.get("causal_conv1d")
     err = getattr(pkg, "_IMPORT_ERROR", None) if pkg is not None else None
     if err is not None:
@@ -151,7 +201,9 @@ def import_section() -> dict[str, Any]:
 
 def _import_failure(err: BaseException) -> dict[str, Any]:
     """``build_mismatch``: the guard refused the build (its reasons and fix are reported once, as problems)."""
-    return {"ok": False, "error": f"{type(err).__name__}: {err}", "build_mismatch": isinstance(err, _guard.BuildMismatch)}
+    # by name: doctor.pyz's _guard is another module than the installed package's, whose error this is
+    mismatch = any(cls.__name__ == _guard.BuildMismatch.__name__ for cls in type(err).__mro__)
+    return {"ok": False, "error": f"{type(err).__name__}: {err}", "build_mismatch": mismatch}
 
 
 def _compatible_platforms() -> Optional[set[str]]:
@@ -253,22 +305,40 @@ def _torch_pin(torch_version: Optional[str]) -> str:
 
 
 def commands(variant: contract.BuildVariant, base: str, torch_version: Optional[str] = None,
-             torch_accel: Optional[str] = None) -> dict[str, str]:
+             torch_accel: Optional[str] = None, *, repair: bool = False) -> dict[str, str]:
     """The install commands for this machine's variant: torch (pinned to the running one) and our
     wheel together, from PyTorch's index of that accelerator and the variant's index. ``variant`` may
-    be the stable-ABI family page's build; ``torch_accel`` then names the running torch's accelerator."""
+    be the stable-ABI family page's build; ``torch_accel`` then names the running torch's accelerator.
+
+    ``repair``: an install that is there but broken (a build for another torch, a damaged record): the
+    first commands replace it (``--force-reinstall --no-deps``, the exact version; torch untouched),
+    since a plain install finds the same public version and changes nothing. The from-source command
+    builds this project's sdist, pinned, from the site's ``source/`` index (never PyPI's package of
+    the same name)."""
     pin = _torch_pin(torch_version) or f"=={variant.torch}.*"
     full = f"{contract.PACKAGE_VERSION}+{contract.local_version(variant)}"
     cmds = _commands.install_commands(base, variant, pin, torch_accel=torch_accel)
     exact = _commands.install_commands(base, variant, pin, version=full, torch_accel=torch_accel)
+    source = _commands.sdist_commands(base)["pip"] + "  # index first, else a local build"
+    if repair:
+        fix = _commands.repair_commands(base, variant, full)
+        return {"pip": fix["pip"], "uv": fix["uv"], "from_source": source, "fresh_venv": exact["pip"]}
     return {
         "pip": cmds["pip"],
         "pip_exact": exact["pip"],
         "uv": cmds["uv"],
         "uv_pyproject": cmds["uv_pyproject"],
-        "from_source": (f"pip install --no-cache-dir --no-binary causal-conv1d causal-conv1d=={contract.PACKAGE_VERSION}"
-                        "  # index first, else a local build"),
+        "from_source": source,
     }
+
+
+def no_torch_commands(base: str) -> dict[str, str]:
+    """No torch yet: torch from PyTorch's CPU index and the CPU stable-ABI wheel in one command (never
+    PyPI's default torch, which on Linux is a CUDA build); ``choose`` is the landing page, for a CUDA build."""
+    cpu = contract.StableVariant("cpu")
+    spec = f">={cpu.torch}"
+    cmds = _commands.install_commands(base, cpu, spec, torch_accel="cpu")
+    return {"pip": cmds["pip"], "uv": cmds["uv"], "choose": f"{contract.site_base(base)}index.html"}
 
 
 def _wheel_kind(wanted: contract.BuildVariant) -> str:
@@ -299,8 +369,10 @@ def collect(check_index: bool = True) -> dict[str, Any]:
         "problems": [],
     }
     problems: list[str] = report["problems"]
+    base = _site_base()
     if not t.get("importable"):
-        problems.append(f"torch is not importable ({t.get('error')}): pip install torch")
+        problems.append(f"torch is not importable ({t.get('error')}). {_commands.no_torch_advice(base)}")
+        report["commands"] = no_torch_commands(base)
     if t.get("build") == "rocm":
         problems.append("this torch is a ROCm build: causal-conv1d's GPU kernels are CUDA-only (CPU ops only)")
     rec = report["build_record"]
@@ -308,14 +380,15 @@ def collect(check_index: bool = True) -> dict[str, Any]:
         problems.append(rec["error"])
     for m in rec["mismatches"]:
         problems.append(f"build mismatch: {m}")
-    if not report["import"]["ok"] and not (report["import"]["build_mismatch"] and rec["mismatches"]):
+    installed = report["import"].get("installed", True)
+    if installed and not report["import"]["ok"] and not (report["import"]["build_mismatch"] and rec["mismatches"]):
         problems.append(f"import causal_conv1d fails: {report['import']['error']}")
     nv = report["nvcc"]
     if t.get("cuda") and nv.get("version") and nv["version"].split(".")[0] != str(t["cuda"]).split(".")[0]:
         problems.append(f"nvcc {nv['version']} and torch's CUDA {t['cuda']} differ in the major version "
                         "(a local build would fail; prebuilt wheels are unaffected)")
-    base = contract.index_base()
     report["index_base"] = base
+    broken = installed and bool(rec["mismatches"] or rec["status"] == "damaged" or not report["import"]["ok"])
     if t.get("importable") and not t.get("hip"):
         try:
             variant = contract.Variant.from_torch(t["version"], t["cuda"], t["cxx11_abi"])
@@ -330,13 +403,13 @@ def collect(check_index: bool = True) -> dict[str, Any]:
             page = wanted
             if check_index:
                 report["index"], page = find_wheel(wanted, variant, base)
-            report["commands"] = commands(page, base, t["version"], torch_accel=variant.accel)
+            report["commands"] = commands(page, base, t["version"], torch_accel=variant.accel, repair=broken)
         else:
             report["commands"] = {"from_source": commands(variant, base)["from_source"]}
             problems.append(f"variant {variant.name}: this torch's C++ ABI differs from PyTorch's official build; "
                             "no prebuilt wheels exist for it (build from source)")
         if rec["mismatches"]:
-            problems.append(_guard.fix_instructions(rec["record"], t["version"], t["cuda"], t["cxx11_abi"]))
+            problems.append(_guard.fix_instructions(rec["record"], t["version"], t["cuda"], t["cxx11_abi"], base=base))
         if rec.get("limitation"):  # a valid install (the CPU wheel on a CUDA torch): a note, not a problem
             cmds = report["commands"]
             how = (f"for the CUDA kernels install the {wanted.name} wheel:  {cmds['pip_exact']}" if "pip_exact" in cmds
@@ -349,6 +422,8 @@ def _import_line(r: dict[str, Any]) -> str:
     imp = r["import"]
     if imp["ok"]:
         return "ok"
+    if not imp.get("installed", True):
+        return "causal-conv1d is not installed (the commands below install it)"
     if imp.get("build_mismatch") and r["build_record"]["mismatches"]:
         return "FAILS: the build does not match the installed torch (see problems)"
     return f"FAILS: {imp['error']}"
@@ -369,7 +444,7 @@ def format_text(r: dict[str, Any]) -> str:
     cc = r["compiler"]
     lines.append(f"compiler    {cc['version'] or '-'} ({cc['path']})" if cc["path"] else "compiler    not found")
     rec = r["build_record"]
-    lines.append(f"build       {rec['status']} [{rec['path']}]")
+    lines.append(f"build       {rec['status']}" + (f" [{rec['path']}]" if rec["path"] else ""))
     if rec.get("kind"):
         lines.append(f"            kind: {rec['kind']}")
     if rec["record"]:
@@ -390,10 +465,15 @@ def format_text(r: dict[str, Any]) -> str:
         state = {True: f"yes: {idx['wheel']}", False: f"no ({idx['detail']})", None: f"unknown ({idx['detail']})"}
         lines.append(f"index       {state[idx['has_wheel']]}  [{idx['url']}]")
     if r.get("commands"):
-        lines.append("install:")
+        cmds = r["commands"]
+        lines.append("repair (replaces the installed build; torch is kept):" if "fresh_venv" in cmds else "install:")
         for key in ("pip", "pip_exact", "uv", "from_source"):
-            if key in r["commands"]:
-                lines.append(f"  {r['commands'][key]}")
+            if key in cmds:
+                lines.append(f"  {cmds[key]}")
+        if "fresh_venv" in cmds:
+            lines.append(f"  in a fresh venv:  {cmds['fresh_venv']}")
+        if "choose" in cmds:
+            lines.append(f"  (CPU build; for a CUDA build choose your torch at {cmds['choose']})")
         if "uv_pyproject" in r["commands"]:
             lines.append("  uv project (pyproject.toml):")
             lines += [f"    {ln}".rstrip() for ln in r["commands"]["uv_pyproject"].splitlines()]
@@ -414,7 +494,8 @@ def format_text(r: dict[str, Any]) -> str:
 def main(argv: Optional[list[str]] = None) -> int:
     import argparse  # noqa: PLC0415
 
-    ap = argparse.ArgumentParser(prog="python -m causal_conv1d doctor", description=__doc__.split("\n\n")[0])
+    prog = "python doctor.pyz" if STANDALONE else "python -m causal_conv1d doctor"
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", action="store_true", help="machine-readable output")
     ap.add_argument("--offline", action="store_true", help="do not query the index")
     args = ap.parse_args(argv)

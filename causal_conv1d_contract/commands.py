@@ -13,6 +13,12 @@ variant's index of our site. Without the torch index, a venv without torch gets 
   from the variant's index and torch (which that index does not have) from PyTorch's only.
 - a uv project: both indexes ``explicit = true`` and pinned in ``[tool.uv.sources]``.
 
+From source (no wheel for the combination, or a build for this very machine): the sdist of *this*
+project, pinned to its exact version and taken from the site's ``source/`` index
+(``causal_conv1d_contract.layout``) -- never an unpinned ``causal-conv1d``, which resolves to
+whatever PyPI holds under the name (upstream's 1.7.0 sdist) -- with ``--force-reinstall --no-deps``,
+so that it also repairs an install whose version already satisfies the pin and never touches torch.
+
 ``torch_spec`` is what to pin torch to: ``==2.13.*`` on the landing page, the running torch's exact
 public version (``==2.13.0``) in doctor and the guard, so the command never swaps an installed torch.
 
@@ -24,11 +30,12 @@ from __future__ import annotations
 
 from typing import Optional
 
-from causal_conv1d_contract.layout import uv_index_name, variant_index_url
-from causal_conv1d_contract.project import PROJECT_NAME
+from causal_conv1d_contract.layout import UV_SOURCE_INDEX_NAME, source_index_url, uv_index_name, variant_index_url
+from causal_conv1d_contract.project import PACKAGE_VERSION, PROJECT_NAME
 from causal_conv1d_contract.variants import BuildVariant
 
-__all__ = ["PYTORCH_INDEX_URL", "torch_index_url", "install_commands", "source_commands"]
+__all__ = ["PYTORCH_INDEX_URL", "torch_index_url", "install_commands", "sdist_commands", "source_commands",
+           "repair_commands", "no_torch_advice"]
 
 #: PyTorch's package index; ``<this><accel>/`` holds the torch builds of one accelerator.
 PYTORCH_INDEX_URL = "https://download.pytorch.org/whl/"
@@ -74,15 +81,55 @@ def install_commands(base: str, variant: BuildVariant, torch_spec: str, *,
     }
 
 
-def source_commands(accel: str, torch_spec: str, *, pytorch_index: str = PYTORCH_INDEX_URL) -> dict[str, str]:
-    """No wheel for the combination: the matching torch first, then the sdist, which looks up the
-    index and else compiles against that torch (pip's build isolation is fine: the build finds the
-    torch of the interpreter it installs into). uv builds in a venv that cannot see that torch, so
-    it is told to build causal-conv1d without isolation (setuptools and packaging must be there)."""
+def sdist_commands(base: str, *, version: str = PACKAGE_VERSION) -> dict[str, str]:
+    """pip / uv commands that build and install this project's sdist ``version`` from the site's
+    ``source/`` index next to the torch already installed (the sdist looks up a prebuilt wheel first,
+    else compiles against that torch). ``--force-reinstall`` (uv: ``--reinstall-package``) replaces an
+    installed build of the same version; ``--no-deps`` keeps torch as it is; ``--no-cache-dir`` skips a
+    wheel pip built for another torch. uv builds without isolation (setuptools and packaging must be
+    installed) so that the build sees that torch."""
+    url = source_index_url(base)
+    pin = f'"{PROJECT_NAME}=={version}"'
+    return {
+        "pip": (f"pip install --no-cache-dir --force-reinstall --no-deps --no-binary {PROJECT_NAME} {pin} "
+                f"--extra-index-url {url}"),
+        "uv": (f"uv pip install --reinstall-package {PROJECT_NAME} --no-deps --no-binary {PROJECT_NAME} "
+               f"--no-build-isolation-package {PROJECT_NAME} {pin} --index {UV_SOURCE_INDEX_NAME}={url}"),
+    }
+
+
+def source_commands(accel: str, torch_spec: str, *, base: str, version: str = PACKAGE_VERSION,
+                    pytorch_index: str = PYTORCH_INDEX_URL) -> dict[str, str]:
+    """No wheel for the combination: the matching torch first, then this project's sdist
+    (:func:`sdist_commands`), which looks up the index and else compiles against that torch."""
     torch_url = torch_index_url(accel, pytorch_index)
+    sdist = sdist_commands(base, version=version)
     return {
         "torch": f'pip install "torch{torch_spec}" --index-url {torch_url}',
-        "pip": f"pip install {PROJECT_NAME} --no-binary {PROJECT_NAME}",
+        "pip": sdist["pip"],
         "uv_torch": f'uv pip install "torch{torch_spec}" --index-url {torch_url} && uv pip install setuptools packaging',
-        "uv": f"uv pip install {PROJECT_NAME} --no-binary {PROJECT_NAME} --no-build-isolation-package {PROJECT_NAME}",
+        "uv": sdist["uv"],
     }
+
+
+def repair_commands(base: str, variant: BuildVariant, version: str) -> dict[str, str]:
+    """Replace an installed causal-conv1d by the wheel ``version`` of ``variant`` (``1.7.0.post1+cpu.stable2.10``),
+    torch untouched: what repairs a venv where a wheel of the same public version but for another torch
+    is installed (a plain install says "Requirement already satisfied" there)."""
+    url = variant_index_url(base, variant)
+    pin = f'"{PROJECT_NAME}=={version}"'
+    return {
+        "pip": (f"pip install --force-reinstall --no-deps {pin} --only-binary {PROJECT_NAME} "
+                f"--extra-index-url {url}"),
+        "uv": f"uv pip install --reinstall-package {PROJECT_NAME} --no-deps {pin} --index {uv_index_name(variant)}={url}",
+    }
+
+
+def no_torch_advice(base: str, *, pytorch_index: str = PYTORCH_INDEX_URL) -> str:
+    """What to do without torch (the import guard and doctor say it): torch from PyTorch's index of the
+    build wanted -- a plain ``pip install torch`` gets PyPI's torch, a CUDA build on Linux -- then
+    causal-conv1d for it (the landing page and doctor print the exact commands)."""
+    return (f"Install torch first, from PyTorch's index of the build you want: pip install torch --index-url "
+            f"{torch_index_url('cpu', pytorch_index)} (CPU) or --index-url {torch_index_url('cu130', pytorch_index)} "
+            f"(CUDA 13.0), not a plain `pip install torch` (on Linux PyPI's torch is a CUDA build); then "
+            f"python -m causal_conv1d doctor, or the chooser at {base}index.html, prints the causal-conv1d command")

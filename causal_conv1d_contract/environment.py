@@ -25,6 +25,8 @@ __all__ = [
     "DEV_ENVIRONMENT",
     "InvalidSetting",
     "env_flag",
+    "FLAG_SETTINGS",
+    "check_settings",
 ]
 
 ENV_FORCE_BUILD = "CAUSAL_CONV1D_FORCE_BUILD"  #: TRUE: skip the index, compile locally
@@ -97,3 +99,29 @@ def env_flag(name: str, environ: Optional[Mapping[str, str]] = None) -> Optional
     if raw.upper() in _ENV_FALSE:
         return False
     raise InvalidSetting(f"Invalid value for {name} (expected TRUE or FALSE): {raw!r}")
+
+
+#: The TRUE/FALSE settings of a build (:func:`env_flag`); the kernel switches are the extension's.
+FLAG_SETTINGS = (ENV_FORCE_BUILD, ENV_SKIP_CUDA_BUILD, ENV_FORCE_CXX11_ABI, ENV_PREBUILT_ONLY, ENV_STABLE_ABI)
+
+
+def check_settings(environ: Optional[Mapping[str, str]] = None) -> None:
+    """Parse every build and install setting once, up front; InvalidSetting (one line naming the variable
+    and the values it takes) for the first that is wrong, whatever path the build would take -- so a bad
+    value never passes because the code that reads it did not run (``CAUSAL_CONV1D_PREBUILT_ONLY=sure``
+    with a wheel found). The build backend, setup.py, doctor and the CLIs call it before anything else."""
+    from causal_conv1d_contract.layout import index_base  # noqa: PLC0415  (layout imports this module)
+    from causal_conv1d_contract.net import timeout_from_env  # noqa: PLC0415
+    from causal_conv1d_contract.variants import InvalidVariant, build_variant_from_local_version  # noqa: PLC0415
+
+    env = os.environ if environ is None else environ
+    for name in FLAG_SETTINGS:
+        env_flag(name, env)
+    index_base(env)
+    timeout_from_env(env)
+    label = env.get(ENV_LOCAL_VERSION, "").strip()
+    if label:
+        try:
+            build_variant_from_local_version(label)
+        except InvalidVariant as exc:
+            raise InvalidSetting(f"Invalid value for {ENV_LOCAL_VERSION} ({exc})") from None

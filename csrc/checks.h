@@ -19,8 +19,10 @@
 
 #include "torch_api.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <vector>
 
 namespace causal_conv1d {
 
@@ -88,6 +90,30 @@ inline void check_bdl_layout(const Tensor& t, const char* name) {
   CC1D_CHECK_VALUE(t.stride(2) == 1 || t.stride(1) == 1, name,
                     " must be channel-first (stride(2) == 1) or channel-last (stride(1) == 1), got strides ",
                     fmt_sizes(t.strides()), "; call .contiguous() first");
+}
+
+// A tensor an op writes into (conv_state): no two elements may share memory. The axes of more than
+// one element, sorted by stride, must each step over the whole extent of the axes below them; an
+// expanded view (stride 0, e.g. torch.randn(1, 8, 3).expand(3, 8, 3)) fails, and so would any layout
+// whose rows interleave. Writing into such a tensor would make every alias see the last row's state.
+inline bool overlaps_itself(const Tensor& t) {
+  std::vector<std::pair<int64_t, int64_t>> axes;  // (stride, size) of the axes with more than one element
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.size(d) > 1) axes.emplace_back(t.stride(d), t.size(d));
+  }
+  std::sort(axes.begin(), axes.end());
+  int64_t extent = 1;  // elements spanned by the axes so far
+  for (const auto& [stride, size] : axes) {
+    if (stride < extent) return true;
+    extent = stride * size;
+  }
+  return false;
+}
+
+inline void check_writable(const Tensor& t, const char* name) {
+  CC1D_CHECK_VALUE(!overlaps_itself(t), name, " is written in place and must not overlap itself, got shape ",
+                    fmt_sizes(t.sizes()), " with strides ", fmt_sizes(t.strides()),
+                    " (an expanded or stride-0 view); pass a tensor that owns its memory, e.g. ", name, ".clone()");
 }
 
 inline void check_width(int64_t width, int64_t max_width) {
@@ -199,6 +225,7 @@ inline void check_update_args(const Tensor& x, const Tensor& conv_state, const T
                     " in its second axis, got shape ", fmt_sizes(conv_state.sizes()));
   CC1D_CHECK_VALUE(conv_state.size(2) >= width - 1, "conv_state must have state_len (shape[2]) >= width - 1 = ",
                     width - 1, ", got shape ", fmt_sizes(conv_state.sizes()));
+  check_writable(conv_state, "conv_state");
   if (conv_state_indices.has_value()) {
     const Tensor& idx = *conv_state_indices;
     check_same_device(idx, x, "conv_state_indices");

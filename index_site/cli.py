@@ -38,6 +38,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
     _warn(result.problems)
     for entry in result.added:
         print(f"published {entry.filename} ({entry.variant}, sha256 {entry.sha256})")
+    for sd in result.added_sdists:
+        print(f"published {sd.filename} (sdist, source/ index, sha256 {sd.sha256})")
     print(
         f"site written to {result.out}: {result.total} wheel(s) in {result.variants} variant index(es), "
         f"{len(result.added)} new" + (f", {len(result.problems)} warning(s)" if result.problems else "")

@@ -61,6 +61,8 @@ class CoverageRow:
     variant: str
     wheel: bool
     reason: Optional[str]
+    confidence: Optional[str] = None  # of the build data of the row's torch release: high, medium, low
+    note: Optional[str] = None  # for low confidence: what the data assumes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,6 +125,7 @@ def stable_families(entries: list[Entry]) -> list[str]:
 
 
 _STATUSES = ("covered", "unavailable")
+_CONFIDENCE = ("high", "medium", "low")
 
 
 def _rows_of(raw: Any, where: str) -> list[CoverageRow]:
@@ -135,6 +138,11 @@ def _rows_of(raw: Any, where: str) -> list[CoverageRow]:
         contract.Variant.parse(variant)
     except contract.InvalidVariant as exc:
         raise ValueError(f"{where}: {exc}") from None
+    confidence, note = raw.get("confidence"), raw.get("note")
+    if confidence is not None and confidence not in _CONFIDENCE:
+        raise ValueError(f"{where}: 'confidence' must be one of {_CONFIDENCE}: {raw!r}")
+    if note is not None and not isinstance(note, str):
+        raise ValueError(f"{where}: 'note' must be a string: {raw!r}")
     cells = raw.get("cells")
     if not isinstance(cells, dict):
         raise ValueError(f"{where}: needs an object 'cells' (platform -> cell): {raw!r}")
@@ -146,7 +154,7 @@ def _rows_of(raw: Any, where: str) -> list[CoverageRow]:
         reason = cell.get("reason")
         if reason is not None and not isinstance(reason, str):
             raise ValueError(f"{where}.cells[{platform!r}]: 'reason' must be a string: {cell!r}")
-        rows.append(CoverageRow(platform, variant, status == "covered", reason))
+        rows.append(CoverageRow(platform, variant, status == "covered", reason, confidence, note))
     return rows
 
 
@@ -176,15 +184,21 @@ def dump_coverage(rows: list[CoverageRow]) -> bytes:
     """The coverage kept in the site (build_matrix's format), read back when no --coverage is given."""
     platforms = sorted({r.platform for r in rows}, key=platform_sort_key)
     by_variant: dict[str, dict[str, Any]] = {}
+    facts: dict[str, dict[str, str]] = {}
     for r in rows:
         cell: dict[str, Any] = {"status": "covered" if r.wheel else "unavailable"}
         if r.reason is not None:
             cell["reason"] = r.reason
         by_variant.setdefault(r.variant, {})[r.platform] = cell
+        known = facts.setdefault(r.variant, {})
+        if r.confidence is not None:
+            known["confidence"] = r.confidence
+        if r.note is not None:
+            known["note"] = r.note
     out = []
     for name in sorted(by_variant, key=variant_sort_key):
         v = contract.Variant.parse(name)
-        out.append({"torch": v.torch, "accel": v.accel, "variant": name, "cells": by_variant[name]})
+        out.append({"torch": v.torch, "accel": v.accel, "variant": name, **facts[name], "cells": by_variant[name]})
     doc = {"platforms": platforms, "rows": out}
     return (json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
 

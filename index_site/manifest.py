@@ -1,4 +1,4 @@
-"""The manifest: every wheel ever published, the site's source of truth (``site/manifest.json``).
+"""The manifest: every wheel and sdist ever published, the site's source of truth (``site/manifest.json``).
 
 Publishing only appends to it; an entry is never dropped or rewritten, except that ``yank`` marks
 it yanked. Serialisation is deterministic (sorted entries, sorted keys) so a site is reproducible.
@@ -10,6 +10,7 @@ __all__ = [
     "MANIFEST_FORMAT",
     "MANIFEST_NAME",
     "Entry",
+    "SdistEntry",
     "Manifest",
     "load_manifest",
     "parse_manifest",
@@ -28,7 +29,9 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 import causal_conv1d_contract as contract
+from causal_conv1d_contract import sdist as sdist_contract
 from index_site.errors import IndexSiteError, ManifestError, Problem, PublishConflict
+from index_site.sdists import SdistFile
 from index_site.wheels import WheelFile
 
 MANIFEST_FORMAT = 1
@@ -155,6 +158,70 @@ class Entry:
         )
 
 
+def _field(data: dict[str, Any], key: str, kind: Any, *, optional: bool = False) -> Any:
+    if key not in data:
+        raise ValueError(f"missing field {key!r}")
+    value = data[key]
+    if value is None and optional:
+        return None
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
+        raise ValueError(f"field {key!r} has the wrong type: {value!r}")
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class SdistEntry:
+    """One published sdist (listed on ``source/causal-conv1d/``, causal_conv1d_contract.sdist)."""
+
+    filename: str
+    version: str  # the public version; the file name says the same
+    url: str  # relative to the site root (self-hosted, quoted) or absolute
+    sha256: str
+    size: int
+    requires_python: Optional[str]
+    upload_time: str
+    yanked: Optional[str] = None
+
+    @property
+    def is_relative(self) -> bool:
+        return not urllib.parse.urlsplit(self.url).scheme
+
+    def to_json(self) -> dict[str, Any]:
+        yanked: Union[bool, str] = False if self.yanked is None else (self.yanked or True)
+        return {"filename": self.filename, "version": self.version, "url": self.url, "sha256": self.sha256,
+                "size": self.size, "requires_python": self.requires_python, "upload_time": self.upload_time,
+                "yanked": yanked}
+
+    @classmethod
+    def from_json(cls, data: Any) -> SdistEntry:
+        """Validate one ``sdists`` entry; raises ValueError naming the bad field."""
+        if not isinstance(data, dict):
+            raise ValueError(f"entry is not an object: {data!r}")
+        filename = _field(data, "filename", str)
+        try:
+            version = sdist_contract.parse_sdist_name(filename)
+        except sdist_contract.InvalidSdistName as exc:
+            raise ValueError(str(exc)) from None
+        if _field(data, "version", str) != version:
+            raise ValueError(f"version {data['version']!r} does not match the file name's {version!r}")
+        if not _SHA256_RE.match(_field(data, "sha256", str)):
+            raise ValueError(f"field 'sha256' is not a sha256 hex digest: {data['sha256']!r}")
+        size = _field(data, "size", int)
+        if size < 0:
+            raise ValueError(f"field 'size' is negative: {size!r}")
+        upload_time = _field(data, "upload_time", str)
+        try:
+            datetime.datetime.strptime(upload_time, _TIME_FORMAT)
+        except ValueError:
+            raise ValueError(f"field 'upload_time' is not YYYY-MM-DDTHH:MM:SSZ: {upload_time!r}") from None
+        yanked = data.get("yanked", False)
+        if not isinstance(yanked, (bool, str)):
+            raise ValueError(f"field 'yanked' must be false, true or a reason: {yanked!r}")
+        return cls(filename, version, _field(data, "url", str), data["sha256"], size,
+                   _field(data, "requires_python", str, optional=True), upload_time,
+                   None if yanked is False else ("" if yanked is True else yanked))
+
+
 @dataclasses.dataclass(frozen=True)
 class Manifest:
     """Every wheel published, plus entries that could not be read (kept verbatim, never dropped)."""
@@ -162,6 +229,8 @@ class Manifest:
     entries: tuple = ()  # tuple[Entry, ...], sorted by filename
     unreadable: tuple = ()  # tuple[Any, ...]: raw JSON values of entries that did not validate
     site_url: Optional[str] = None  # the public URL the site was last built for (--site-url)
+    sdists: tuple = ()  # tuple[SdistEntry, ...], sorted by filename
+    unreadable_sdists: tuple = ()  # raw JSON values of sdist entries that did not validate
 
     def by_name(self) -> dict[str, Entry]:
         return {e.filename: e for e in self.entries}
@@ -174,7 +243,12 @@ class Manifest:
             head["site_url"] = self.site_url
         lines = [f" {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}," for k, v in sorted(head.items())]
         body = ",\n".join("  " + json.dumps(f, sort_keys=True, ensure_ascii=False) for f in files)
-        return "{\n" + "\n".join(lines) + '\n "files": [\n' + body + ("\n" if files else "") + " ]\n}\n"
+        out = "{\n" + "\n".join(lines) + '\n "files": [\n' + body + ("\n" if files else "") + " ]"
+        sdists = [e.to_json() for e in self.sdists] + list(self.unreadable_sdists)
+        if sdists:  # absent until the first sdist is published (manifests from before sdists read the same)
+            rows = ",\n".join("  " + json.dumps(f, sort_keys=True, ensure_ascii=False) for f in sdists)
+            out += ',\n "sdists": [\n' + rows + "\n ]"
+        return out + "\n}\n"
 
     def merge(self, wheels: list[WheelFile], url_for: Any, now: str) -> tuple[Manifest, list[Entry]]:
         """Add new wheels; returns the new manifest and the entries added.
@@ -218,11 +292,38 @@ class Manifest:
         merged = dataclasses.replace(self, entries=tuple(existing[k] for k in sorted(existing)))
         return merged, added
 
+    def merge_sdists(self, sdists: list[SdistFile], url_for: Any, now: str) -> tuple[Manifest, list[SdistEntry]]:
+        """Add new sdists, append-only as :meth:`merge` is for wheels."""
+        existing = {e.filename: e for e in self.sdists}
+        raw_names = {r.get("filename") for r in self.unreadable_sdists if isinstance(r, dict)}
+        added: list[SdistEntry] = []
+        for sd in sdists:
+            old = existing.get(sd.filename)
+            if old is not None:
+                if old.sha256 != sd.sha256:
+                    raise PublishConflict(
+                        f"{sd.filename!r} is already published with sha256 {old.sha256} (uploaded {old.upload_time}), "
+                        f"and {str(sd.path)!r} has sha256 {sd.sha256}. Publishing is append-only: a published file "
+                        "is never replaced. Give the new sdist a new version (docs/release.md, \"Version scheme\")."
+                    )
+                continue
+            if sd.filename in raw_names:
+                raise PublishConflict(f"{sd.filename!r} has an unreadable entry in the manifest; fix that entry by hand "
+                                      "before publishing this file again")
+            entry = SdistEntry(sd.filename, sd.version, url_for(sd.filename), sd.sha256, sd.size, sd.requires_python, now)
+            existing[sd.filename] = entry
+            added.append(entry)
+        return dataclasses.replace(self, sdists=tuple(existing[k] for k in sorted(existing))), added
+
     def yank(self, filename: str, reason: str) -> Manifest:
         """Mark a published file yanked (PEP 592); raises IndexSiteError for an unknown file."""
+        sdists = {e.filename: e for e in self.sdists}
+        if filename in sdists:
+            sdists[filename] = dataclasses.replace(sdists[filename], yanked=reason)
+            return dataclasses.replace(self, sdists=tuple(sdists[k] for k in sorted(sdists)))
         existing = self.by_name()
         if filename not in existing:
-            close = difflib.get_close_matches(filename, list(existing), n=1)
+            close = difflib.get_close_matches(filename, list(existing) + list(sdists), n=1)
             hint = f" Perhaps you meant {close[0]!r}?" if close else ""
             raise IndexSiteError(f"Cannot yank {filename!r}: no such file in the manifest.{hint}")
         existing[filename] = dataclasses.replace(existing[filename], yanked=reason)
@@ -269,7 +370,25 @@ def parse_manifest(text: str, source: str) -> tuple[Manifest, list[Problem]]:
     if site_url is not None and not isinstance(site_url, str):
         problems.append(Problem(source, f"'site_url' is not a string, ignored: {site_url!r}"))
         site_url = None
-    return Manifest(tuple(entries[k] for k in sorted(entries)), tuple(unreadable), site_url), problems
+    raw_sdists = doc.get("sdists", [])
+    if not isinstance(raw_sdists, list):
+        raise ManifestError(f"{source}: 'sdists' must be a list of sdist entries, got {type(raw_sdists).__name__}")
+    sdists: dict[str, SdistEntry] = {}
+    bad_sdists: list[Any] = []
+    for i, raw in enumerate(raw_sdists):
+        try:
+            sd = SdistEntry.from_json(raw)
+        except ValueError as exc:
+            problems.append(Problem(f"{source} (sdists[{i}])", f"unreadable entry, kept as is but not listed: {exc}"))
+            bad_sdists.append(raw)
+            continue
+        if sd.filename in sdists:
+            problems.append(Problem(f"{source} (sdists[{i}])", f"duplicate entry for {sd.filename!r}; kept as is"))
+            bad_sdists.append(raw)
+            continue
+        sdists[sd.filename] = sd
+    return Manifest(tuple(entries[k] for k in sorted(entries)), tuple(unreadable), site_url,
+                    tuple(sdists[k] for k in sorted(sdists)), tuple(bad_sdists)), problems
 
 
 def load_manifest(path: Path) -> tuple[Manifest, list[Problem]]:

@@ -24,7 +24,9 @@ from index_site.coverage import (
     platform_sort_key,
     variant_sort_key,
 )
-from index_site.manifest import Entry, Manifest
+from index_site.doctor_app import DOCTOR_APP_NAME, doctor_app
+from index_site.doctor_app import run_command as doctor_command
+from index_site.manifest import Entry, Manifest, SdistEntry
 
 #: ``<meta name="pypi:repository-version">`` of the HTML pages (PEP 629).
 HTML_API_VERSION = "1.0"
@@ -57,7 +59,7 @@ def _href(entry: Entry) -> str:
     return entry.url if not entry.is_relative else _PROJECT_PAGE_TO_ROOT + entry.url
 
 
-def _yanked_json(entry: Entry) -> Any:
+def _yanked_json(entry: Entry | SdistEntry) -> Any:
     return False if entry.yanked is None else (entry.yanked or True)
 
 
@@ -99,6 +101,39 @@ def _project_pages(variant: str, entries: list[Entry]) -> dict[str, bytes]:
         ],
     }
     return {base + "index.html": html.encode("utf-8"), base + "index.json": _json(doc)}
+
+
+def _source_pages(sdists: list[SdistEntry]) -> dict[str, bytes]:
+    """``source/`` (PEP 503 root) and ``source/causal-conv1d/`` listing the sdists (no core metadata:
+    pip reads an sdist's by building it)."""
+    root = contract.source_path()
+    to_root = "../" * (root + contract.PROJECT_NAME + "/").count("/")
+    href = {e.filename: (e.url if not e.is_relative else to_root + e.url) for e in sdists}
+    files = [{"filename": e.filename, "href": href[e.filename], "sha256": e.sha256, "requires_python": e.requires_python,
+              "metadata_sha256": None, "yanked": e.yanked} for e in sdists]
+    env = _env()
+    page = root + contract.PROJECT_NAME + "/"
+    label = "source distributions"
+    doc = {
+        "meta": {"api-version": JSON_API_VERSION},
+        "name": contract.PROJECT_NAME,
+        "versions": sorted({e.version for e in sdists}, key=Version),
+        "files": [
+            {"filename": e.filename, "url": href[e.filename], "hashes": {"sha256": e.sha256},
+             **({"requires-python": e.requires_python} if e.requires_python else {}),
+             "yanked": _yanked_json(e), "size": e.size, "upload-time": e.upload_time}
+            for e in sdists
+        ],
+    }
+    roots = {"meta": {"api-version": JSON_API_VERSION}, "projects": [{"name": contract.PROJECT_NAME}]}
+    return {
+        root + "index.html": env.get_template("root.html").render(
+            api_version=HTML_API_VERSION, project=contract.PROJECT_NAME, variant=label).encode("utf-8"),
+        root + "index.json": _json(roots),
+        page + "index.html": env.get_template("project.html").render(
+            api_version=HTML_API_VERSION, project=contract.PROJECT_NAME, variant=label, files=files).encode("utf-8"),
+        page + "index.json": _json(doc),
+    }
 
 
 def _root_pages(variant: str) -> dict[str, bytes]:
@@ -181,7 +216,7 @@ def _variant_commands(site_url: str, variant_name: str) -> dict[str, Any]:
     spec = f"=={v.torch}.*"
     return {
         "wheel": install_cmds.install_commands(site_url, v, spec),
-        "source": install_cmds.source_commands(v.accel, spec),
+        "source": install_cmds.source_commands(v.accel, spec, base=site_url),
     }
 
 
@@ -191,11 +226,11 @@ def _stable_commands(site_url: str, sv: contract.StableVariant, newer: str, torc
     spec = f">={newer}"
     return {
         "wheel": install_cmds.install_commands(site_url, sv, spec, torch_accel=torch_accel),
-        "source": install_cmds.source_commands(torch_accel, spec),
+        "source": install_cmds.source_commands(torch_accel, spec, base=site_url),
     }
 
 
-def _landing(entries: list[Entry], rows: list[CoverageRow], site_url: str) -> bytes:
+def _landing(entries: list[Entry], rows: list[CoverageRow], site_url: str, sdists: tuple = ()) -> bytes:
     cells = coverage_cells(entries, rows)
     platforms = sorted({p for p, _ in cells}, key=platform_sort_key)
     variants = sorted({v for _, v in cells}, key=_variant_sort_key)  # the stable family pages first
@@ -206,7 +241,14 @@ def _landing(entries: list[Entry], rows: list[CoverageRow], site_url: str) -> by
     commands: dict[str, Any] = {}
     if newer is not None:  # any torch newer than the site knows: the stable family pages
         torch_accels[newer] = []
-        for sv in stable:
+        # every family the data has a torch >= the stable target of, with a wheel published or not: a
+        # CUDA 12 torch is never offered the CUDA 13 family (the page then says there is no wheel)
+        families = {sv.family for sv in stable}
+        for name in per_minor:
+            v = contract.Variant.parse(name)
+            if v.torch_minor >= contract.STABLE_TARGET and contract.accel_family(v.accel) in contract.ACCEL_FAMILIES:
+                families.add(contract.accel_family(v.accel))
+        for sv in sorted((contract.StableVariant(f) for f in families), key=lambda sv: _variant_sort_key(sv.name)):
             pytorch = _pytorch_accel(sv, per_minor)
             torch_accels[newer].append({"id": sv.family, "label": _family_label(sv.family) + " (stable ABI)",
                                         "variant": sv.name, "pytorch": pytorch, "stable": True})
@@ -226,12 +268,17 @@ def _landing(entries: list[Entry], rows: list[CoverageRow], site_url: str) -> by
                           "accel": _family_label(v.family) + " (stable ABI)", "cells": row})
         else:
             table.append({"variant": name, "torch": v.torch, "accel": _accel_label(v.accel), "cells": row})
+    notes: dict[str, str] = {}  # torch minor -> what its low-confidence build data assumes
+    for r in rows:
+        if r.confidence == "low":
+            notes.setdefault(contract.Variant.parse(r.variant).torch, r.note or "the build data assumes it")
     data = {
         "site_url": site_url,
         "project": contract.PROJECT_NAME,
         "platforms": [{"id": p, "label": PLATFORMS.get(p, p)} for p in platforms],
         "torch": [
-            {"version": t, "label": f"{t} or newer" if t == newer else t, "newer": t == newer, "accels": accels}
+            {"version": t, "label": f"{t} or newer" if t == newer else t, "newer": t == newer, "accels": accels,
+             "low_confidence": notes.get(t)}
             for t, accels in torch_accels.items()
         ],
         "cells": {
@@ -239,6 +286,8 @@ def _landing(entries: list[Entry], rows: list[CoverageRow], site_url: str) -> by
             for (p, v), c in sorted(cells.items())
         },
         "commands": commands,
+        "version": contract.PACKAGE_VERSION,
+        "sdists": [e.filename for e in sdists if e.yanked is None],
         "default": _default_selection(cells, platforms, per_minor),
     }
     example = contract.Variant.parse(per_minor[0]) if per_minor else contract.Variant((2, 13), "cpu")
@@ -259,6 +308,7 @@ def _landing(entries: list[Entry], rows: list[CoverageRow], site_url: str) -> by
             data=data,
             noscript_command=install_cmds.install_commands(site_url, example, f"=={example.torch}.*")["pip"],
             noscript_variant=example.name,
+            doctor_command=doctor_command(site_url),
         )
     )
     return html.encode("utf-8")
@@ -282,8 +332,12 @@ def render_pages(manifest: Manifest, rows: list[CoverageRow]) -> dict[str, bytes
         {"name": v, "count": len(by_variant[v]), "yanked": sum(e.yanked is not None for e in by_variant[v])}
         for v in sorted(by_variant, key=_variant_sort_key)
     ]
+    if manifest.sdists:
+        pages.update(_source_pages(list(manifest.sdists)))
     pages[f"{contract.WHEELS_DIR}/index.html"] = (
         _env().get_template("variants.html").render(project=contract.PROJECT_NAME, variants=listing).encode("utf-8")
     )
-    pages["index.html"] = _landing(list(manifest.entries), rows, contract.site_base(site_url or contract.DEFAULT_INDEX_URL))
+    public = contract.site_base(site_url or contract.DEFAULT_INDEX_URL)
+    pages["index.html"] = _landing(list(manifest.entries), rows, public, manifest.sdists)
+    pages[DOCTOR_APP_NAME] = doctor_app(public)  # doctor before install: python doctor.pyz
     return pages

@@ -19,13 +19,14 @@ import tempfile
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Callable, Optional
+from typing import IO, Callable, Optional, Union
 
 import causal_conv1d_contract as contract
 from index_site.coverage import COVERAGE_NAME, CoverageRow, read_coverage
 from index_site.errors import BadInputError, IndexSiteError, ManifestError, Problem
-from index_site.manifest import MANIFEST_NAME, Entry, Manifest, load_manifest, resolve_now
+from index_site.manifest import MANIFEST_NAME, Entry, Manifest, SdistEntry, load_manifest, resolve_now
 from index_site.render import render_pages
+from index_site.sdists import SdistFile, scan_sdists
 from index_site.wheels import WheelFile, WheelProblem, scan_wheels, sha256_file
 
 FILES_DIR = "files"
@@ -51,6 +52,7 @@ class BuildResult:
     total: int
     variants: int
     problems: list[Problem]
+    added_sdists: list[SdistEntry] = dataclasses.field(default_factory=list)
 
 
 def _url_for(files_url: Optional[str]) -> Callable[[str], str]:
@@ -145,7 +147,7 @@ def swap_in(new: Path, out: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _copy_verified(wheel: WheelFile, dst: Path, *, atomic: bool = True) -> None:
+def _copy_verified(wheel: Union[WheelFile, SdistFile], dst: Path, *, atomic: bool = True) -> None:
     """Copy a new wheel into the site (a copy, not a link: the input may be rewritten in place later),
     checking that it is still the file that was hashed; ``atomic``: through a temp file + os.replace."""
     digest = hashlib.sha256()
@@ -162,7 +164,8 @@ def _is_file_with(path: Path, sha256: str) -> bool:
 
 
 def _add_files(
-    files: Path, manifest: Manifest, new: dict[str, WheelFile], added: set[str], *, fresh_dir: bool = False
+    files: Path, manifest: Manifest, new: dict[str, Union[WheelFile, SdistFile]], added: set[str], *,
+    fresh_dir: bool = False,
 ) -> list[Problem]:
     """Put new wheels and their .metadata into ``files/``. A published file is never changed; a file of
     a wheel published just now that is already there (left by an interrupted run) is checked and replaced
@@ -199,11 +202,23 @@ def _add_files(
                     f"published but missing from {str(files)!r} and not among the inputs; its link is dead",
                 )
             )
+    for sd in manifest.sdists:  # the sdists: the file only (no .metadata)
+        source = new.get(sd.filename)
+        target = files / sd.filename
+        if source is not None and sd.is_relative:
+            if fresh_dir:
+                _copy_verified(source, target, atomic=False)
+            elif not target.is_file() or (sd.filename in added and not _is_file_with(target, sd.sha256)):
+                _copy_verified(source, target)
+        elif sd.is_relative and not target.is_file():
+            problems.append(Problem(sd.filename, f"published but missing from {str(files)!r} and not among the "
+                                                 "inputs; its link is dead"))
     return problems
 
 
 def _write_site(
-    out: Path, manifest: Manifest, rows: list[CoverageRow], new: dict[str, WheelFile], added: set[str]
+    out: Path, manifest: Manifest, rows: list[CoverageRow], new: dict[str, Union[WheelFile, SdistFile]],
+    added: set[str],
 ) -> list[Problem]:
     """Write the site so that a reader -- and a process killed at any point -- never sees a half-written one.
 
@@ -280,28 +295,34 @@ def build_site(opts: BuildOptions) -> BuildResult:
     if opts.site_url is not None:
         manifest = dataclasses.replace(manifest, site_url=_normalise_site_url(opts.site_url))
     wheels: list[WheelFile] = []
+    sdists: list[SdistFile] = []
     if opts.wheels_dir is not None:
         try:
             wheels, wheel_problems = scan_wheels(opts.wheels_dir)
         except WheelProblem as exc:
             raise IndexSiteError(str(exc)) from None
-        problems += wheel_problems
+        sdists, sdist_problems = scan_sdists(opts.wheels_dir)
+        problems += wheel_problems + sdist_problems
     if opts.strict and problems:
         raise BadInputError(problems)
-    if opts.wheels_dir is not None and not wheels:
+    if opts.wheels_dir is not None and not wheels and not sdists:
         raise IndexSiteError(_no_wheels_message(opts.wheels_dir, problems, out))
     merged, added = manifest.merge(wheels, url_for, now)
-    new = {w.filename: w for w in wheels}
-    site_problems = _write_site_checked(out, merged, rows, opts, new, {e.filename for e in added})
+    merged, added_sdists = merged.merge_sdists(sdists, url_for, now)
+    new: dict[str, Union[WheelFile, SdistFile]] = {w.filename: w for w in wheels}
+    new.update((sd.filename, sd) for sd in sdists)
+    fresh = {e.filename for e in added} | {e.filename for e in added_sdists}
+    site_problems = _write_site_checked(out, merged, rows, opts, new, fresh)
     problems += site_problems
-    return BuildResult(out, added, len(merged.entries), len({e.variant for e in merged.entries}), problems)
+    return BuildResult(out, added, len(merged.entries), len({e.variant for e in merged.entries}), problems,
+                       added_sdists)
 
 
 def _no_wheels_message(wheels_dir: Path, problems: list[Problem], out: Path) -> str:
     """WHEELS_DIR holds no usable wheel: a wrong path or a failed build step, not a publish of nothing."""
     why = f" ({len(problems)} file(s) skipped: {problems[0]}{', ...' if len(problems) > 1 else ''})" if problems else ""
     return (
-        f"no wheels to publish in {str(wheels_dir)!r} (searched recursively for *.whl){why}; the site was not "
+        f"no wheels to publish in {str(wheels_dir)!r} (searched recursively for *.whl and *.tar.gz){why}; the site was not "
         f"changed. Check the path, or omit WHEELS_DIR to write the site from its manifest alone: "
         f"python -m index_site build --out {out}"
     )
@@ -312,7 +333,7 @@ def _write_site_checked(
     manifest: Manifest,
     rows: list[CoverageRow],
     opts: BuildOptions,
-    new: dict[str, WheelFile],
+    new: dict[str, Union[WheelFile, SdistFile]],
     added: set[str],
 ) -> list[Problem]:
     if opts.strict:
@@ -344,8 +365,12 @@ def _coverage(out: Path, path: Optional[Path], problems: list[Problem]) -> list[
         return []
 
 
-def _missing_files(out: Path, manifest: Manifest, new: dict[str, WheelFile]) -> list[Problem]:
-    problems = []
+def _missing_files(out: Path, manifest: Manifest, new: dict[str, Union[WheelFile, SdistFile]]) -> list[Problem]:
+    problems = [
+        Problem(sd.filename, "published but missing from the site and not among the inputs")
+        for sd in manifest.sdists
+        if sd.filename not in new and sd.is_relative and not (out / FILES_DIR / sd.filename).is_file()
+    ]
     for entry in manifest.entries:
         if entry.filename in new:
             continue
@@ -361,7 +386,8 @@ def _missing_files(out: Path, manifest: Manifest, new: dict[str, WheelFile]) -> 
     return problems
 
 
-def yank_file(out: Path, filename: str, reason: str, *, strict: bool = False) -> tuple[Entry, list[Problem]]:
+def yank_file(out: Path, filename: str, reason: str, *,
+              strict: bool = False) -> tuple[Union[Entry, SdistEntry], list[Problem]]:
     """Mark a published file yanked and rewrite the pages (atomically); returns the entry and problems."""
     out = out.resolve()
     manifest_path = out / MANIFEST_NAME
@@ -374,4 +400,5 @@ def yank_file(out: Path, filename: str, reason: str, *, strict: bool = False) ->
     if strict and problems:
         raise BadInputError(problems)
     problems += _write_site(out, yanked, rows, {}, set())
-    return yanked.by_name()[name], problems
+    entry = yanked.by_name().get(name) or {e.filename: e for e in yanked.sdists}[name]
+    return entry, problems

@@ -123,6 +123,8 @@ def scan_wheels(directory: Path) -> tuple[list[WheelFile], list[Problem]]:
         dirs.sort()
         for fname in sorted(files):
             path = Path(root) / fname
+            if fname.endswith(".tar.gz"):
+                continue  # an sdist: index_site.sdists
             if not fname.endswith(".whl"):
                 problems.append(Problem(str(path), "not a wheel file (expected *.whl); skipped"))
                 continue

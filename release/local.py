@@ -196,12 +196,11 @@ class LocalRelease:
 
     def _summary(self) -> None:
         """The last lines: where the site and the report are, and how to look at the site."""
-        site = self.site_dir if (self.site_dir / "index.html").is_file() else f"{self.site_dir} (not written)"
-        self.stream.write(
-            f"\nsite:    {site}\n"
-            f"report:  {self.report_path}\n"
-            f"serve:   {self.serve_command()}   (then open {self._url_for_port()})\n"
-        )
+        written = (self.site_dir / "index.html").is_file()
+        site = self.site_dir if written else f"{self.site_dir} (not written: nothing to serve)"
+        # the serve line only for a site this run wrote: a command for a missing site fails when tried
+        serve = f"serve:   {self.serve_command()}   (then open {self._url_for_port()})\n" if written else ""
+        self.stream.write(f"\nsite:    {site}\nreport:  {self.report_path}\n{serve}")
         self.stream.flush()
 
     def _url_for_port(self) -> str:

@@ -131,3 +131,21 @@ def test_build_report_is_json_serialisable() -> None:
 
     report = native.BuildReport(job="torch2.13-cpu-linux-x86_64", compile_s=1.5)
     assert json.loads(json.dumps(dataclasses.asdict(report)))["compile_s"] == 1.5
+
+
+def test_unreachable_torch_index_refuses_before_installing(tmp_path: Path, monkeypatch) -> None:
+    """Without PyTorch's index, pip's configured ones would install another torch build (PyPI's Linux torch
+    is a CUDA build, GBs) for the check after the install to refuse: the build refuses first, with the fix."""
+    job = make_plan().job("stable2.10-cpu-linux-x86_64")
+    monkeypatch.setattr(build_venv, "_reachable", lambda url, timeout=8.0: False)
+    ran: list[list[str]] = []
+    monkeypatch.setattr(build_venv, "run_step", lambda cmd, **kw: ran.append(cmd))
+    with pytest.raises(native.BuildError) as err:
+        build_venv.install_torch(tmp_path / "py", job, _opts(tmp_path))
+    assert ran == [], "nothing is installed before the refusal"
+    text = str(err.value)
+    assert f"{job.torch_index_url} is unreachable" in text and "CUDA build" in text
+    assert f"--torch-spec 'torch=={job.torch_version}+cpu'" in text and "--torch-index-url" in text
+    # naming the torch (or the index) is the way through: pip's configured indexes are then used
+    build_venv.install_torch(tmp_path / "py", job, dataclasses.replace(_opts(tmp_path), torch_spec="torch==2.13.0"))
+    assert ran and ran[-1][-1] == "torch==2.13.0" and "--extra-index-url" not in ran[-1]

@@ -189,6 +189,10 @@ def test_unknown_job_suggests(plan) -> None:
     with pytest.raises(UnknownJob) as info:
         plan.job("torch2.13-cu130-linux-x86_64")  # torch >= 2.10: no per-minor job; the stable one is named
     assert "the stable-ABI job stable2.10-cu13-linux-x86_64 builds the wheel" in str(info.value)
+    # the stable job is the one suggestion: no older torch minor's job (another torch's wheel) before it
+    assert info.value.suggestions == ["stable2.10-cu13-linux-x86_64"]
+    assert "Perhaps you meant 'stable2.10-cu13-linux-x86_64'?" in str(info.value)
+    assert "torch2.9" not in str(info.value)
 
 
 @pytest.mark.parametrize("spec,expected", [

@@ -208,3 +208,17 @@ def test_session_retries_and_proxies() -> None:
     adapter = session.get_adapter("https://download.pytorch.org/whl/cpu/torch/")
     assert adapter.max_retries.total == 4 and 503 in adapter.max_retries.status_forcelist
     assert session.trust_env
+
+
+@pytest.mark.parametrize("url, match", [
+    # nothing listens on port 9 (discard) of the loopback: refused at once, not a timeout
+    ("http://127.0.0.1:9/whl", r"Cannot fetch http://127\.0\.0\.1:9/whl/.*: the connection was refused"),
+    # .invalid never resolves (RFC 2606): a DNS failure, not a timeout
+    ("http://no-such-host.invalid/whl", r"the host name 'no-such-host\.invalid' does not resolve \(DNS\)"),
+])
+def test_connection_failures_are_not_called_timeouts(small: Path, url: str, match: str) -> None:
+    before = small.read_text()
+    with pytest.raises(FetchError, match=match) as info:
+        refresh.refresh(str(small), base=url, timeout=(2.0, 2.0), retries=1)
+    assert "Timed out" not in str(info.value) and "--timeout" not in str(info.value)
+    _assert_untouched(small, before)

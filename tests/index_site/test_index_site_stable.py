@@ -196,8 +196,10 @@ def test_chooser_commands_for_stable_wheels(stable_site: Path) -> None:
     # first; pip keeps its build isolation)
     got = _chooser(stable_site, "#os=windows-amd64&torch=2.16&accel=cu13")
     assert got["status"].startswith("No prebuilt wheel"), got
+    # this project's sdist, pinned, from the site's source/ index (never PyPI's package of the same name)
     assert got["pip-command"] == (f'pip install "torch>=2.16" --index-url {torch_index}cu132/\n'
-                                  "pip install causal-conv1d --no-binary causal-conv1d")
+                                  "pip install --no-cache-dir --force-reinstall --no-deps --no-binary causal-conv1d "
+                                  f'"causal-conv1d=={contract.PACKAGE_VERSION}" --extra-index-url {site_url}source/')
     # torch 2.9: its own per-minor wheel
     got = _chooser(stable_site, "#os=linux-x86_64&torch=2.9&accel=cpu")
     assert got["pip-command"].endswith(f"{site_url}whl/torch2.9-cpu/") and "stable ABI" not in got["status"]
@@ -205,3 +207,51 @@ def test_chooser_commands_for_stable_wheels(stable_site: Path) -> None:
     # a torch that even the "or newer" entry is not: said, and the closest choice shown
     got = _chooser(stable_site, "#os=linux-x86_64&torch=3.0&accel=cu13")
     assert got["notice_hidden"] is False and "torch=3.0" in got["notice"]
+
+
+def test_chooser_never_offers_an_older_torch_nor_another_cuda_major(stable_site: Path) -> None:
+    torch_index = "https://download.pytorch.org/whl/"
+    # torch 2.17, newer than the data (2.4 ... 2.15): the "2.16 or newer" entry, said in words -- never 2.15
+    got = _chooser(stable_site, "#os=linux-x86_64&torch=2.17&accel=cu13")
+    assert (got["torch"], got["accel"]) == ("2.16", "cu13"), got
+    assert "torch 2.17 is newer than this site's build data (2.15)" in got["notice"] and not got["notice_hidden"]
+    assert "whl/stable2.10-cu13/" in got["pip-command"] and "2.15" not in got["pip-command"]
+    # a CUDA 12 torch, asked by its build (cu128) or its major (cu12): the CUDA 12 family, never CUDA 13
+    for accel in ("cu128", "cu12"):
+        got = _chooser(stable_site, f"#os=linux-x86_64&torch=2.16&accel={accel}")
+        assert got["accel"] == "cu12", got
+        assert "whl/stable2.10-cu12/" in got["pip-command"] and f"{torch_index}cu12" in got["pip-command"]
+        assert "cu13" not in got["pip-command"]
+    # a patch release of a known minor is that minor
+    got = _chooser(stable_site, "#os=linux-x86_64&torch=2.12.1&accel=cu126")
+    assert (got["torch"], got["accel"]) == ("2.12", "cu126") and "torch==2.12.*" in got["pip-command"]
+    # a torch the stable family pages do not serve (another major): no command at all, and why
+    got = _chooser(stable_site, "#os=linux-x86_64&torch=3.0&accel=cu13")
+    assert got["pip-command"] == "" and got["uv-command"] == ""
+    assert "never offers an older torch than asked" in got["notice"] and "torch=3.0" in got["status"]
+    # a per-minor torch asked with a CUDA major it has no build of (2.7 has no CUDA 13 build in the data)
+    got = _chooser(stable_site, "#os=linux-x86_64&torch=2.7&accel=cu130")
+    assert got["pip-command"] == "" and "accel=cu130" in got["status"], got
+
+
+def test_chooser_keeps_a_cuda_12_torch_when_only_cuda_13_has_a_stable_wheel(cli, make_wheel, tmp_path,
+                                                                             coverage_file) -> None:
+    make_wheel(variant="stable2.10-cu13", platform="manylinux_2_28_x86_64", requires_dist=("torch>=2.10",))
+    site = tmp_path / "site"
+    assert cli("build", tmp_path / "wheels", "--out", site, "--coverage", coverage_file, "--now", NOW).code == 0
+    got = _chooser(site, "#os=linux-x86_64&torch=2.16&accel=cu12")
+    assert got["accel"] == "cu12" and got["status"].startswith("No prebuilt wheel"), got
+    assert "https://download.pytorch.org/whl/cu12" in got["pip-command"] and "cu13" not in got["pip-command"]
+
+
+def test_chooser_wording_for_cpu_and_low_confidence_data(stable_site: Path) -> None:
+    got = _chooser(stable_site, "#os=linux-x86_64&torch=2.16&accel=cpu")
+    assert "one wheel for every CPU torch >= 2.10" in got["status"] and "CUDA major" not in got["status"]
+    assert "CUDA major" not in got["pip-note"]
+    got = _chooser(stable_site, "#os=windows-amd64&torch=2.16&accel=cpu")  # no Windows CPU wheel: source build
+    assert got["status"].startswith("No prebuilt wheel") and "(a C++ compiler is needed)" in got["status"], got
+    # the default torch (2.15) rests on low-confidence build data (compat.toml): the page says so
+    got = _chooser(stable_site, "")
+    assert got["torch"] == "2.15" and "build data for torch 2.15 is low confidence" in got["status"], got
+    got = _chooser(stable_site, "#os=linux-x86_64&torch=2.12&accel=cu126")
+    assert "low confidence" not in got["status"]

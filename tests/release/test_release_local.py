@@ -298,6 +298,12 @@ def test_a_failing_command_stops_at_its_step(world: World, key: str, step: str) 
     assert all(p.stopped for p in world.runner.started)  # the server never outlives the run
     report = json.loads((world.tmp / "work/report.json").read_text())
     assert report["ok"] is False and report["failed_step"] == step
+    # the closing lines offer to serve the site only when this run wrote it (publish ran)
+    tail = stream.getvalue().rsplit("\nsite:", 1)[1]
+    if order.index(step) <= order.index("publish"):
+        assert "(not written: nothing to serve)" in tail and "serve:" not in tail
+    else:
+        assert "\nserve:   " in tail
 
 
 @pytest.mark.parametrize(
