@@ -30,6 +30,7 @@ enum class KernelPath : int {
   kVarlenClFast,
   kVarlenCfFast,
   kVarlenGeneral,
+  kSpecUpdateDecode,
   kSpecUpdateFast,
   kSpecUpdateGeneral,
   kCount,
@@ -57,6 +58,7 @@ inline constexpr KernelPathInfo kKernelPaths[] = {
     {"varlen_cl_fast", KernelOp::kVarlenFwd, "CAUSAL_CONV1D_VARLEN_CL_FAST"},
     {"varlen_cf_fast", KernelOp::kVarlenFwd, "CAUSAL_CONV1D_VARLEN_CF_FAST"},
     {"varlen_general", KernelOp::kVarlenFwd, nullptr},
+    {"spec_update_decode", KernelOp::kSpecUpdate, "CAUSAL_CONV1D_SPEC_UPDATE_DECODE"},
     {"spec_update_fast", KernelOp::kSpecUpdate, "CAUSAL_CONV1D_SPEC_UPDATE_FAST"},
     {"spec_update_general", KernelOp::kSpecUpdate, nullptr},
 };

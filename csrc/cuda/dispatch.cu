@@ -33,6 +33,7 @@ const PathRow<VarlenParams> kVarlenFwdPaths[] = {
 };
 
 const PathRow<SpecParams> kSpecUpdatePaths[] = {
+    {KernelPath::kSpecUpdateDecode, spec_update_decode::eligible, spec_update_decode::launch},
     {KernelPath::kSpecUpdateFast, spec_update_fast::eligible, spec_update_fast::launch},
     {KernelPath::kSpecUpdateGeneral, nullptr, spec_update_general::launch},
 };

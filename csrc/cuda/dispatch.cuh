@@ -127,6 +127,10 @@ namespace varlen_general {
 void launch(const VarlenParams& p, cudaStream_t stream);
 }  // namespace varlen_general
 
+namespace spec_update_decode {
+bool eligible(const SpecParams& p);
+void launch(const SpecParams& p, cudaStream_t stream);
+}  // namespace spec_update_decode
 namespace spec_update_fast {
 bool eligible(const SpecParams& p);
 void launch(const SpecParams& p, cudaStream_t stream);

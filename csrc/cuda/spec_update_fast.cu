@@ -21,7 +21,7 @@ constexpr int kThreads = 128;
 constexpr int kUnroll = 4;
 
 template <typename T, int kW>
-__global__ void __launch_bounds__(kThreads) spec_fast_kernel(const SpecParams p) {
+__global__ void __launch_bounds__(kThreads, 4) spec_fast_kernel(const SpecParams p) {
   constexpr int kC = 16 / static_cast<int>(sizeof(T));
   constexpr int kH = kW - 1;
   const int64_t ch = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) * kC;

@@ -71,6 +71,7 @@ struct SpecParams {
   int64_t pa_bs = 0, pa_ts = 0;
   CacheIndex ci;
   int64_t pad_slot_id = -1;
+  int num_sms = 132;
 };
 
 // Each picks the op's kernel path (dispatch.cu), launches one kernel on `stream` and checks the launch.

@@ -165,6 +165,7 @@ Tensor spec_update_cuda(const Tensor& x, Tensor& conv_state, const Tensor& weigh
   IndexArgs keep;
   keep.fill(p.ci, conv_state_indices, initial_state_idx, block_idx_last, std::nullopt, std::nullopt, 0);
   p.pad_slot_id = pad_slot_id;
+  p.num_sms = sm_count(device_index(x));
   k::run_spec_update(p, current_cuda_stream(device_index(x)));
   return out;
 }
