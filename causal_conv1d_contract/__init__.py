@@ -7,10 +7,11 @@
 - :mod:`.layout`: the site's URL layout and the index base;
 - :mod:`.build_record`: the build record's file name and keys;
 - :mod:`.commands`: the install commands every part prints;
+- :mod:`.cli`: what the command-line tools share (the error base class, exit codes, arguments -> options);
 - :mod:`.net`: the network code (the PEP 503/691 index client, index reachability).
 
 This module only re-exports the names of the first six, so ``import causal_conv1d_contract as
-contract; contract.Variant`` keeps working; ``commands`` and ``net`` are imported by name.
+contract; contract.Variant`` keeps working; ``commands``, ``cli`` and ``net`` are imported by name.
 
 A top-level package of its own, shipped in the wheel and the sdist next to ``causal_conv1d``:
 importing it runs no ``causal_conv1d/__init__.py`` (which imports torch and the compiled
