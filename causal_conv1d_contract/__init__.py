@@ -24,128 +24,18 @@ only :func:`parse_wheel_name` imports it).
 
 from __future__ import annotations
 
-from causal_conv1d_contract.build_record import (
-    BUILD_INFO_FILENAME,
-    BUILD_INFO_KEYS,
-)
-from causal_conv1d_contract.environment import (
-    DEV_ENVIRONMENT,
-    ENV_DETERMINISTIC,
-    ENV_FORCE_BUILD,
-    ENV_FORCE_CXX11_ABI,
-    ENV_INDEX_TIMEOUT,
-    ENV_INDEX_URL,
-    ENV_LOCAL_VERSION,
-    ENV_PREBUILT_ONLY,
-    ENV_SKIP_CUDA_BUILD,
-    ENV_STABLE_ABI,
-    ENVIRONMENT,
-    KERNEL_SWITCHES,
-    InvalidSetting,
-    env_flag,
-)
-from causal_conv1d_contract.layout import (
-    DEFAULT_INDEX_URL,
-    WHEELS_DIR,
-    index_base,
-    project_page_url,
-    project_path,
-    quote_path,
-    site_base,
-    uv_index_name,
-    variant_index_url,
-    variant_path,
-)
-from causal_conv1d_contract.project import (
-    ABI_TAG,
-    DIST_NAME,
-    PACKAGE_VERSION,
-    PROJECT_NAME,
-    PYTHON_TAG,
-    REQUIRES_PYTHON,
-    TOPLEVEL_ENTRIES,
-)
-from causal_conv1d_contract.variants import (
-    ACCEL_FAMILIES,
-    STABLE_ABI_MIN_TORCH,
-    STABLE_TARGET,
-    BuildVariant,
-    InvalidVariant,
-    StableVariant,
-    Variant,
-    accel_family,
-    accel_from_cuda,
-    build_variant_from_local_version,
-    cuda_from_accel,
-    local_version,
-    official_cxx11_abi,
-    parse_build_variant,
-    stable_target_macro,
-    stable_variant_for,
-    variant_from_local_version,
-)
-from causal_conv1d_contract.wheels import (
-    InvalidWheelName,
-    WheelName,
-    parse_wheel_name,
-    torch_requirement,
-    wheel_filename,
-)
+from causal_conv1d_contract import build_record, environment, layout, project, variants, wheels
+from causal_conv1d_contract.build_record import *  # noqa: F403
+from causal_conv1d_contract.environment import *  # noqa: F403
+from causal_conv1d_contract.layout import *  # noqa: F403
+from causal_conv1d_contract.project import *  # noqa: F403
+from causal_conv1d_contract.variants import *  # noqa: F403
+from causal_conv1d_contract.wheels import *  # noqa: F403
 
-__all__ = [
-    "PROJECT_NAME",
-    "DIST_NAME",
-    "TOPLEVEL_ENTRIES",
-    "PACKAGE_VERSION",
-    "PYTHON_TAG",
-    "ABI_TAG",
-    "REQUIRES_PYTHON",
-    "DEFAULT_INDEX_URL",
-    "ENV_FORCE_BUILD",
-    "ENV_SKIP_CUDA_BUILD",
-    "ENV_FORCE_CXX11_ABI",
-    "ENV_INDEX_URL",
-    "ENV_LOCAL_VERSION",
-    "ENV_PREBUILT_ONLY",
-    "ENV_INDEX_TIMEOUT",
-    "ENV_STABLE_ABI",
-    "ENV_DETERMINISTIC",
-    "KERNEL_SWITCHES",
-    "ENVIRONMENT",
-    "DEV_ENVIRONMENT",
-    "STABLE_ABI_MIN_TORCH",
-    "STABLE_TARGET",
-    "ACCEL_FAMILIES",
-    "BUILD_INFO_FILENAME",
-    "BUILD_INFO_KEYS",
-    "InvalidVariant",
-    "InvalidWheelName",
-    "InvalidSetting",
-    "env_flag",
-    "Variant",
-    "StableVariant",
-    "BuildVariant",
-    "accel_family",
-    "stable_target_macro",
-    "stable_variant_for",
-    "build_variant_from_local_version",
-    "parse_build_variant",
-    "WheelName",
-    "accel_from_cuda",
-    "cuda_from_accel",
-    "official_cxx11_abi",
-    "torch_requirement",
-    "local_version",
-    "wheel_filename",
-    "parse_wheel_name",
-    "variant_from_local_version",
-    "WHEELS_DIR",
-    "site_base",
-    "index_base",
-    "variant_path",
-    "project_path",
-    "variant_index_url",
-    "project_page_url",
-    "uv_index_name",
-    "quote_path",
-]
+__all__: list[str] = []
+__all__ += project.__all__
+__all__ += environment.__all__
+__all__ += variants.__all__
+__all__ += wheels.__all__
+__all__ += layout.__all__
+__all__ += build_record.__all__

@@ -41,6 +41,14 @@ step "installing $TORCH_SPEC and the test tools"
 "$VENV/bin/python" -m pip install -q --upgrade pip
 "$VENV/bin/python" -m pip install -q "$TORCH_SPEC" -r requirements-dev.txt
 
+# Static checks first (seconds): lint and format of the whole tree, strict types on the contract,
+# types on the tooling ([tool.mypy] in pyproject.toml names it).
+step "ruff check, ruff format --check, mypy --strict causal_conv1d_contract, mypy (tooling)"
+"$VENV/bin/python" -m ruff check .
+"$VENV/bin/python" -m ruff format --check .
+"$VENV/bin/python" -m mypy --strict causal_conv1d_contract
+"$VENV/bin/python" -m mypy
+
 build() {  # $1: legacy (CAUSAL_CONV1D_STABLE_ABI=FALSE) or default (stable for torch >= 2.10); csrc/torch_api.h
   step "building the extension in place ($1 op layer, CPU build for a CPU torch)"
   local start
