@@ -53,7 +53,7 @@ def needed_and_symbols(path: Path) -> tuple[list[str], list[str]]:
         elf = ELFFile(fh)
         for section in elf.iter_sections():
             if isinstance(section, DynamicSection):
-                needed += [t.needed for t in section.iter_tags() if t.entry.d_tag == "DT_NEEDED"]
+                needed += [t.needed for t in section.iter_tags() if t.entry.d_tag == "DT_NEEDED"]  # type: ignore[attr-defined]  # set by pyelftools for DT_NEEDED
             elif isinstance(section, SymbolTableSection):
                 symbols += [s.name for s in section.iter_symbols() if s.name]
     return needed, symbols

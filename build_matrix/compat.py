@@ -226,7 +226,8 @@ def load(path: Optional[os.PathLike[str] | str] = None) -> CompatData:
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise DataError(p, "", text.splitlines()[exc.lineno - 1] if getattr(exc, "lineno", 0) else "",
+        lineno = getattr(exc, "lineno", 0)  # Python >= 3.14 (tomllib); tomli has it too
+        raise DataError(p, "", text.splitlines()[lineno - 1] if lineno else "",
                         f"not valid TOML: {exc}") from None
     return parse(raw, p)
 

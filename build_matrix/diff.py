@@ -86,7 +86,7 @@ def diff_plans(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     def order(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return sorted(items, key=lambda c: tuple(str(c[k]) for k in _COMBO_KEY))
 
-    result = {
+    result: dict[str, Any] = {
         "jobs": {
             "added": sorted(set(new_jobs) - set(old_jobs)),
             "removed": sorted(set(old_jobs) - set(new_jobs)),

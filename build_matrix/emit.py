@@ -57,7 +57,7 @@ def shards(plan: Plan, *, size: int = MAX_SHARD) -> list[dict[str, Any]]:
     if not 1 <= size <= MAX_SHARD:
         raise ValueError(f"Invalid shard size (expected 1..{MAX_SHARD}): {size!r}")
     jobs = list(plan.jobs)
-    out = []
+    out: list[dict[str, Any]] = []
     for i in range(0, len(jobs), size):
         chunk = [matrix_entry(j) for j in jobs[i:i + size]]
         out.append({"name": f"shard-{len(out)}", "count": len(chunk), "include": chunk})

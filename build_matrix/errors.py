@@ -29,6 +29,8 @@ import difflib
 from collections.abc import Iterable, Sequence
 from typing import Optional
 
+from causal_conv1d_contract.cli import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, ToolError
+
 __all__ = [
     "EXIT_OK",
     "EXIT_INTERNAL",
@@ -47,11 +49,8 @@ __all__ = [
     "perhaps",
 ]
 
-EXIT_OK = 0
-EXIT_INTERNAL = 1
-EXIT_USAGE = 2
+EXIT_INTERNAL = EXIT_FAILURE
 EXIT_DIFFERENT = 7
-EXIT_INTERRUPTED = 130
 
 
 def suggest(value: str, choices: Iterable[str], *, n: int = 3, cutoff: float = 0.6) -> list[str]:
@@ -76,7 +75,7 @@ def perhaps(value: str, choices: Iterable[str]) -> str:
     return " Perhaps you meant " + " or ".join(repr(f) for f in found) + "?"
 
 
-class BuildMatrixError(Exception):
+class BuildMatrixError(ToolError):
     """Base class: a user-facing failure with a message that says what failed and what to do."""
 
     exit_code = EXIT_INTERNAL

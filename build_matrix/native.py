@@ -400,7 +400,7 @@ def run(args: argparse.Namespace) -> int:
     from build_matrix.plan import resolve_job
 
     job = resolve_job(compat.load(getattr(args, "data", None)), args.job)
-    if not job.stable_abi and job.build_variant.torch_minor >= contract.STABLE_TARGET:
+    if not job.stable_abi and job.compiled_against.torch_minor >= contract.STABLE_TARGET:
         say(f"note: {job.id} is not in the release plan (torch >= {contract.STABLE_TARGET[0]}.{contract.STABLE_TARGET[1]} "
              f"is served by the stable-ABI job stable{contract.STABLE_TARGET[0]}.{contract.STABLE_TARGET[1]}-{job.family}-{job.platform}); "
              "building the per-minor (legacy op layer) wheel as asked")

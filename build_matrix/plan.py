@@ -128,7 +128,7 @@ class Job:
     """
 
     id: str
-    variant: contract.Variant
+    variant: contract.BuildVariant
     platform: str
     os: str
     arch: str
@@ -159,14 +159,22 @@ class Job:
         return hash(self.id)
 
     @property
+    def compiled_against(self) -> contract.Variant:
+        """The torch build compiled against: ``build_variant`` (a per-minor job's is its ``variant``)."""
+        built = self.build_variant if self.build_variant is not None else self.variant
+        if not isinstance(built, contract.Variant):
+            raise TypeError(f"job {self.id}: build_variant must be a per-minor Variant, got {built!r}")
+        return built
+
+    @property
     def torch(self) -> str:
         """The torch minor compiled against (for a stable job: the build torch, not the target)."""
-        return self.build_variant.torch
+        return self.compiled_against.torch
 
     @property
     def accel(self) -> str:
         """The accelerator of the torch compiled against (``cu132`` for the stable cu13 job)."""
-        return self.build_variant.accel
+        return self.compiled_against.accel
 
     @property
     def family(self) -> str:
@@ -202,8 +210,7 @@ class Job:
             "environment": dict(self.environment),
             "stable_abi": self.stable_abi,
             "family": self.family,
-            "requires_torch": contract.torch_requirement(self.variant.target if self.stable_abi else self.variant.torch_minor,
-                                                         stable=self.stable_abi),
+            "requires_torch": _requires_torch(self.variant),
             "serves": list(self.serves),
         }
 
@@ -335,7 +342,7 @@ def _index_base(data: compat.CompatData, override: Optional[str]) -> str:
     return base.rstrip("/")
 
 
-def _environment(data: compat.CompatData, *, job_id: str, variant: contract.Variant, platform: compat.Platform,
+def _environment(data: compat.CompatData, *, job_id: str, variant: contract.BuildVariant, platform: compat.Platform,
                  python: str, torch_version: str, index_url: str, cuda: Optional[str], archs: str,
                  manylinux: Optional[str], wheel_filename: str, stable: bool = False) -> dict[str, str]:
     """The complete cibuildwheel configuration of one job (every CIBW_* it depends on)."""
@@ -430,7 +437,7 @@ def stable_builds(data: compat.CompatData) -> dict[tuple[str, str], StableBuild]
                 served.setdefault((contract.accel_family(accel), plat), []).append((rel, accel))
     out: dict[tuple[str, str], StableBuild] = {}
     for (family, plat), pairs in served.items():
-        cudas = sorted({contract.cuda_from_accel(a) for _, a in pairs if a != "cpu"}, key=compat.minor_key)
+        cudas = sorted({c for _, a in pairs if (c := contract.cuda_from_accel(a)) is not None}, key=compat.minor_key)
         cuda = cudas[-1] if cudas else None
         build_accel = contract.accel_from_cuda(cuda)
         # The newest torch minor that ships the chosen toolkit on this platform; a low-confidence
@@ -472,7 +479,19 @@ def _classify(data: compat.CompatData, rel: compat.TorchRelease, accel: str, pyt
     return None
 
 
-def _job(data: compat.CompatData, *, variant: contract.Variant, build_variant: contract.Variant, rel: compat.TorchRelease, plat_name: str,
+def _requires_torch(variant: contract.BuildVariant) -> str:
+    """The wheel's torch pin: ``torch>=2.10`` for a stable-ABI job, ``torch>=X.Y,<X.(Y+1)`` otherwise."""
+    if isinstance(variant, contract.StableVariant):
+        return contract.torch_requirement(variant.target, stable=True)
+    return contract.torch_requirement(variant.torch_minor)
+
+
+def _target(variant: contract.BuildVariant) -> tuple[int, int]:
+    """The lowest torch a job's wheel serves: a stable job's target, a per-minor job's torch."""
+    return variant.target if isinstance(variant, contract.StableVariant) else variant.torch_minor
+
+
+def _job(data: compat.CompatData, *, variant: contract.BuildVariant, build_variant: contract.Variant, rel: compat.TorchRelease, plat_name: str,
          base: str, archs: str, serves_pythons: tuple[str, ...], stable: bool, serves: tuple[str, ...]) -> Job:
     plat = data.platforms[plat_name]
     accel = build_variant.accel
@@ -582,7 +601,7 @@ def make_plan(data: Optional[compat.CompatData] = None, *, torch: Filter = None,
     }
     # Per-minor jobs by (torch minor, accel, platform), then the stable jobs by (target, family, platform).
     order = {"cpu": 0, "cu12": 1, "cu13": 2}
-    stable_sorted = sorted(stable_used.values(), key=lambda j: (j.variant.target, order.get(j.family, 9), j.family,
+    stable_sorted = sorted(stable_used.values(), key=lambda j: (_target(j.variant), order.get(j.family, 9), j.family,
                                                                  list(data.platforms).index(j.platform)))
     return Plan(data=data, filters=filters, combinations=combinations, jobs=list(legacy.values()) + stable_sorted)
 

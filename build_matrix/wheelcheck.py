@@ -100,7 +100,7 @@ class CheckResult:
 class Expectation:
     """What the caller planned (all optional; without them the wheel is checked against its name)."""
 
-    variant: Optional[object] = None  # contract.Variant or contract.StableVariant
+    variant: Optional[contract.BuildVariant] = None
     arch: Optional[str] = None  # "x86_64", "aarch64", "amd64"
     cuda_archs: Optional[tuple[str, ...]] = None  # planned archs, e.g. ("7.5", "9.0+PTX")
     require_cuobjdump: bool = False
@@ -132,7 +132,7 @@ class _Wheel:
     root: Path  # extracted contents
     names: list[str]
     metadata: email.message.Message
-    wheel_name: Optional[object]  # contract.WheelName, or None when the name does not parse
+    wheel_name: Optional[contract.WheelName]  # None when the name does not parse
     name_error: Optional[str]
 
     @property
@@ -233,24 +233,20 @@ def _check_metadata(w: _Wheel, exp: Expectation) -> CheckResult:
     return CheckResult("metadata", "pass", f"Requires-Dist: {', '.join(str(r) for r in runtime)}")
 
 
-def _is_stable(variant: object) -> bool:
-    return isinstance(variant, contract.StableVariant)
-
-
-def _torch_pin(variant: object) -> str:
-    if _is_stable(variant):
+def _torch_pin(variant: contract.BuildVariant) -> str:
+    if isinstance(variant, contract.StableVariant):
         return contract.torch_requirement(variant.target, stable=True)
     return contract.torch_requirement(variant.torch_minor)
 
 
-def _variant_cuda_major(variant: object) -> Optional[int]:
+def _variant_cuda_major(variant: contract.BuildVariant) -> Optional[int]:
     """The CUDA major a wheel's label promises (None: a CPU wheel)."""
-    if _is_stable(variant):
+    if isinstance(variant, contract.StableVariant):
         return variant.cuda_major
     return None if variant.cuda is None else int(variant.cuda.split(".")[0])
 
 
-def _stable_record_problems(record: dict, v: object) -> list[str]:
+def _stable_record_problems(record: dict, v: contract.StableVariant) -> list[str]:
     """A stable-ABI record: built against a torch its family serves, stable_abi_target = the label's."""
     problems = []
     if record.get("stable_abi_target") != v.torch:
@@ -264,7 +260,7 @@ def _stable_record_problems(record: dict, v: object) -> list[str]:
     return problems
 
 
-def _legacy_record_problems(record: dict, v: object) -> list[str]:
+def _legacy_record_problems(record: dict, v: contract.Variant) -> list[str]:
     problems = []
     tv = str(record.get("torch_version") or "")
     if not re.match(rf"^{re.escape(v.torch)}(\.|$)", tv):
@@ -299,7 +295,8 @@ def _check_build_record(w: _Wheel, exp: Expectation) -> CheckResult:
             problems.append(f"version {record.get('version')!r} != {str(wn.version)!r}")
         if record.get("variant") != v.name:
             problems.append(f"variant {record.get('variant')!r} != {v.name!r}")
-        problems += _stable_record_problems(record, v) if _is_stable(v) else _legacy_record_problems(record, v)
+        problems += (_stable_record_problems(record, v) if isinstance(v, contract.StableVariant)
+                     else _legacy_record_problems(record, v))
         major = _variant_cuda_major(v)
         if record.get("cuda_major") != major:
             problems.append(f"cuda_major {record.get('cuda_major')!r} != {major!r} (the label's)")
@@ -389,7 +386,7 @@ def _check_cxx11_abi(w: _Wheel, exp: Expectation) -> CheckResult:
         return CheckResult("cxx11-abi", "skip", "no ELF binary (the C++ ABI label applies to Linux)")
     if variant is None:
         return CheckResult("cxx11-abi", "fail", "cannot tell the label's ABI: the name does not parse")
-    if _is_stable(variant):
+    if isinstance(variant, contract.StableVariant):
         return _check_stable_cxx11_abi(w, elves)
     found = []
     for elf in elves:
@@ -601,7 +598,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def _expectation_from_args(args: argparse.Namespace) -> Expectation:
-    variant = None
+    variant: Optional[contract.BuildVariant] = None
     arch = None
     archs = parse_arch_list(args.cuda_archs) if getattr(args, "cuda_archs", None) else None
     if getattr(args, "job", None):

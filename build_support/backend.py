@@ -151,15 +151,16 @@ def prepare_metadata_for_build_wheel(metadata_directory: str, config_settings: O
     mdir = Path(metadata_directory)
     stash = mdir / _STASH
     outcome = prebuilt.fetch_prebuilt(stash)
-    if outcome.wheel is not None:
+    wheel = outcome.wheel
+    if wheel is not None:
         try:
-            name = _write_metadata_from_wheel(outcome.wheel, mdir)
+            name = _write_metadata_from_wheel(wheel, mdir)
         except (prebuilt.IndexError_, OSError, KeyError, zipfile.BadZipFile) as exc:
             prebuilt._fall_back(f"prebuilt wheel unusable ({exc})")
-            outcome.wheel.unlink(missing_ok=True)
+            wheel.unlink(missing_ok=True)
             outcome = prebuilt.Outcome(None, str(exc), outcome.variant, outcome.torch, outcome.torch_source)
         else:
-            (stash / "decision.json").write_text(json.dumps({"wheel": outcome.wheel.name}))
+            (stash / "decision.json").write_text(json.dumps({"wheel": wheel.name}))
             return name
     _stop_if_prebuilt_only(outcome)
     stash.mkdir(parents=True, exist_ok=True)

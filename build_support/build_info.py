@@ -116,7 +116,7 @@ def _forced_abi() -> Optional[bool]:
     return contract.env_flag(contract.ENV_FORCE_CXX11_ABI)
 
 
-def collect(version: str, extensions: Iterable[Any] = (), plat_name: Optional[str] = None) -> dict[str, Any]:
+def collect(version: str, extensions: Iterable[Any] = (), plat_name: Optional[str] = None) -> contract.BuildRecord:
     """The build record of the build running now (imports torch)."""
     import torch  # noqa: PLC0415  (the build needs it importable anyway)
 
@@ -127,10 +127,11 @@ def collect(version: str, extensions: Iterable[Any] = (), plat_name: Optional[st
         abi = bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", False))
     with_cuda = has_cuda_sources(extensions)
     stable = is_stable_abi(extensions)
-    variant: contract.BuildVariant = contract.Variant.from_torch(str(torch.__version__), cuda, abi)
+    per_minor = contract.Variant.from_torch(str(torch.__version__), cuda, abi)
+    variant: contract.BuildVariant = per_minor
     if stable:  # one library for every torch >= STABLE_TARGET of this accelerator family
-        variant = contract.StableVariant(contract.accel_family(variant.accel))
-    record = {
+        variant = contract.StableVariant(contract.accel_family(per_minor.accel))
+    record: contract.BuildRecord = {
         "version": version,
         "variant": variant.name,
         "torch_version": str(torch.__version__),
@@ -147,7 +148,7 @@ def collect(version: str, extensions: Iterable[Any] = (), plat_name: Optional[st
     return record
 
 
-def write_record(package_dir: Path, record: Mapping[str, Any]) -> Path:
+def write_record(package_dir: Path, record: Mapping[str, object]) -> Path:
     """Write the record atomically into ``package_dir``; returns its path."""
     missing = [k for k in contract.BUILD_INFO_KEYS if k not in record]
     if missing:

@@ -108,7 +108,7 @@ def lookups(variant: contract.Variant, base: str) -> list[tuple[str, tuple[contr
         pass
     if stable is None:
         return [(contract.project_page_url(base, variant), (variant,))] if variant.is_official else []
-    pages = [(contract.project_page_url(base, stable), (stable,))]
+    pages: list[tuple[str, tuple[contract.BuildVariant, ...]]] = [(contract.project_page_url(base, stable), (stable,))]
     if variant.is_official:  # an unofficial ABI has no page of its own; the stable wheel serves it
         pages.append((contract.project_page_url(base, variant), (stable, variant)))
     return pages

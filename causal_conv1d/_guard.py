@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import causal_conv1d_contract as contract
 from causal_conv1d_contract import commands as _commands
@@ -69,7 +69,7 @@ def record_path() -> Path:
     return Path(__file__).resolve().parent / _FILENAME
 
 
-def read_build_record(path: Optional[Path] = None) -> Optional[dict[str, Any]]:
+def read_build_record(path: Optional[Path] = None) -> Optional[contract.BuildRecord]:
     """The build record as a dict, ``None`` when there is none.
 
     Raises ImportError when the file exists but is not a valid record.
@@ -115,7 +115,7 @@ def _cuda_label(cuda: Optional[str]) -> str:
     return "CPU (no CUDA)" if cuda is None else f"CUDA {cuda}"
 
 
-def _stable_target(record: dict[str, Any]) -> Optional[tuple[int, int]]:
+def _stable_target(record: contract.BuildRecord) -> Optional[tuple[int, int]]:
     """The stable-ABI target of a record (``(2, 10)``), None for a per-torch-minor build."""
     return _minor(record.get("stable_abi_target"))
 
@@ -125,7 +125,7 @@ def _cuda_major(cuda: Optional[str]) -> Optional[int]:
     return None if m is None else m[0]
 
 
-def record_kind(record: dict[str, Any]) -> str:
+def record_kind(record: contract.BuildRecord) -> str:
     """``stable ABI (torch >= 2.10, CUDA 13)`` or ``per torch minor (torch 2.9, CUDA 12.8)``."""
     target = _stable_target(record)
     if target is not None:
@@ -136,7 +136,7 @@ def record_kind(record: dict[str, Any]) -> str:
     return f"per torch minor (torch {torch}, {_cuda_label(record.get('cuda_version'))})"
 
 
-def _stable_variant(record: dict[str, Any]) -> Optional[contract.StableVariant]:
+def _stable_variant(record: contract.BuildRecord) -> Optional[contract.StableVariant]:
     """The contract's StableVariant a stable-ABI record names (family from ``cuda_major``), or None
     when the record names none the contract knows."""
     major = record.get("cuda_major", _cuda_major(record.get("cuda_version")))
@@ -147,7 +147,7 @@ def _stable_variant(record: dict[str, Any]) -> Optional[contract.StableVariant]:
         return None
 
 
-def _stable_mismatches(record: dict[str, Any], torch_version: str, torch_cuda: Optional[str]) -> list[str]:
+def _stable_mismatches(record: contract.BuildRecord, torch_version: str, torch_cuda: Optional[str]) -> list[str]:
     """A stable-ABI record against the running torch: [] or the one sentence saying why not. The policy
     is the contract's (``StableVariant.loads_on`` / ``refusal``): any torch >= the target of the same
     family, whatever its C++ ABI, and the CPU wheel on any torch >= the target, CPU or CUDA."""
@@ -160,7 +160,7 @@ def _stable_mismatches(record: dict[str, Any], torch_version: str, torch_cuda: O
             f"({_cuda_label(torch_cuda)}) is running"]
 
 
-def limitation(record: Optional[dict[str, Any]], torch_version: str, torch_cuda: Optional[str]) -> Optional[str]:
+def limitation(record: Optional[contract.BuildRecord], torch_version: str, torch_cuda: Optional[str]) -> Optional[str]:
     """What a build that loads on the running torch lacks there (the contract's
     ``StableVariant.limitation``: the CPU stable wheel on a CUDA torch has only CPU kernels), else None."""
     if record is None or _stable_target(record) is None:
@@ -169,7 +169,7 @@ def limitation(record: Optional[dict[str, Any]], torch_version: str, torch_cuda:
     return None if sv is None else sv.limitation(torch_version, torch_cuda)
 
 
-def mismatches(record: dict[str, Any], torch_version: str, torch_cuda: Optional[str], torch_abi: Optional[bool]) -> list[str]:
+def mismatches(record: contract.BuildRecord, torch_version: str, torch_cuda: Optional[str], torch_abi: Optional[bool]) -> list[str]:
     """Human-readable differences between a build record and a torch build; ``[]`` when compatible.
 
     Per-torch-minor record: compared are torch major.minor, the CUDA major.minor of torch's build
@@ -201,8 +201,8 @@ def mismatches(record: dict[str, Any], torch_version: str, torch_cuda: Optional[
     return problems
 
 
-def fix_instructions(record: dict[str, Any], torch_version: str, torch_cuda: Optional[str], torch_abi: Optional[bool],
-                     *, base: Optional[str] = None) -> str:
+def fix_instructions(record: contract.BuildRecord, torch_version: str, torch_cuda: Optional[str],
+                     torch_abi: Optional[bool], *, base: Optional[str] = None) -> str:
     """What to run to get a binary that matches the running torch (pip commands, index URL).
     ``base``: the site (default: ``contract.index_base()``)."""
     base = contract.index_base() if base is None else base

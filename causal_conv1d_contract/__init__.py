@@ -7,10 +7,11 @@
 - :mod:`.layout`: the site's URL layout and the index base;
 - :mod:`.build_record`: the build record's file name and keys;
 - :mod:`.commands`: the install commands every part prints;
+- :mod:`.cli`: what the command-line tools share (the error base class, exit codes, arguments -> options);
 - :mod:`.net`: the network code (the PEP 503/691 index client, index reachability).
 
 This module only re-exports the names of the first six, so ``import causal_conv1d_contract as
-contract; contract.Variant`` keeps working; ``commands`` and ``net`` are imported by name.
+contract; contract.Variant`` keeps working; ``commands``, ``cli`` and ``net`` are imported by name.
 
 A top-level package of its own, shipped in the wheel and the sdist next to ``causal_conv1d``:
 importing it runs no ``causal_conv1d/__init__.py`` (which imports torch and the compiled
@@ -23,140 +24,18 @@ only :func:`parse_wheel_name` imports it).
 
 from __future__ import annotations
 
-from causal_conv1d_contract.build_record import (
-    BUILD_INFO_FILENAME,
-    BUILD_INFO_KEYS,
-)
-from causal_conv1d_contract.environment import (
-    DEV_ENVIRONMENT,
-    ENV_DETERMINISTIC,
-    ENV_FORCE_BUILD,
-    ENV_FORCE_CXX11_ABI,
-    ENV_INDEX_TIMEOUT,
-    ENV_INDEX_URL,
-    ENV_LOCAL_VERSION,
-    ENV_PREBUILT_ONLY,
-    ENV_SKIP_CUDA_BUILD,
-    ENV_STABLE_ABI,
-    ENVIRONMENT,
-    KERNEL_SWITCHES,
-    InvalidSetting,
-    check_settings,
-    env_flag,
-)
-from causal_conv1d_contract.layout import (
-    DEFAULT_INDEX_URL,
-    SOURCE_DIR,
-    UV_SOURCE_INDEX_NAME,
-    WHEELS_DIR,
-    index_base,
-    project_page_url,
-    project_path,
-    quote_path,
-    site_base,
-    source_index_url,
-    source_page_url,
-    source_path,
-    uv_index_name,
-    variant_index_url,
-    variant_path,
-)
-from causal_conv1d_contract.project import (
-    ABI_TAG,
-    DIST_NAME,
-    PACKAGE_VERSION,
-    PROJECT_NAME,
-    PYTHON_TAG,
-    REQUIRES_PYTHON,
-    TOPLEVEL_ENTRIES,
-)
-from causal_conv1d_contract.variants import (
-    ACCEL_FAMILIES,
-    STABLE_ABI_MIN_TORCH,
-    STABLE_TARGET,
-    BuildVariant,
-    InvalidVariant,
-    StableVariant,
-    Variant,
-    accel_family,
-    accel_from_cuda,
-    build_variant_from_local_version,
-    cuda_from_accel,
-    local_version,
-    official_cxx11_abi,
-    parse_build_variant,
-    stable_target_macro,
-    stable_variant_for,
-    variant_from_local_version,
-)
-from causal_conv1d_contract.wheels import (
-    InvalidWheelName,
-    WheelName,
-    parse_wheel_name,
-    torch_requirement,
-    wheel_filename,
-)
+from causal_conv1d_contract import build_record, environment, layout, project, variants, wheels
+from causal_conv1d_contract.build_record import *  # noqa: F403
+from causal_conv1d_contract.environment import *  # noqa: F403
+from causal_conv1d_contract.layout import *  # noqa: F403
+from causal_conv1d_contract.project import *  # noqa: F403
+from causal_conv1d_contract.variants import *  # noqa: F403
+from causal_conv1d_contract.wheels import *  # noqa: F403
 
-__all__ = [
-    "PROJECT_NAME",
-    "DIST_NAME",
-    "TOPLEVEL_ENTRIES",
-    "PACKAGE_VERSION",
-    "PYTHON_TAG",
-    "ABI_TAG",
-    "REQUIRES_PYTHON",
-    "DEFAULT_INDEX_URL",
-    "ENV_FORCE_BUILD",
-    "ENV_SKIP_CUDA_BUILD",
-    "ENV_FORCE_CXX11_ABI",
-    "ENV_INDEX_URL",
-    "ENV_LOCAL_VERSION",
-    "ENV_PREBUILT_ONLY",
-    "ENV_INDEX_TIMEOUT",
-    "ENV_STABLE_ABI",
-    "ENV_DETERMINISTIC",
-    "KERNEL_SWITCHES",
-    "ENVIRONMENT",
-    "DEV_ENVIRONMENT",
-    "STABLE_ABI_MIN_TORCH",
-    "STABLE_TARGET",
-    "ACCEL_FAMILIES",
-    "BUILD_INFO_FILENAME",
-    "BUILD_INFO_KEYS",
-    "InvalidVariant",
-    "InvalidWheelName",
-    "InvalidSetting",
-    "env_flag",
-    "check_settings",
-    "Variant",
-    "StableVariant",
-    "BuildVariant",
-    "accel_family",
-    "stable_target_macro",
-    "stable_variant_for",
-    "build_variant_from_local_version",
-    "parse_build_variant",
-    "WheelName",
-    "accel_from_cuda",
-    "cuda_from_accel",
-    "official_cxx11_abi",
-    "torch_requirement",
-    "local_version",
-    "wheel_filename",
-    "parse_wheel_name",
-    "variant_from_local_version",
-    "WHEELS_DIR",
-    "site_base",
-    "index_base",
-    "variant_path",
-    "project_path",
-    "variant_index_url",
-    "project_page_url",
-    "uv_index_name",
-    "quote_path",
-    "SOURCE_DIR",
-    "UV_SOURCE_INDEX_NAME",
-    "source_path",
-    "source_index_url",
-    "source_page_url",
-]
+__all__: list[str] = []
+__all__ += project.__all__
+__all__ += environment.__all__
+__all__ += variants.__all__
+__all__ += wheels.__all__
+__all__ += layout.__all__
+__all__ += build_record.__all__

@@ -6,7 +6,9 @@ reads it.
 
 from __future__ import annotations
 
-__all__ = ["BUILD_INFO_FILENAME", "BUILD_INFO_KEYS"]
+from typing import Optional, TypedDict
+
+__all__ = ["BUILD_INFO_FILENAME", "BUILD_INFO_KEYS", "BuildRecord"]
 
 #: The build record inside every wheel, next to the package's __init__.py.
 BUILD_INFO_FILENAME = "_build_info.json"
@@ -24,3 +26,20 @@ BUILD_INFO_KEYS = (
     "stable_abi_target",  # "2.10": built on the LibTorch stable ABI with that TORCH_TARGET_VERSION; null: legacy
     "cuda_major",  # int: the CUDA major of the toolkit built with (13 for "13.0"), or null for a CPU build
 )
+
+
+class BuildRecord(TypedDict):
+    """The build record as a type: the keys of :data:`BUILD_INFO_KEYS`, in that order (a record read
+    from a file is what the file says: readers check the values, e.g. causal_conv1d/_guard.py)."""
+
+    version: str
+    variant: str
+    torch_version: str
+    cuda_version: Optional[str]
+    cxx11_abi: bool
+    cuda_archs: list[str]
+    with_cuda: bool
+    platform: str
+    source_commit: Optional[str]
+    stable_abi_target: Optional[str]
+    cuda_major: Optional[int]

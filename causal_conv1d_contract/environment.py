@@ -54,7 +54,7 @@ KERNEL_SWITCHES = {
     "CAUSAL_CONV1D_VARLEN_CF_FAST": "CUDA: the channel-first varlen prefill fast path (csrc/cuda/varlen_cf_fast.cu; kernel path varlen_cf_fast)",
     "CAUSAL_CONV1D_SPEC_UPDATE_DECODE": "CUDA: the plain decode step of the serving API on the update fast path when state_len == width - 1 (csrc/cuda/spec_update_decode.cu; kernel path spec_update_decode)",
     "CAUSAL_CONV1D_SPEC_UPDATE_FAST": "CUDA: the decode / speculative update fast path of the serving API (csrc/cuda/spec_update_fast.cu; kernel path spec_update_fast)",
-    "CAUSAL_CONV1D_CPU_HUGE_PAGES": "CPU: the transparent-huge-page hint for large buffers (csrc/cpu/causal_conv1d_cpu.cpp)",
+    "CAUSAL_CONV1D_CPU_HUGE_PAGES": "CPU: the transparent-huge-page hint for large buffers (csrc/cpu/fwd.cpp)",
 }
 
 #: Every environment variable a user or a build may set, and what it does (README.md's table).

@@ -376,7 +376,8 @@ def _parse_json(body: bytes, page_url: str) -> Page:
         if not isinstance(f, dict) or "filename" not in f or "url" not in f:
             continue
         url, frag = split_fragment(urllib.parse.urljoin(base, f["url"]))
-        hashes = f.get("hashes") if isinstance(f.get("hashes"), dict) else {}
+        raw_hashes = f.get("hashes")
+        hashes: dict[str, Any] = raw_hashes if isinstance(raw_hashes, dict) else {}
         size, yanked = f.get("size"), f.get("yanked")
         links.append(Link(
             f["filename"], url, (hashes.get("sha256") or frag.get("sha256") or None),
@@ -385,7 +386,8 @@ def _parse_json(body: bytes, page_url: str) -> Page:
             _json_metadata(f.get("core-metadata")), _json_metadata(f.get("dist-info-metadata")),
             size if isinstance(size, int) else None, f["url"], f,
         ))
-    meta = doc.get("meta") if isinstance(doc, dict) and isinstance(doc.get("meta"), dict) else {}
+    raw_meta = doc.get("meta") if isinstance(doc, dict) else None
+    meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
     return Page(page_url, links, dict(meta))
 
 

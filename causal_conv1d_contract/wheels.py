@@ -18,6 +18,7 @@ from causal_conv1d_contract.variants import (
 )
 
 if TYPE_CHECKING:  # packaging is a build-time tool, not a runtime requirement: imported lazily
+    from packaging.tags import Tag
     from packaging.version import Version
 
 __all__ = ["InvalidWheelName", "WheelName", "torch_requirement", "wheel_filename", "parse_wheel_name"]
@@ -51,8 +52,8 @@ class WheelName:
     filename: str
     version: Version  # full version, local label included
     variant: BuildVariant  # Variant (one torch minor) or StableVariant (every torch >= its target)
-    tags: frozenset  # frozenset[packaging.tags.Tag]
-    platforms: tuple  # platform tags, sorted
+    tags: frozenset[Tag]
+    platforms: tuple[str, ...]  # platform tags, sorted
 
     @property
     def public_version(self) -> str:

@@ -4,7 +4,7 @@
 // any torch with CAUSAL_CONV1D_STABLE_ABI=FALSE). build_support/extension.py defines
 // CAUSAL_CONV1D_STABLE_ABI=1 (and TORCH_TARGET_VERSION) for a stable build.
 //
-// The op layer (ops.cpp, checks.h, cpu/causal_conv1d_cpu.cpp, cuda/ops_cuda.cpp) uses only these
+// The op layer (ops.cpp, checks.h, cpu/*.cpp, cuda/ops_cuda.cpp) uses only these
 // names, so there is one copy of it: Tensor, ScalarType, Half/BFloat16, the checks (CC1D_CHECK*),
 // tensor creation and the few tensor ops it needs, parallel_for, the library macros (CC1D_LIBRARY,
 // CC1D_LIBRARY_IMPL, CC1D_KERNEL) and the message formatting helpers. CUDA-only names (stream,

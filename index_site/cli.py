@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from causal_conv1d_contract.cli import options_from_args
 from index_site.errors import IndexSiteError, Problem, VerifyFailed
 
 _EPILOG = """exit codes: 0 success; 1 bad input under --strict, or verify found problems; 2 usage error;
@@ -23,18 +24,7 @@ def _warn(problems: list[Problem]) -> None:
 def _cmd_build(args: argparse.Namespace) -> int:
     from index_site.site import BuildOptions, build_site
 
-    result = build_site(
-        BuildOptions(
-            wheels_dir=args.wheels_dir,
-            out=args.out,
-            files_url=args.files_url,
-            site_url=args.site_url,
-            manifest=args.manifest,
-            coverage=args.coverage,
-            now=args.now,
-            strict=args.strict,
-        )
-    )
+    result = build_site(options_from_args(BuildOptions, args))
     _warn(result.problems)
     for entry in result.added:
         print(f"published {entry.filename} ({entry.variant}, sha256 {entry.sha256})")
@@ -65,7 +55,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         raise IndexSiteError(str(exc)) from None
     except OSError as exc:
         raise IndexSiteError(f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc})") from None
-    host, port = server.server_address[:2]
+    host, port = str(server.server_address[0]), server.server_address[1]
     print(f"serving {args.site} at http://{host}:{port}/ (Ctrl-C stops)", flush=True)
     try:
         server.serve_forever()

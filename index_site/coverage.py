@@ -230,7 +230,7 @@ def coverage_cells(entries: list[Entry], rows: list[CoverageRow]) -> dict[tuple[
         for variant in variants:
             files = published.get((platform, variant), [])
             live = [e for e in files if e.yanked is None]
-            row = planned.get((platform, variant))
+            planned_row = planned.get((platform, variant))
             if live:
                 newest = max(live, key=lambda e: Version(e.version))
                 stable = isinstance(_parse(newest.variant), contract.StableVariant)
@@ -239,9 +239,9 @@ def coverage_cells(entries: list[Entry], rows: list[CoverageRow]) -> dict[tuple[
                 reasons = sorted({e.yanked for e in files if e.yanked})
                 why = f": {'; '.join(reasons)}" if reasons else ""
                 cells[(platform, variant)] = Cell(False, None, f"every wheel published for it is yanked{why}")
-            elif row is not None and not row.wheel:
-                cells[(platform, variant)] = Cell(False, None, row.reason or "not built by the build matrix")
-            elif row is not None:
+            elif planned_row is not None and not planned_row.wheel:
+                cells[(platform, variant)] = Cell(False, None, planned_row.reason or "not built by the build matrix")
+            elif planned_row is not None:
                 cells[(platform, variant)] = Cell(False, None, "in the build matrix, but no wheel is published yet")
             else:
                 cells[(platform, variant)] = Cell(False, None, "no wheel is published for this platform")

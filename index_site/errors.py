@@ -13,6 +13,8 @@ __all__ = [
 
 import dataclasses
 
+from causal_conv1d_contract.cli import ToolError
+
 
 @dataclasses.dataclass(frozen=True)
 class Problem:
@@ -25,7 +27,7 @@ class Problem:
         return f"{self.path}: {self.reason}"
 
 
-class IndexSiteError(Exception):
+class IndexSiteError(ToolError):
     """Base class: a failure that is reported as one message, without a traceback."""
 
     exit_code = 1

@@ -166,7 +166,7 @@ def _newer_torch(per_minor: list[str], stable: list[contract.StableVariant]) -> 
     """The first torch minor after every one the site knows: the chooser's "X.Y or newer" entry,
     served by the stable family pages (``whl/stable2.10-cu13/``)."""
     known = [contract.Variant.parse(n).torch_minor for n in per_minor]
-    newest = max([tuple(sv.target) for sv in stable] + known)
+    newest = max([(sv.target[0], sv.target[1]) for sv in stable] + known)
     return f"{newest[0]}.{newest[1] + 1}"
 
 
@@ -262,12 +262,12 @@ def _landing(entries: list[Entry], rows: list[CoverageRow], site_url: str, sdist
     table = []
     for name in variants:
         row = [{"cell": cells[(p, name)], "key": reasons.get(cells[(p, name)].reason or "")} for p in platforms]
-        v = contract.parse_build_variant(name)
-        if isinstance(v, contract.StableVariant):
-            table.append({"variant": name, "torch": f"\u2265 {v.torch} (any)",
-                          "accel": _family_label(v.family) + " (stable ABI)", "cells": row})
+        bv = contract.parse_build_variant(name)
+        if isinstance(bv, contract.StableVariant):
+            table.append({"variant": name, "torch": f"\u2265 {bv.torch} (any)",
+                          "accel": _family_label(bv.family) + " (stable ABI)", "cells": row})
         else:
-            table.append({"variant": name, "torch": v.torch, "accel": _accel_label(v.accel), "cells": row})
+            table.append({"variant": name, "torch": bv.torch, "accel": _accel_label(bv.accel), "cells": row})
     notes: dict[str, str] = {}  # torch minor -> what its low-confidence build data assumes
     for r in rows:
         if r.confidence == "low":

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from causal_conv1d_contract.cli import options_from_args
 from release import gha
 from release.errors import EXIT_STEP, ReleaseError, UsageError
 
@@ -165,19 +166,8 @@ def _cmd_local(args: argparse.Namespace) -> int:
     from release.commands import SubprocessRunner
     from release.local import LocalOptions, LocalRelease
 
-    options = LocalOptions(
-        work_dir=args.work_dir,
-        variants=args.variants,
-        cuda=args.cuda,
-        cuda_archs=args.cuda_archs,
-        wheels_from=args.wheels_from,
-        port=args.port,
-        install_variant=args.install_variant,
-        torch_index_url=args.torch_index_url,
-        max_jobs=args.max_jobs,
-        cpu_torch_spec=args.cpu_torch_spec or None,
-        cuda_torch_spec=args.cuda_torch_spec or None,
-    )
+    options = options_from_args(LocalOptions, args, cpu_torch_spec=args.cpu_torch_spec or None,
+                                cuda_torch_spec=args.cuda_torch_spec or None)
     result = LocalRelease(options, SubprocessRunner(echo=not args.quiet), machine.detect()).run()
     return 0 if result.ok else EXIT_STEP
 
@@ -186,13 +176,7 @@ def _cmd_test_wheel(args: argparse.Namespace) -> int:
     from release.commands import SubprocessRunner
     from release.wheeltest import WheelTest, WheelTestOptions, parse_tests
 
-    opts = WheelTestOptions(
-        wheel=args.wheel,
-        work_dir=args.work_dir,
-        torch_index_url=args.torch_index_url,
-        tests=parse_tests(args.tests),
-        torch_spec=args.torch_spec,
-    )
+    opts = options_from_args(WheelTestOptions, args, tests=parse_tests(args.tests))
     return 0 if WheelTest(opts, SubprocessRunner()).run().ok else EXIT_STEP
 
 

@@ -6,13 +6,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Optional
 
+from causal_conv1d_contract.cli import EXIT_FAILURE, EXIT_USAGE, ToolError
+
 __all__ = ["ReleaseError", "UsageError", "CommandFailed", "StepFailed", "EXIT_USAGE", "EXIT_STEP"]
 
-EXIT_STEP = 1  #: a pipeline step failed
-EXIT_USAGE = 2  #: bad options or input (argparse uses 2 as well)
+EXIT_STEP = EXIT_FAILURE  #: a pipeline step failed
 
 
-class ReleaseError(Exception):
+class ReleaseError(ToolError):
     """Base class: a failure with a message meant for a person."""
 
     exit_code = EXIT_STEP

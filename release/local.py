@@ -83,10 +83,6 @@ def _cuda_job(job: Any) -> bool:
     return bool(job.get("cuda"))
 
 
-def _stable(variant: object) -> bool:
-    return isinstance(variant, contract.StableVariant)
-
-
 def _pinned_minor(spec: Optional[str]) -> Optional[str]:
     """``torch==2.13.*`` -> ``2.13``; None when the spec pins no minor."""
     import re
@@ -220,7 +216,7 @@ class LocalRelease:
                 v = contract.parse_build_variant(name)
             except contract.InvalidVariant:
                 continue  # select_jobs names the problem
-            if not _stable(v) and v.torch_minor >= contract.STABLE_TARGET:
+            if isinstance(v, contract.Variant) and v.torch_minor >= contract.STABLE_TARGET:
                 return True
         return False
 
@@ -370,7 +366,7 @@ class LocalRelease:
         for wheel in self.wheels.values():
             variant = contract.parse_wheel_name(wheel.name).variant
             pages = [variant.name]
-            if _stable(variant) and variant.family == "cpu" and _pinned_minor(self.o.cpu_torch_spec):
+            if isinstance(variant, contract.StableVariant) and variant.family == "cpu" and _pinned_minor(self.o.cpu_torch_spec):
                 pages.append(f"torch{_pinned_minor(self.o.cpu_torch_spec)}-cpu")  # the page we install from
             for name in pages:
                 page = self.site_dir / contract.project_path(name) / "index.html"
@@ -425,7 +421,7 @@ class LocalRelease:
         minor it is installed with (``whl/torch2.13-cpu/``): existing commands keep working."""
         variant = contract.parse_wheel_name(self.wheels[self._install_job_id()].name).variant
         minor = _pinned_minor(self.o.cpu_torch_spec)
-        if _stable(variant) and variant.family == "cpu" and minor:
+        if isinstance(variant, contract.StableVariant) and variant.family == "cpu" and minor:
             return contract.Variant.parse(f"torch{minor}-cpu")
         return variant
 
@@ -451,7 +447,7 @@ class LocalRelease:
     def step_install(self) -> str:
         job_id = self._install_job_id()
         variant = contract.parse_wheel_name(self.wheels[job_id].name).variant
-        self._run("install", [str(self.o.python), "-m", "venv", self.venv_dir])
+        self._run("install", [str(self.o.python), "-m", "venv", str(self.venv_dir)])
         py = inst.venv_python(self.venv_dir)
         report_path = self.work / "install-report.json"
         index = self._install_index()
@@ -472,7 +468,7 @@ class LocalRelease:
         if torch_index:
             argv += ["--extra-index-url", torch_index]
         argv.append(contract.PROJECT_NAME)
-        if _stable(variant) and variant.family == "cpu" and self.o.cpu_torch_spec:
+        if isinstance(variant, contract.StableVariant) and variant.family == "cpu" and self.o.cpu_torch_spec:
             argv.append(self.o.cpu_torch_spec)  # the torch it was built against: the one on this machine
         self._say(
             f"pip install {contract.PROJECT_NAME} --only-binary {contract.PROJECT_NAME} --extra-index-url {index}"

@@ -161,7 +161,7 @@ class WheelTest:
         return f"pytest {' '.join(targets)} passed{left_out}"
 
 
-def _torch_pin(variant: object) -> str:
+def _torch_pin(variant: contract.BuildVariant) -> str:
     """``torch>=2.7,<2.8``; a stable-ABI wheel's ``torch>=2.10`` (no upper bound)."""
     if isinstance(variant, contract.StableVariant):
         return contract.torch_requirement(variant.target, stable=True)

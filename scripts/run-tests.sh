@@ -4,6 +4,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# --quick: the quick tier (a few minutes on 2 cores): the default op layer only, and every test
+# directory without the tests marked slow (they build wheels, create venvs or run over ~20 s each) and
+# without the wheel-checking modules below (they build and inspect synthetic wheels, ~2 min); the
+# other arguments go to pytest after it. Without --quick: the whole suite, as CI runs it (.ci/run).
+QUICK_ARGS=(-m "not slow"
+  --ignore=tests/build_matrix/test_wheelcheck.py --ignore=tests/build_matrix/test_cibuildwheel.py
+  --ignore=tests/build_support/test_guard_doctor_stable.py tests)
+quick=0
+if [ "${1:-}" = --quick ]; then
+  quick=1
+  shift
+fi
+
 PY=${PYTHON:-python3}
 VENV=.venv
 TORCH_SPEC=${CAUSAL_CONV1D_TEST_TORCH:-torch==2.13.0}
@@ -28,6 +41,14 @@ step "installing $TORCH_SPEC and the test tools"
 "$VENV/bin/python" -m pip install -q --upgrade pip
 "$VENV/bin/python" -m pip install -q "$TORCH_SPEC" -r requirements-dev.txt
 
+# Static checks first (seconds): lint and format of the whole tree, strict types on the contract,
+# types on the tooling ([tool.mypy] in pyproject.toml names it).
+step "ruff check, ruff format --check, mypy --strict causal_conv1d_contract, mypy (tooling)"
+"$VENV/bin/python" -m ruff check .
+"$VENV/bin/python" -m ruff format --check .
+"$VENV/bin/python" -m mypy --strict causal_conv1d_contract
+"$VENV/bin/python" -m mypy
+
 build() {  # $1: legacy (CAUSAL_CONV1D_STABLE_ABI=FALSE) or default (stable for torch >= 2.10); csrc/torch_api.h
   step "building the extension in place ($1 op layer, CPU build for a CPU torch)"
   local start
@@ -43,7 +64,7 @@ build() {  # $1: legacy (CAUSAL_CONV1D_STABLE_ABI=FALSE) or default (stable for 
 # The whole suite (no arguments) also runs the package tests on the legacy (ATen) op layer first,
 # built from the same sources; then everything on the default build (the stable ABI for torch >=
 # 2.10). tests/causal_conv1d/test_op_layer.py fails if a build is not the op layer expected.
-if [ $# -eq 0 ]; then
+if [ $# -eq 0 ] && [ "$quick" = 0 ]; then
   build legacy
   step "pytest tests/causal_conv1d (legacy op layer)"
   CAUSAL_CONV1D_EXPECT_OP_LAYER=legacy "$VENV/bin/python" -m pytest -q tests/causal_conv1d
@@ -53,6 +74,9 @@ expect=$("$VENV/bin/python" -c "import torch; v = tuple(int(p) for p in torch.__
 
 step "pytest ($expect op layer)"
 set +e
+if [ "$quick" = 1 ]; then
+  set -- "${QUICK_ARGS[@]}" "$@"
+fi
 CAUSAL_CONV1D_EXPECT_OP_LAYER=$expect "$VENV/bin/python" -m pytest "$@"
 rc=$?
 set -e

@@ -19,7 +19,18 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+#: Fixtures that build a wheel or create a venv (minutes on 2 cores): a test that uses one, directly
+#: or through another fixture, is marked ``slow`` (the quick tier, ``scripts/run-tests.sh --quick``,
+#: leaves it out).
+SLOW_FIXTURES = frozenset(
+    {"cpu_wheel", "real_cpu_wheel", "real_wheel", "cuda_wheel", "torch_venv", "build_venv", "fresh_venv", "empty_venv"}
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
     if _cuda_available():
         return
     skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU (run on a CUDA machine: scripts/gpu-check.sh, docs/cuda.md)")

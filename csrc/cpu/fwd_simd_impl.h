@@ -1,6 +1,6 @@
-// Vectorised CPU forward kernels for one x86 instruction set (see causal_conv1d_cpu.cpp).
+// Vectorised CPU forward kernels for one x86 instruction set (see fwd_simd.cpp).
 //
-// No include guard on purpose: causal_conv1d_cpu.cpp includes this file once per instruction set,
+// No include guard on purpose: fwd_simd.cpp includes this file once per instruction set,
 // each time inside that set's `#pragma GCC target` region and its own namespace, with
 //   CC1D_LANES == 16: AVX-512 (F, BW, VL, DQ), or
 //   CC1D_LANES == 8:  AVX2 + FMA + F16C.

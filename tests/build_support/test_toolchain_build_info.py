@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -19,7 +20,25 @@ from build_support import build_info, cuda_toolkit, host_compiler, toolchain, to
 
 from .conftest import REPO, clean_env, run
 
-VENV_CU = Path("/work/venv-cu/bin/python")
+#: A CUDA 13.0 torch as the diagnosis reads it (version, torch.version.cuda / hip, the C++ ABI): the
+#: CUDA-diagnosis tests need no CUDA torch installed, only nvcc where they say so.
+FAKE_CUDA_TORCH = """
+__version__ = "2.13.0+cu130"
+class version:
+    cuda = "13.0"
+    hip = None
+class _C:
+    _GLIBCXX_USE_CXX11_ABI = True
+"""
+
+
+@pytest.fixture(scope="module")
+def cuda_torch_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A site directory whose ``torch`` is FAKE_CUDA_TORCH (put first on PYTHONPATH)."""
+    site = tmp_path_factory.mktemp("cuda-torch-site")
+    (site / "torch").mkdir()
+    (site / "torch" / "__init__.py").write_text(FAKE_CUDA_TORCH)
+    return site
 
 
 def fake_nvcc(path: Path, release: str, top: Path | None = None) -> Path:
@@ -124,40 +143,51 @@ print(json.dumps({{"cuda": d.build_cuda, "env": d.env, "problems": [p.text() for
 """
 
 
-def _diagnose_cuda(env: dict[str, str], no_toolkit: bool = False) -> dict:
-    if not VENV_CU.exists():
-        pytest.skip("needs a CUDA torch (/work/venv-cu)")
-    proc = run([VENV_CU, "-c", CU_SCRIPT.format(repo=str(REPO), no_toolkit=no_toolkit)], env=env)
+def _diagnose_cuda(site: Path, env: dict[str, str], no_toolkit: bool = False) -> dict:
+    """toolchain.diagnose() in a child whose torch is the CUDA 13.0 torch of ``site``."""
+    env = dict(env, PYTHONPATH=str(site), PYTHONNOUSERSITE="1")
+    proc = run([sys.executable, "-c", CU_SCRIPT.format(repo=str(REPO), no_toolkit=no_toolkit)], env=env)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def test_diagnose_cuda_torch_on_this_machine() -> None:
-    if not shutil.which("nvcc"):
-        pytest.skip("no nvcc")
-    r = _diagnose_cuda(clean_env())
-    assert r["cuda"] and r["fatal"] == 0, r["problems"]
-    home = Path(r["env"]["CUDA_HOME"])
-    assert (home / "include" / "cuda_runtime.h").exists()  # not /usr/local (the wrapper's parent)
-    assert r["env"]["TORCH_CUDA_ARCH_LIST"] == r["archs"]
+def test_diagnose_cuda_torch_on_this_machine(cuda_torch_site: Path) -> None:
+    nvcc = shutil.which("nvcc")
+    if not nvcc or "release 13." not in subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout:
+        pytest.skip("needs nvcc 13 on PATH (the fake torch is a CUDA 13.0 build)")
+    r = _diagnose_cuda(cuda_torch_site, clean_env())
+    assert r["cuda"], r
+    if r["fatal"] == 0:
+        home = Path(r["env"]["CUDA_HOME"])
+        assert (home / "include" / "cuda_runtime.h").exists()  # not /usr/local (the wrapper's parent)
+        assert r["env"]["TORCH_CUDA_ARCH_LIST"] == r["archs"]
+        return
+    # A toolkit without the math library headers torch's CUDA headers include (a minimal nvcc install):
+    # the one fatal problem names each missing header, and each is indeed missing, with the fix.
+    (problem,) = [p for p in r["problems"] if p.startswith("ERROR")]
+    m = re.search(r"the CUDA toolkit at (\S+) lacks ([\w.]+(?:, [\w.]+)*), which", problem)
+    assert m and r["fatal"] == 1, r["problems"]
+    for header in m.group(2).split(", "):
+        assert not (Path(m.group(1)) / "include" / header).exists(), header
+    assert "nvidia-cublas-cu13" in problem or "nvidia-cusparse-cu13" in problem, problem
 
 
-def test_diagnose_nvcc_major_mismatch_is_fatal_with_a_fix(tmp_path: Path) -> None:
+def test_diagnose_nvcc_major_mismatch_is_fatal_with_a_fix(tmp_path: Path, cuda_torch_site: Path) -> None:
     home = tmp_path / "cuda-12.4"
     fake_nvcc(home / "bin" / "nvcc", "12.4", top=home)
-    r = _diagnose_cuda(clean_env(CUDA_HOME=str(home)))
+    r = _diagnose_cuda(cuda_torch_site, clean_env(CUDA_HOME=str(home)))
     text = "\n".join(r["problems"])
     assert r["fatal"] >= 1 and "nvcc 12.4" in text and "CUDA major versions must be equal" in text, text
     assert "fix: install CUDA 13.0 and export CUDA_HOME=" in text
 
 
-def test_diagnose_cuda_torch_without_toolkit_says_what_to_install() -> None:
+def test_diagnose_cuda_torch_without_toolkit_says_what_to_install(cuda_torch_site: Path) -> None:
     env = clean_env(PATH="/usr/bin:/bin")
     env.pop("CUDA_HOME", None)
-    r = _diagnose_cuda(env, no_toolkit=True)
+    r = _diagnose_cuda(cuda_torch_site, env, no_toolkit=True)
     text = "\n".join(r["problems"])
     assert r["fatal"] == 1 and "no CUDA toolkit (nvcc) was found" in text, text
     assert "nvidia-cuda-nvcc" in text and f"{contract.ENV_SKIP_CUDA_BUILD}=TRUE" in text
-    r = _diagnose_cuda(dict(env, **{contract.ENV_SKIP_CUDA_BUILD: "TRUE"}), no_toolkit=True)
+    r = _diagnose_cuda(cuda_torch_site, dict(env, **{contract.ENV_SKIP_CUDA_BUILD: "TRUE"}), no_toolkit=True)
     assert not r["cuda"] and r["fatal"] == 0
 
 
@@ -246,8 +276,7 @@ def test_setup_py_metadata_commands_need_no_torch(tmp_path: Path) -> None:
 
 def test_fast_torch_probe_agrees_with_importing_torch() -> None:
     pytest.importorskip("torch")
-    pythons = [Path(sys.executable)] + ([VENV_CU] if VENV_CU.exists() else [])
-    for py in pythons:
+    for py in [Path(sys.executable)]:
         fast = torch_probe.torch_info(str(py), fast=True)
         full = torch_probe.torch_info(str(py))
         assert full.importable, full.error

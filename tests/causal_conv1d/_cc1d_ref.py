@@ -1,13 +1,12 @@
-"""float64 references and tensor factories for the package tests."""
+"""Tensor factories, tolerances and error helpers for the package tests (the float64 references: causal_conv1d/_reference.py)."""
 
 from __future__ import annotations
 
 import re
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from causal_conv1d import _guard
 
@@ -72,71 +71,3 @@ def make_seq_idx(batch: int, seqlen: int, device: str, *, padding: bool = True) 
             ids[-1] = -1
         rows.append(ids)
     return torch.stack(rows).to(device)
-
-
-def fwd_ref(
-    x: Tensor,
-    weight: Tensor,
-    bias: Optional[Tensor] = None,
-    seq_idx: Optional[Tensor] = None,
-    initial_states: Optional[Tensor] = None,
-    silu: bool = False,
-) -> tuple[Tensor, Tensor]:
-    """(out, final_states) in float64; differentiable (for gradient references)."""
-    batch, dim, seqlen = x.shape
-    width = weight.shape[1]
-    x64, w64 = x.double(), weight.double()
-    prev = initial_states.double() if initial_states is not None else x64.new_zeros(batch, dim, width - 1)
-    xp = torch.cat([prev, x64], dim=-1)  # (batch, dim, width - 1 + seqlen)
-    out = x64.new_zeros(batch, dim, seqlen)
-    if bias is not None:
-        out = out + bias.double()[None, :, None]
-    if seq_idx is not None:
-        # before the start: the initial state belongs to the row's first sequence (upstream 1.7.0)
-        if initial_states is not None and seqlen > 0:
-            pre = seq_idx[:, :1].expand(-1, width - 1)
-        else:
-            pre = seq_idx.new_full((batch, width - 1), -1)
-        sp = torch.cat([pre, seq_idx], dim=-1)
-    for k in range(width):
-        term = w64[:, k][None, :, None] * xp[..., k : k + seqlen]
-        if seq_idx is not None:
-            term = term * (sp[:, k : k + seqlen] == seq_idx)[:, None, :]
-        out = out + term
-    if seq_idx is not None:
-        out = out * (seq_idx >= 0)[:, None, :]
-    if silu:
-        out = F.silu(out)
-    return out, xp[..., xp.shape[-1] - (width - 1) :]
-
-
-def update_ref(
-    x: Tensor,
-    conv_state: Tensor,
-    weight: Tensor,
-    bias: Optional[Tensor],
-    silu: bool,
-    cache_seqlens: Optional[Tensor],
-) -> Tensor:
-    """float64 decoding step on (batch, dim, seqlen) x; updates conv_state (any dtype) in place."""
-    batch, dim, seqlen = x.shape
-    width = weight.shape[1]
-    state_len = conv_state.shape[-1]
-    out = x.new_zeros(batch, dim, seqlen, dtype=torch.float64)
-    for b in range(batch):
-        if cache_seqlens is None:
-            window = torch.cat([conv_state[b, :, state_len - (width - 1) :], x[b]], dim=-1).double()
-            new_state = torch.cat([conv_state[b], x[b]], dim=-1)[:, -state_len:].clone()
-            conv_state[b].copy_(new_state)
-        else:
-            c = int(cache_seqlens[b])
-            prev = [conv_state[b, :, (c - (width - 1) + j) % state_len] for j in range(width - 1)]
-            window = torch.cat([torch.stack(prev, -1) if prev else x[b, :, :0], x[b]], dim=-1).double()
-            for i in range(seqlen):
-                conv_state[b, :, (c + i) % state_len] = x[b, :, i]
-        for i in range(seqlen):
-            acc = (window[:, i : i + width] * weight.double()).sum(-1)
-            if bias is not None:
-                acc = acc + bias.double()
-            out[b, :, i] = acc
-    return F.silu(out) if silu else out

@@ -7,9 +7,10 @@ from typing import Optional
 
 import pytest
 import torch
-from _cc1d_ref import OP_LAYER, fwd_ref, make_bdl, make_seq_idx
+from _cc1d_ref import OP_LAYER, make_bdl, make_seq_idx
 
 from causal_conv1d import causal_conv1d_fn
+from causal_conv1d._reference import fwd_ref
 from causal_conv1d.cpp_functions import causal_conv1d_bwd_function
 
 # Gradient tolerances (sums over batch * seqlen terms): (rtol, atol).

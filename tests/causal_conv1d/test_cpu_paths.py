@@ -69,7 +69,9 @@ def _run(tmp_path: Path, name: str, env_extra: dict[str, str]) -> dict:
 
 
 def test_cpu_forward_paths_agree(tmp_path: Path) -> None:
-    from _cc1d_ref import fwd_ref, tol
+    from _cc1d_ref import tol
+
+    from causal_conv1d._reference import fwd_ref
 
     inputs = _inputs()
     torch.save(inputs, tmp_path / "inputs.pt")
@@ -131,6 +133,7 @@ def _huge_page_child(value: str | None) -> str:
     return proc.stdout.strip().splitlines()[-1]
 
 
+@pytest.mark.slow  # one child process per setting: 30-35 s on 2 cores
 def test_huge_page_switch_values() -> None:
     """CAUSAL_CONV1D_CPU_HUGE_PAGES follows the settings rules (csrc/switch_on.h, the same as
     contract.env_flag): unset/TRUE/1 on; false, FALSE, off, 0, no off; anything else an error naming

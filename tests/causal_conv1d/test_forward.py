@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from _cc1d_ref import LAYOUTS, fwd_ref, make_bdl, make_seq_idx, tol
+from _cc1d_ref import LAYOUTS, make_bdl, make_seq_idx, tol
 
 from causal_conv1d import causal_conv1d_fn
+from causal_conv1d._reference import fwd_ref
 from causal_conv1d.causal_conv1d_interface import causal_conv1d_ref
 from causal_conv1d.cpp_functions import causal_conv1d_fwd_function
 

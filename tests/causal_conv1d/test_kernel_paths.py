@@ -58,10 +58,20 @@ def test_bad_state_and_general_off_are_errors():
         ops._set_kernel_path("fwd_general", 0)
 
 
-def test_switching_is_accepted_and_undone():
-    ops._set_kernel_path("bwd_cl_fast", 0)
-    ops._set_kernel_path("bwd_cl_fast", 1)
-    ops._set_kernel_path("bwd_cl_fast", -1)
+@pytest.mark.parametrize("name,switch", header_paths())
+def test_every_state_is_accepted_and_leaves_the_cpu_ops_alone(name, switch):
+    """Each path takes 1 / 0 / -1 (a general path: 1 / -1); the switches choose CUDA paths only, so the
+    CPU forward gives the same bits in every state. That a CUDA path really switches: tests/gpu."""
+    g = torch.Generator().manual_seed(0)
+    x, w = torch.randn(2, 8, 33, generator=g), torch.randn(8, 4, generator=g)
+    expected, _ = ops.fwd(x, w, None, None, None, False, True)
+    try:
+        for state in (1, 0, -1) if switch else (1, -1):
+            assert ops._set_kernel_path(name, state) is None
+            got, _ = ops.fwd(x, w, None, None, None, False, True)
+            assert torch.equal(got, expected), (name, state)
+    finally:
+        ops._set_kernel_path(name, -1)
 
 
 def test_switches_of_the_paths_are_the_contracts_cuda_switches():

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from _cc1d_ref import tol, update_ref
+from _cc1d_ref import tol
 
 from causal_conv1d import causal_conv1d_update
+from causal_conv1d._reference import update_ref
 from causal_conv1d.causal_conv1d_interface import causal_conv1d_update_ref
 from causal_conv1d.cpp_functions import causal_conv1d_update_function
 

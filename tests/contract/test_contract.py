@@ -221,3 +221,8 @@ def test_uv_index_name() -> None:
     assert c.uv_index_name(c.StableVariant("cu13")) == "causal-conv1d-stable2-10-cu13"
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     assert f"--index {c.uv_index_name(c.Variant.parse('torch2.7-cu128'))}=" in readme
+
+
+def test_build_record_type_has_the_keys_in_order() -> None:
+    """BuildRecord (the type) and BUILD_INFO_KEYS (what readers and writers check) are one list."""
+    assert tuple(c.BuildRecord.__annotations__) == c.BUILD_INFO_KEYS

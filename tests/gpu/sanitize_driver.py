@@ -15,7 +15,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_ops import load_ops  # noqa: E402
-from ref import conv_ref, rel_err, tol_for, update_ref  # noqa: E402
+
+from causal_conv1d._reference import fwd_ref, rel_err, rel_tol, update_ref  # noqa: E402
 
 SEEN: set[str] = set()  # the kernel paths the calls ran
 
@@ -47,7 +48,7 @@ def serving_checks(ops, dev: str, dtype: torch.dtype) -> tuple[int, int]:
             ran(ops, "fwd")
             ref = causal_conv1d_ref(x.float(), w.float(), b.float(), init.float(), activation="silu", seq_idx=seq)
             n += 1
-            bad += rel_err(out, ref) >= tol_for(dtype)
+            bad += rel_err(out, ref) >= rel_tol(dtype)
             ops.bwd(x, w, b, torch.randn_like(out), seq, init, None, True, True)
             # varlen prefill: a sequence starting just before the 64-token chunk edge, a padded slot
             lens = [63, 1, 0, 3, 80, 2]
@@ -66,7 +67,7 @@ def serving_checks(ops, dev: str, dtype: torch.dtype) -> tuple[int, int]:
             ran(ops, "varlen_fwd")
             ref_v = causal_conv1d_varlen_ref(xv, w, b, st_ref, q, ci, hi)
             n += 1
-            bad += (not torch.equal(st, st_ref)) or rel_err(out_v, ref_v) >= tol_for(dtype)
+            bad += (not torch.equal(st, st_ref)) or rel_err(out_v, ref_v) >= rel_tol(dtype)
             # speculative decode: 1 + 3 drafts, state W - 1 + 3
             xs = torch.randn(3, D, 4, device=dev, dtype=dtype)
             ss = torch.randn(5, D, W + 2, device=dev, dtype=dtype)
@@ -95,7 +96,7 @@ def serving_checks(ops, dev: str, dtype: torch.dtype) -> tuple[int, int]:
             ran(ops, "spec_update")
             ref_s = causal_conv1d_update_spec_ref(xs, ss_ref, w, b, "silu", ix, na)
             n += 1
-            bad += (not torch.equal(ss, ss_ref)) or rel_err(out_s, ref_s) >= tol_for(dtype)
+            bad += (not torch.equal(ss, ss_ref)) or rel_err(out_s, ref_s) >= rel_tol(dtype)
     return n, bad
 
 
@@ -121,9 +122,9 @@ def main() -> int:
                     dfin = torch.randn(B, D, W - 1, device=dev, dtype=dtype)
                     out, fin = ops.fwd(x, w, b, None, init, True, True)
                     ran(ops, "fwd")
-                    ref, _ = conv_ref(x, w, b, initial_states=init, silu=True)
+                    ref, _ = fwd_ref(x, w, b, initial_states=init, silu=True)
                     n += 1
-                    bad += rel_err(out, ref) >= tol_for(dtype)
+                    bad += rel_err(out, ref) >= rel_tol(dtype)
                     dout = torch.randn_like(out)
                     dx, dw, db, di = ops.bwd(x, w, b, dout, None, init, dfin, True, True)
                     ran(ops, "bwd")
@@ -134,9 +135,9 @@ def main() -> int:
                     seq[:, L - 1 :] = -1
                     out_s, _ = ops.fwd(x, w, b, seq, None, False, False)
                     ran(ops, "fwd")
-                    ref_s, _ = conv_ref(x, w, b, seq_idx=seq)
+                    ref_s, _ = fwd_ref(x, w, b, seq_idx=seq)
                     n += 1
-                    bad += rel_err(out_s, ref_s) >= tol_for(dtype)
+                    bad += rel_err(out_s, ref_s) >= rel_tol(dtype)
                     ops.bwd(x, w, b, dout, seq, None, None, False, True)
         for S, circ, idx in ((3, False, False), (5, True, False), (4, False, True)):
             B, D, W = 3, 40, 4
@@ -150,14 +151,14 @@ def main() -> int:
             out = ops.update(x, state, w, None, True, cs, ix)
             ran(ops, "update")
             n += 1
-            bad += (not torch.equal(state, st_ref)) or rel_err(out, ref) >= tol_for(dtype)
+            bad += (not torch.equal(state, st_ref)) or rel_err(out, ref) >= rel_tol(dtype)
             x1 = x[:, :, :1].contiguous()  # one token: the fast decode path where S is W - 1 or W
             st_ref = state.clone()
             ref = update_ref(x1, st_ref, w, None, True, None, ix)
             out = ops.update(x1, state, w, None, True, None, ix)
             ran(ops, "update")
             n += 1
-            bad += (not torch.equal(state, st_ref)) or rel_err(out, ref) >= tol_for(dtype)
+            bad += (not torch.equal(state, st_ref)) or rel_err(out, ref) >= rel_tol(dtype)
         n_s, bad_s = serving_checks(ops, dev, dtype)
         n += n_s
         bad += bad_s

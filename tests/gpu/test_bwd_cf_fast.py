@@ -129,17 +129,18 @@ def _reference(x, dout, w, b, silu: bool):
     far more than a relative tolerance on the tiny g allows, in any fp32 implementation."""
     import torch
     import torch.nn.functional as F
-    from ref import conv_ref
+
+    from causal_conv1d._reference import fwd_ref
 
     x64 = x.double().requires_grad_(True)
     w64 = w.double().requires_grad_(True)
     b64 = b.double().requires_grad_(True) if b is not None else None
-    out, _ = conv_ref(x64, w64, b64, silu=silu)
+    out, _ = fwd_ref(x64, w64, b64, silu=silu)
     out.backward(dout.double())
     with torch.no_grad():
         W = w.shape[1]
         L = x.shape[2]
-        z, _ = conv_ref(x.double(), w.double(), b.double() if b is not None else None, silu=False)
+        z, _ = fwd_ref(x.double(), w.double(), b.double() if b is not None else None, silu=False)
         gabs = dout.double().abs()
         if silu:
             s = torch.sigmoid(z)

@@ -7,7 +7,8 @@ import itertools
 
 import pytest
 import torch
-from ref import conv_ref, rel_err, tol_for, update_ref
+
+from causal_conv1d._reference import fwd_ref, rel_err, rel_tol, update_ref
 
 pytestmark = pytest.mark.gpu
 
@@ -61,12 +62,12 @@ def test_fwd(ops, dtype, wkind, W, layout, L):
     w, b = params(D, W, wd, bias=(L % 2 == 1))
     silu = W % 2 == 0
     out, fin = ops.fwd(x, w, b, None, None, False, silu)
-    ref, _ = conv_ref(x, w, b, silu=silu)
+    ref, _ = fwd_ref(x, w, b, silu=silu)
     assert out.shape == x.shape and out.dtype == dtype
     check_layout(out, x)
     assert fin.numel() == 0
     err = rel_err(out, ref)
-    assert err < tol_for(dtype, wd), f"rel err {err}"
+    assert err < rel_tol(dtype, wd), f"rel err {err}"
 
 
 @pytest.mark.parametrize("dtype", DT)
@@ -79,13 +80,13 @@ def test_fwd_states(ops, dtype, layout, W, L):
     w, b = params(D, W, dtype)
     init = torch.randn(B, D, W - 1, device=DEV, dtype=dtype)
     out, fin = ops.fwd(x, w, b, None, init, True, True)
-    ref, ref_fin = conv_ref(x, w, b, initial_states=init, silu=True)
-    assert rel_err(out, ref) < tol_for(dtype)
+    ref, ref_fin = fwd_ref(x, w, b, initial_states=init, silu=True)
+    assert rel_err(out, ref) < rel_tol(dtype)
     assert fin.shape == (B, D, W - 1)
     assert torch.equal(fin, ref_fin.to(dtype)), "final_states must be exact copies of the inputs"
     out2, fin2 = ops.fwd(x, w, b, None, None, True, False)
-    ref2, ref_fin2 = conv_ref(x, w, b)
-    assert rel_err(out2, ref2) < tol_for(dtype)
+    ref2, ref_fin2 = fwd_ref(x, w, b)
+    assert rel_err(out2, ref2) < rel_tol(dtype)
     assert torch.equal(fin2, ref_fin2.to(dtype))
 
 
@@ -117,14 +118,14 @@ def test_seq_idx_fwd_bwd(ops, dtype, layout, W, L):
     xr = x.detach().double().requires_grad_()
     wr = w.detach().double().requires_grad_()
     br = b.detach().double().requires_grad_()
-    ref, _ = conv_ref(xr, wr, br, seq_idx=seq, silu=True)
-    assert rel_err(out, ref) < tol_for(dtype)
+    ref, _ = fwd_ref(xr, wr, br, seq_idx=seq, silu=True)
+    assert rel_err(out, ref) < rel_tol(dtype)
     dout = torch.randn_like(out)
     ref.backward(dout.double())
     dx, dw, db, dinit = ops.bwd(x, w, b, dout, seq, None, None, False, True)
-    assert rel_err(dx, xr.grad) < tol_for(dtype)
-    assert rel_err(dw, wr.grad) < tol_for(dtype)
-    assert rel_err(db, br.grad) < tol_for(dtype)
+    assert rel_err(dx, xr.grad) < rel_tol(dtype)
+    assert rel_err(dw, wr.grad) < rel_tol(dtype)
+    assert rel_err(db, br.grad) < rel_tol(dtype)
     assert dinit.numel() == 0
 
 
@@ -147,7 +148,7 @@ def test_bwd(ops, dtype, wkind, W, layout, L):
     wr = w.detach().double().requires_grad_()
     br = b.detach().double().requires_grad_()
     ir = init.detach().double().requires_grad_() if use_states else None
-    ref, fin = conv_ref(xr, wr, br, initial_states=ir, silu=silu)
+    ref, fin = fwd_ref(xr, wr, br, initial_states=ir, silu=silu)
     dout = torch.randn(x.shape, device=DEV, dtype=dtype)
     if layout == "cf":  # dout in the other layout than x
         dout = dout.transpose(1, 2).contiguous().transpose(1, 2)
@@ -156,7 +157,7 @@ def test_bwd(ops, dtype, wkind, W, layout, L):
         loss = loss + (fin * dfin.double()).sum()
     loss.backward()
     dx, dw, db, dinit = ops.bwd(x, w, b, dout, None, init, dfin, use_states, silu)
-    tol = tol_for(dtype, wd)
+    tol = rel_tol(dtype, wd)
     assert dx.shape == x.shape and dx.dtype == dtype
     check_layout(dx, x)
     assert rel_err(dx, xr.grad) < tol
@@ -177,7 +178,7 @@ def test_bwd_no_bias_returns_empty_dbias(ops):
     xr = x.double().requires_grad_()
     wr = w.double().requires_grad_()
     dout = torch.randn_like(x)
-    ref, _ = conv_ref(xr, wr)
+    ref, _ = fwd_ref(xr, wr)
     ref.backward(dout.double())
     dx, dw, _, _ = ops.bwd(x, w, None, dout, None, None, None, False, False)
     assert rel_err(dx, xr.grad) < 1e-5 and rel_err(dw, wr.grad) < 1e-5
@@ -204,8 +205,8 @@ def test_large_shapes(ops, B, D, L, W, layout):
     x = make_x(B, D, L, torch.bfloat16, layout, seed=5)
     w, b = params(D, W, torch.bfloat16)
     out, _ = ops.fwd(x, w, b, None, None, False, True)
-    ref, _ = conv_ref(x, w, b, silu=True)
-    assert rel_err(out, ref) < tol_for(torch.bfloat16)
+    ref, _ = fwd_ref(x, w, b, silu=True)
+    assert rel_err(out, ref) < rel_tol(torch.bfloat16)
 
 
 def test_over_2_31_elements(ops):
@@ -226,8 +227,8 @@ def test_over_2_31_elements(ops):
         w, b = params(D, W, torch.bfloat16)
         out, fin = ops.fwd(x, w, b, None, None, True, True)
         tail = slice(L - 300, L)
-        ref, ref_fin = conv_ref(x[:, -5:, L - 303 :].contiguous(), w[-5:], b[-5:], silu=True)
-        assert rel_err(out[:, -5:, tail], ref[:, :, 3:]) < tol_for(torch.bfloat16)
+        ref, ref_fin = fwd_ref(x[:, -5:, L - 303 :].contiguous(), w[-5:], b[-5:], silu=True)
+        assert rel_err(out[:, -5:, tail], ref[:, :, 3:]) < rel_tol(torch.bfloat16)
         assert torch.equal(fin[:, -5:], ref_fin.to(torch.bfloat16))
         del x, out, fin
         torch.cuda.empty_cache()
@@ -253,7 +254,7 @@ def test_update(ops, dtype, W, L, slayout, circular, indexed):
     ref = update_ref(x, ref_state, w, b, True, cs, idx)
     out = ops.update(x, state, w, b, True, cs, idx)
     assert torch.equal(state, ref_state), "conv_state must be updated bit-exactly"
-    assert rel_err(out, ref) < tol_for(dtype)
+    assert rel_err(out, ref) < rel_tol(dtype)
     if indexed:
         assert torch.count_nonzero(out[1]) == 0, "a negative conv_state_indices entry gives a zero output"
 
@@ -268,4 +269,4 @@ def test_update_strided_x_and_decode_2d(ops):
     ref = update_ref(x, ref_state, w, b, False)
     out = ops.update(x, state, w, b, False, None, None)
     assert torch.equal(state, ref_state)
-    assert rel_err(out, ref) < tol_for(torch.bfloat16)
+    assert rel_err(out, ref) < rel_tol(torch.bfloat16)

@@ -98,9 +98,9 @@ def prefetch_cases(sms: int) -> list[tuple]:
 def bad_outputs(out, ref, dtype, wd) -> list[str]:
     """[] when out matches the float64 reference within the tolerance of x's and weight's dtypes, else
     a message with the count and the first bad position."""
-    from ref import tol_for
+    from causal_conv1d._reference import rel_tol
 
-    bad = ((out.double() - ref).abs() > tol_for(dtype, wd) * (1.0 + ref.abs())).nonzero()
+    bad = ((out.double() - ref).abs() > rel_tol(dtype, wd) * (1.0 + ref.abs())).nonzero()
     if not bad.numel():
         return []
     i = tuple(bad[0].tolist())
@@ -112,7 +112,8 @@ def run_cases(which: str = "small") -> int:
     (the path forced on); print failures; return the number failed."""
     import torch
     from gpu_ops import load_ops
-    from ref import conv_ref
+
+    from causal_conv1d._reference import fwd_ref
 
     ops = load_ops()
     dts_map = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -142,7 +143,7 @@ def run_cases(which: str = "small") -> int:
         init = torch.randn(B, D, W - 1, device="cuda", dtype=dtype, generator=g) if states else None
         out, fin = ops.fwd(x, w, b, None, init, states, silu)
         msg = path_ran(ops, "fwd", PATH)
-        ref, ref_fin = conv_ref(x, w, b, initial_states=init, silu=silu)
+        ref, ref_fin = fwd_ref(x, w, b, initial_states=init, silu=silu)
         msg += bad_outputs(out, ref, dtype, wd)
         if states and not torch.equal(fin, ref_fin.to(dtype)):
             msg.append("final_states differ from the last width-1 inputs")
@@ -199,7 +200,8 @@ def test_fwd_cf_fast_offsets_boundary(ops):
     inside that bound runs the fast path (offsets past 2^31: unsigned arithmetic); 8 elements further
     it runs the general path. Both must give the reference result. Needs a 64 GiB allocation."""
     import torch
-    from ref import conv_ref
+
+    from causal_conv1d._reference import fwd_ref
 
     total = torch.cuda.get_device_properties(0).total_memory
     if total < 80 << 30:
@@ -219,7 +221,7 @@ def test_fwd_cf_fast_offsets_boundary(ops):
             with kernel_path(ops, PATH, 1):
                 out, _ = ops.fwd(x, w, b, None, None, False, True)
             msg = path_ran(ops, "fwd", want)
-            ref, _ = conv_ref(x, w, b, silu=True)
+            ref, _ = fwd_ref(x, w, b, silu=True)
             msg += bad_outputs(out, ref, x.dtype, w.dtype)
             if msg:
                 failed.append(f"x ending at element {end}: " + "; ".join(msg))

@@ -151,10 +151,11 @@ def make_x(B: int, D: int, L: int, dtype, layout: str, g):
 
 def _check(out, fin, ref, ref_fin, dtype, wd, want_final: bool) -> list[str]:
     import torch
-    from ref import tol_for
+
+    from causal_conv1d._reference import rel_tol
 
     msg = []
-    tol = tol_for(dtype, wd)
+    tol = rel_tol(dtype, wd)
     bad = ((out.double() - ref).abs() > tol * (1.0 + ref.abs())).nonzero()
     if bad.numel():
         i = tuple(bad[0].tolist())
@@ -181,7 +182,8 @@ def run_cases(max_elems: int = 0) -> int:
     small ones, for compute-sanitizer); print failures; return the number failed."""
     import torch
     from gpu_ops import load_ops
-    from ref import conv_ref
+
+    from causal_conv1d._reference import fwd_ref
 
     ops = load_ops()
     failed = 0
@@ -209,7 +211,7 @@ def run_cases(max_elems: int = 0) -> int:
         want_final = states in (1, 3)
         out, fin = ops.fwd(x, w, b, None, init, want_final, silu)
         ran = path_ran(ops, "fwd", PATH)
-        ref, ref_fin = conv_ref(x, w, b, initial_states=init, silu=silu)
+        ref, ref_fin = fwd_ref(x, w, b, initial_states=init, silu=silu)
         msg = ran + _check(out, fin, ref, ref_fin, dtype, wd, want_final)
         del ref, ref_fin
         if msg:
@@ -230,7 +232,7 @@ def run_cases(max_elems: int = 0) -> int:
         want_final = not use_seq  # return_final_states is refused with seq_idx
         out, fin = ops.fwd(x, w, b, seq, None, want_final, True)
         ran = path_ran(ops, "fwd", "fwd_general")
-        ref, ref_fin = conv_ref(x, w, b, seq_idx=seq, silu=True)
+        ref, ref_fin = fwd_ref(x, w, b, seq_idx=seq, silu=True)
         msg = ran + _check(out, fin, ref, ref_fin, dtype, dtype, want_final)
         if msg:
             failed += 1
@@ -313,7 +315,8 @@ def check_path() -> int:
 def check_disabled() -> int:
     """With the path off: the fast kernel never runs (recorded path and profiler), results still right."""
     import torch
-    from ref import conv_ref
+
+    from causal_conv1d._reference import fwd_ref
 
     items = _path_inputs()
     runs = [(name, *_kernels(fn)) for name, _, fn in items]
@@ -328,7 +331,7 @@ def check_disabled() -> int:
     from gpu_ops import load_ops
 
     out, fin = load_ops().fwd(x, w, None, None, None, True, True)
-    ref, ref_fin = conv_ref(x, w, None, silu=True)
+    ref, ref_fin = fwd_ref(x, w, None, silu=True)
     msg = _check(out, fin, ref, ref_fin, torch.bfloat16, torch.bfloat16, True)
     if msg:
         failed += 1

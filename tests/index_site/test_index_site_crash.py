@@ -10,7 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from index_site_helpers import NOW, REPO_ROOT, snapshot
+
+# One child build per filesystem step, each SIGKILLed and resumed: 50-110 s on 2 cores.
+pytestmark = pytest.mark.slow
 
 #: Runs `index_site build` and SIGKILLs itself just before its K-th filesystem change (any call
 #: that creates, writes, links, renames, removes or flushes something); prints the count at the end.

@@ -1,0 +1,44 @@
+"""What the command-line tools share: the base class of their user-facing errors with its exit codes,
+and the step from parsed arguments to an options dataclass.
+
+``python -m build_matrix``, ``python -m index_site`` and ``python -m release`` each define their
+error families as subclasses of :class:`ToolError` (``build_matrix/errors.py``, ``index_site/errors.py``,
+``release/errors.py``), catch them once in ``main()`` and exit with the error's ``exit_code``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any, TypeVar
+
+__all__ = ["EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE", "EXIT_INTERRUPTED", "ToolError", "options_from_args"]
+
+EXIT_OK = 0
+EXIT_FAILURE = 1  #: a failure with a message (a tool's families may use codes of their own)
+EXIT_USAGE = 2  #: bad options or input (argparse exits with 2 as well)
+EXIT_INTERRUPTED = 130  #: Ctrl-C
+
+T = TypeVar("T")
+
+
+class ToolError(Exception):
+    """Base class of a tool's user-facing failures: the message says what failed and what to do;
+    ``exit_code`` is the process's exit status."""
+
+    exit_code = EXIT_FAILURE
+
+
+def options_from_args(cls: type[T], args: argparse.Namespace, **overrides: Any) -> T:
+    """An instance of the dataclass ``cls`` whose fields take the parsed arguments of the same name
+    (``overrides`` first: a field whose value needs converting); fields the arguments do not name
+    keep their defaults."""
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"options_from_args: {cls!r} is not a dataclass")
+    parsed = vars(args)
+    unknown = sorted(set(overrides) - {f.name for f in dataclasses.fields(cls)})
+    if unknown:
+        raise TypeError(f"options_from_args: {cls.__name__} has no field(s) {', '.join(unknown)}")
+    values = {f.name: parsed[f.name] for f in dataclasses.fields(cls) if f.init and f.name in parsed}
+    values.update(overrides)
+    return cls(**values)

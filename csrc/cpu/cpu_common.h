@@ -1,0 +1,191 @@
+// What the CPU kernels of the causal_conv1d ops share: the accumulation type, silu, the window
+// convolutions of the scalar kernels, the arguments each op's paths take, and dispatch_dtype_width()
+// (the one place where dtype x width become template parameters). Layout of csrc/cpu/ (it mirrors
+// csrc/cuda/): one file per op (fwd.cpp, bwd.cpp, update.cpp: checks, allocation, the call into the
+// op's dispatch table), dispatch.h / dispatch.cpp (the tables), one file per forward path
+// (fwd_simd.cpp: AVX-512 and AVX2; fwd_scalar.cpp), isa.cpp (which vector kernels this CPU runs) and
+// register.cpp (the CPU registration of the ops). The serving ops are varlen_cpu.cpp.
+//
+// Accumulation in float32 (float64 for float64 inputs, which the CPU accepts for gradcheck);
+// indices are int64 throughout.
+#pragma once
+
+#include "checks.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+// Unroll the W-tap loops fully (W <= 8) so the loop around them vectorises.
+#if defined(__clang__)
+#define CC1D_UNROLL _Pragma("unroll")
+#elif defined(__GNUC__)
+#define CC1D_UNROLL _Pragma("GCC unroll 8")
+#else
+#define CC1D_UNROLL
+#endif
+
+// The argument structs hold torch tensors, whose types have hidden visibility in the stable ABI's
+// headers: the structs are hidden too (they never leave the extension).
+#if defined(__GNUC__) || defined(__clang__)
+#define CC1D_HIDDEN __attribute__((visibility("hidden")))
+#else
+#define CC1D_HIDDEN
+#endif
+
+namespace causal_conv1d {
+namespace cpu {
+
+constexpr int64_t kChunk = 1024;  // positions per converted chunk of a channel-first row
+constexpr int32_t kNoSeq = -1;    // seq id of positions before the start (never matches a real id >= 0)
+
+template <typename T>
+using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <typename A>
+inline A silu(A z) {
+  return z / (A(1) + std::exp(-z));
+}
+
+template <typename A>
+inline A silu_grad(A z) {
+  const A s = A(1) / (A(1) + std::exp(-z));
+  return s * (A(1) + z * (A(1) - s));
+}
+
+inline ScalarType acc_dtype(const Tensor& x) {
+  return x.scalar_type() == ScalarType::Double ? ScalarType::Double : ScalarType::Float;
+}
+
+template <typename T>
+struct TypeTag {
+  using type = T;
+};
+
+// Calls f(std::integral_constant<int, W>{}) for W = width, one of kMinWidth + Is.
+template <int... Is, typename F>
+void for_width(int64_t width, std::integer_sequence<int, Is...>, F&& f) {
+  (void)((width == Is + kMinWidth ? (f(std::integral_constant<int, Is + int(kMinWidth)>{}), true) : false) || ...);
+}
+
+// Calls f(TypeTag<T>{}) with T the element type of `dtype`.
+template <typename F>
+void dispatch_dtype(ScalarType dtype, F&& f) {
+  switch (dtype) {
+    case ScalarType::Float: f(TypeTag<float>{}); break;
+    case ScalarType::Double: f(TypeTag<double>{}); break;
+    case ScalarType::Half: f(TypeTag<Half>{}); break;
+    case ScalarType::BFloat16: f(TypeTag<BFloat16>{}); break;
+    default: CC1D_CHECK_TYPE(false, "x must be float32, float16, bfloat16 or float64 on the CPU, got ", dtype);
+  }
+}
+
+// Calls f(TypeTag<T>{}, std::integral_constant<int, W>{}) with T the element type of `dtype` and
+// W = `width` (every width the ops accept, kMinWidth..kMaxWidth, has its own kernels).
+template <typename F>
+void dispatch_dtype_width(ScalarType dtype, int64_t width, F&& f) {
+  CC1D_CHECK_VALUE(width >= kMinWidth && width <= kMaxWidth, "weight must have width between ", kMinWidth, " and ",
+                   kMaxWidth, ", got ", width);
+  dispatch_dtype(dtype, [&](auto tag) {
+    for_width(width, std::make_integer_sequence<int, kMaxWidth - kMinWidth + 1>{}, [&](auto w) { f(tag, w); });
+  });
+}
+
+// out[i] = bias + sum_k w[k] * win[i + k] for i in [0, n); win holds n + W - 1 values.
+template <int W, typename A>
+inline void conv_window(const A* __restrict win, const A* __restrict w, A bias, A* __restrict out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    A acc = bias;
+CC1D_UNROLL
+    for (int k = 0; k < W; ++k) {
+      acc += w[k] * win[i + k];
+    }
+    out[i] = acc;
+  }
+}
+
+// As conv_window, but a tap only counts when its seq id equals the output's; an output whose seq
+// id is negative (padding) is 0. sw holds the seq ids of win.
+template <int W, typename A>
+inline void conv_window_seq(const A* __restrict win, const int32_t* __restrict sw, const A* __restrict w, A bias,
+                            A* __restrict out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t cur = sw[i + W - 1];
+    A acc = bias;
+CC1D_UNROLL
+    for (int k = 0; k < W; ++k) {
+      acc += sw[i + k] == cur ? w[k] * win[i + k] : A(0);
+    }
+    out[i] = cur < 0 ? A(0) : acc;
+  }
+}
+
+// The forward's arguments, what every forward path takes.
+struct CC1D_HIDDEN FwdArgs {
+  int64_t batch, dim, seqlen, width;
+  bool channel_last;           // x and out (batch, dim, seqlen) with dim the unit-stride axis
+  const Tensor* x;
+  Tensor* out;
+  const void* weight;          // acc type; channel-first: (dim, W); channel-last: (W, dim)
+  const void* bias;            // acc type (dim,); zeros when the op got no bias
+  const int32_t* seq;          // (batch, seqlen) contiguous or nullptr
+  const void* init;            // acc type; channel-first: (batch, dim, W-1); channel-last: (batch, W-1, dim)
+  bool silu;
+};
+
+// Runs a forward path's kernels for x's dtype and the width: channel-first, cf(tag, w, r0, r1) over
+// the (batch, channel) rows [r0, r1), vectorised along seqlen; channel-last, cl(tag, w, t0, t1,
+// rows, nblocks) over the tasks [t0, t1) of `rows` positions each (nblocks per batch row),
+// vectorised along dim. kWithDouble: whether the path has float64 kernels.
+template <bool kWithDouble, typename Cf, typename Cl>
+void run_fwd_kernels(const FwdArgs& a, Cf&& cf, Cl&& cl) {
+  dispatch_dtype_width(a.x->scalar_type(), a.width, [&](auto tag, auto w) {
+    using T = typename decltype(tag)::type;
+    if constexpr (kWithDouble || !std::is_same_v<T, double>) {
+      if (a.channel_last) {
+        // Blocks of positions sized for ~16K outputs per task.
+        const int64_t D = a.dim, L = a.seqlen;
+        const int64_t rows = std::min<int64_t>(std::max<int64_t>(1, 16384 / std::max<int64_t>(D, 1)), L);
+        const int64_t nblocks = (L + rows - 1) / rows;
+        parallel_for(0, a.batch * nblocks, 1, [&](int64_t t0, int64_t t1) { cl(tag, w, t0, t1, rows, nblocks); });
+      } else {
+        const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(a.seqlen, 1));
+        parallel_for(0, a.batch * a.dim, grain, [&](int64_t r0, int64_t r1) { cf(tag, w, r0, r1); });
+      }
+    }
+  });
+}
+
+// The backward's arguments (channel-first tensors: the op transposes a channel-last x first).
+struct CC1D_HIDDEN BwdArgs {
+  int64_t batch, dim, seqlen, width;
+  const Tensor* x;     // channel-first (stride(2) == 1)
+  const Tensor* dout;  // channel-first
+  Tensor* dx;          // channel-first
+  const void* weight;      // acc type (dim, W)
+  const void* bias;        // acc type (dim,) or nullptr
+  const int32_t* seq;      // (batch, seqlen) or nullptr
+  const void* init;        // acc type (batch, dim, W-1) or nullptr
+  const void* dfinal;      // acc type (batch, dim, W-1) or nullptr
+  void* dweight;           // acc type (dim, W), written
+  void* dbias;             // acc type (dim,) or nullptr, written
+  void* dinit;             // acc type (batch, dim, W-1) or nullptr, written
+  bool silu;
+};
+
+// The update's arguments: x and out are (batch, dim, seqlen), or (batch, dim) for one token.
+struct CC1D_HIDDEN UpdateArgs {
+  const Tensor* x;
+  Tensor* conv_state;
+  const Tensor* out;
+  const Tensor* weight;          // acc type (dim, W), contiguous
+  const Tensor* bias;            // acc type (dim,), contiguous, or undefined
+  const int32_t* cache_seqlens;  // (batch,) or nullptr: a circular buffer's next write position
+  const int32_t* indices;        // (batch,) or nullptr: conv_state rows; negative = padding slot
+  bool silu;
+};
+
+}  // namespace cpu
+}  // namespace causal_conv1d

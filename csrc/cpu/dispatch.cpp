@@ -1,0 +1,35 @@
+// The dispatch table of each CPU op: its kernel paths in the order they are tried (dispatch.h: the
+// first that is eligible runs; the last row, the general path, runs every other case). Adding a
+// path: its file (eligible() + launch()), its declaration in dispatch.h and one row here.
+#include "dispatch.h"
+
+namespace causal_conv1d {
+namespace cpu {
+namespace {
+
+const PathRow<FwdArgs> kFwdPaths[] = {
+#if CC1D_X86_SIMD
+    {"fwd_avx512", fwd_avx512::eligible, fwd_avx512::launch},
+    {"fwd_avx2", fwd_avx2::eligible, fwd_avx2::launch},
+#endif
+    {"fwd_scalar", nullptr, fwd_scalar::launch},
+};
+
+const PathRow<BwdArgs> kBwdPaths[] = {
+    {"bwd_general", nullptr, bwd_general::launch},
+};
+
+const PathRow<UpdateArgs> kUpdatePaths[] = {
+    {"update_general", nullptr, update_general::launch},
+};
+
+}  // namespace
+
+void run_fwd(const FwdArgs& a) { select_path(kFwdPaths, a).launch(a); }
+
+void run_bwd(const BwdArgs& a) { select_path(kBwdPaths, a).launch(a); }
+
+void run_update(const UpdateArgs& a) { select_path(kUpdatePaths, a).launch(a); }
+
+}  // namespace cpu
+}  // namespace causal_conv1d
