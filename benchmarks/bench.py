@@ -1,9 +1,9 @@
-"""Benchmark of the causal-conv1d CUDA kernels (issue 8). One command, on any CUDA machine:
+"""Benchmark of the causal-conv1d CUDA kernels. One command, on any CUDA machine:
 
     python benchmarks/bench.py [--json OUT.json] [--quick]
 
 Measures the copy ceiling (large device-to-device copy, bytes read + written), every target row
-of issue 8, practical Mamba shapes, decode updates, and the torch.nn.functional.conv1d baseline.
+of the targets, practical Mamba shapes, decode updates, and the torch.nn.functional.conv1d baseline.
 Each case is checked against a float64 reference before it is timed. Timings are the median of
 CUDA-event timings after warm-up, with inputs rotated across enough buffers to exceed the L2
 cache. Small shapes and decode updates are also timed inside a CUDA graph (kernel cost without
@@ -13,8 +13,8 @@ call); the eager targets are judged on "api µs". The table's header gives the h
 loop over a trivial torch op. `--cpu` times the CPU forward (B4 D1024 L4096 fp32) against F.conv1d
 instead.
 
-Kernel mode (issue 16): `python benchmarks/bench.py --kernel [--peer PATH] [--json OUT.json]` times
-every row of issue 16's table plus the practical shapes with each op captured in a CUDA graph
+Kernel mode: `python benchmarks/bench.py --kernel [--peer PATH] [--json OUT.json]` times
+every row of the kernel-mode table (benchmarks/RESULTS.md) plus the practical shapes with each op captured in a CUDA graph
 (median of 20 replays; one replay runs the op over several input sets in turn, together > 3x the
 L2, so no replay reads its inputs from the cache) next to the eager time (CUDA events around each
 call). Each build runs in its own child process that prints JSON, so two builds that are both
@@ -378,9 +378,9 @@ def cpu_bench() -> dict[str, Any]:
     }
 
 
-# ---- kernel mode (issue 16) -------------------------------------------------------------------
+# ---- kernel mode -------------------------------------------------------------------
 
-# name, kind, B, D, L, dtype, layout, W, pitch: issue 16's table first, then the practical shapes
+# name, kind, B, D, L, dtype, layout, W, pitch: the kernel-mode table's rows first, then the practical shapes
 KERNEL_ROWS = [
     ("fwd bf16 cf B4 D4096 L4096", "fwd", 4, 4096, 4096, "bf16", "cf", 4, 0),
     ("bwd bf16 cf B4 D4096 L4096", "bwd", 4, 4096, 4096, "bf16", "cf", 4, 0),
@@ -623,7 +623,7 @@ def kernel_main(args: argparse.Namespace) -> int:
         raise SystemExit("no CUDA device: kernel mode needs a GPU")
     ceil = copy_ceiling_graph()
     # The faster of the two: a copy captured in a graph can become a copy-engine memcpy node, slower
-    # than the SM copy eager runs (H200, 2026-12-01: 2764 GB/s in a graph, 4251 eager), which would
+    # than the SM copy eager runs (H200: 2764 GB/s in a graph, 4251 eager), which would
     # put kernels above 100% of "copy".
     ceiling = max(ceil["graph_gbps"], ceil["eager_gbps"])
     results: dict[str, Any] = {}

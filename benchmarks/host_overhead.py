@@ -1,4 +1,4 @@
-"""Host cost per call of the eager path (issue 8: "the Python wrapper must not add tens of µs").
+"""Host cost per call of the eager path (target: the Python wrapper adds no tens of µs).
 
     python benchmarks/host_overhead.py [--device cpu|cuda] [--calls N] [--rounds R] [--json OUT.json]
 

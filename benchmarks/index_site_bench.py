@@ -1,4 +1,4 @@
-"""Benchmark index_site (issue 4, "Numbers"): index 2,000 wheels (<= 5 s), then add one wheel (<= 1 s).
+"""Benchmark index_site (targets): index 2,000 wheels (<= 5 s), then add one wheel (<= 1 s).
 
     python benchmarks/index_site_bench.py [--wheels 2000] [--keep DIR]
 

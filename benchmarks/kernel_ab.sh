@@ -1,9 +1,9 @@
 #!/bin/bash
-# One device session for issue 16 (kernel against kernel): builds ours (sm_90) and upstream
+# One device session, kernel against kernel: builds ours (sm_90) and upstream
 # causal-conv1d from its sdist side by side (a patched copy: sm_90 only, its two big kernel files split
 # per instantiation, benchmarks/peer_build_patch.py; ~85 s on 16 cores instead of ~385 s), runs the
 # fast channel-first tests, the kernel-mode benchmark ours vs upstream, A/B runs of kernel switches
-# (AB_VARIANTS), ncu on issue 16's rows (benchmarks/ncu_rows.py, both builds) and compute-sanitizer over the fast channel-first
+# (AB_VARIANTS), ncu on the kernel-mode rows (benchmarks/ncu_rows.py, both builds) and compute-sanitizer over the fast channel-first
 # test cases. Steps stop at a deadline (DEADLINE_S, default 400 s from the start).
 #
 #   OUT=/tmp/out UPSTREAM_SDIST=causal_conv1d-1.7.0.tar.gz bash benchmarks/kernel_ab.sh [steps...]
@@ -14,7 +14,6 @@
 # What comes back: the device tool returns at most 8 files from $OUT, so the logs are written to
 # $LOGS and packed into $OUT/logs.tgz at the end; $OUT also gets summary.txt and kernel.json, and the
 # summary (the kernel-mode table included) is printed last, so the reply's output tail carries it.
-# (Issue 16's second device run lost its table: 19 files under $OUT, 8 came back.)
 set -u
 OUT=${OUT:-build/kernel_ab}
 mkdir -p "$OUT"
@@ -100,7 +99,7 @@ if has ab; then
 fi
 
 if has ncu; then
-  # ncu's reading of every kernel of the rows in NCU_ROWS (default: issue 16's rows), ours and upstream
+  # ncu's reading of every kernel of the rows in NCU_ROWS (default: the kernel-mode rows), ours and upstream
   ISSUE16="fwd bf16 cf B4 D4096,bwd bf16 cf B4 D4096,fwd bf16 cl B4 D4096,bwd bf16 cl B4 D4096,fwd fp32 cf B4"
   ISSUE16="$ISSUE16,bwd fp32 cf B4,Mamba2,cf B16 D1024,update bf16 B256 D8192"
   run ncu 240 $PY benchmarks/ncu_rows.py --only "${NCU_ROWS:-$ISSUE16}" \

@@ -3,7 +3,7 @@ on the device machine, without touching its kernels:
 
 * setup.py hard-codes nine -gencode pairs: keep only sm_90 (the card there);
 * csrc/causal_conv1d_{fwd,bwd}.cu instantiate every (input, weight) dtype pair in one translation
-  unit (upstream's bwd file took 385 s in one nvcc process for sm_90 alone, issue 16's first device
+  unit (upstream's bwd file took 385 s in one nvcc process for sm_90 alone, the first device
   run): split each file into one translation unit per explicit instantiation (the same source with
   the other instantiation lines removed), so the build spreads over the cores. The code of each
   instantiation is unchanged.

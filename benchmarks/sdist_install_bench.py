@@ -1,4 +1,4 @@
-"""Benchmark (issue 6): `pip install` of the sdist when the index has the prebuilt wheel (target <= 10 s).
+"""Benchmark: `pip install` of the sdist when the index has the prebuilt wheel (target <= 10 s).
 
     python benchmarks/sdist_install_bench.py --wheel dist/causal_conv1d-1.7.0+cpu.torch2.13-...whl [--runs 3]
 

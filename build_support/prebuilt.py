@@ -2,7 +2,7 @@
 
 The steps, each in its own module (this one runs them and says what happened):
 
-1. The target torch and its variant (DESIGN.md): :mod:`build_support.torch_target`.
+1. The target torch and its variant (docs/ARCHITECTURE.md, "Variant"): :mod:`build_support.torch_target`.
 2. ``<CAUSAL_CONV1D_INDEX_URL>/whl/<variant>/causal-conv1d/`` (http(s) or file://; PEP 691 JSON when
    the server offers it, else PEP 503 HTML), fetched and parsed by
    ``causal_conv1d_contract.net``; the pages to ask and the wheel to take:

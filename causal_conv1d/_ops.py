@@ -154,6 +154,13 @@ def _varlen_fwd_fake(
     num_computed_tokens: Optional[Tensor],
     block_size_to_align: int,
 ) -> Tensor:
+    check_devices(
+        x, weight=weight, bias=bias, conv_states=conv_states, query_start_loc=query_start_loc,
+        cache_indices=cache_indices, has_initial_state=has_initial_state,
+        block_idx_first_scheduled_token=block_idx_first_scheduled_token,
+        block_idx_last_scheduled_token=block_idx_last_scheduled_token, initial_state_idx=initial_state_idx,
+        num_computed_tokens=num_computed_tokens,
+    )
     # out (dim, total_tokens): x's dtype, in x's layout (csrc/varlen_checks.h, empty_dt)
     dim, total = x.shape
     if x.stride(1) != 1 and x.stride(0) == 1:
@@ -177,6 +184,12 @@ def _spec_update_fake(
     initial_state_idx: Optional[Tensor],
     retrieve_parent_token: Optional[Tensor],
 ) -> Tensor:
+    check_devices(
+        x, conv_state=conv_state, weight=weight, bias=bias, conv_state_indices=conv_state_indices,
+        num_accepted_tokens=num_accepted_tokens, query_start_loc=query_start_loc,
+        block_idx_last_scheduled_token=block_idx_last_scheduled_token, initial_state_idx=initial_state_idx,
+        retrieve_parent_token=retrieve_parent_token,
+    )
     # out: x's shape and dtype; a 2-D x ((batch, dim) or, ragged, (num_tokens, dim)) gives a
     # contiguous out, a 3-D one x's layout (csrc/cpu/spec_update.cpp)
     if x.dim() == 2:

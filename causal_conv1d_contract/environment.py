@@ -50,6 +50,9 @@ KERNEL_SWITCHES = {
     "CAUSAL_CONV1D_FWD_CL_FAST": "CUDA: the channel-last forward fast path (csrc/cuda/fwd_cl_fast.cu; kernel path fwd_cl_fast)",
     "CAUSAL_CONV1D_BWD_CL_FAST": "CUDA: the channel-last backward fast path (csrc/cuda/bwd_cl_fast.cu; kernel path bwd_cl_fast)",
     "CAUSAL_CONV1D_UPDATE_FAST": "CUDA: the decode (update) fast path (csrc/cuda/update_fast.cu; kernel path update_fast)",
+    "CAUSAL_CONV1D_VARLEN_CL_FAST": "CUDA: the channel-last varlen prefill fast path (csrc/cuda/varlen_cl_fast.cu; kernel path varlen_cl_fast)",
+    "CAUSAL_CONV1D_VARLEN_CF_FAST": "CUDA: the channel-first varlen prefill fast path (csrc/cuda/varlen_cf_fast.cu; kernel path varlen_cf_fast)",
+    "CAUSAL_CONV1D_SPEC_UPDATE_FAST": "CUDA: the decode / speculative update fast path of the serving API (csrc/cuda/spec_update_fast.cu; kernel path spec_update_fast)",
     "CAUSAL_CONV1D_CPU_HUGE_PAGES": "CPU: the transparent-huge-page hint for large buffers (csrc/cpu/causal_conv1d_cpu.cpp)",
 }
 

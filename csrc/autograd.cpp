@@ -1,8 +1,8 @@
-// Autograd for causal_conv1d::fwd, in C++ (issue 8: the eager host path) -- legacy (ATen) op layer
+// Autograd for causal_conv1d::fwd, in C++ (the eager host path) -- legacy (ATen) op layer
 // only. The LibTorch stable ABI has no C++ autograd: the stable build registers the same rules in
 // Python instead (causal_conv1d/_ops.py, torch.library.register_autograd; _ops.py registers them only
 // when this kernel is absent). Kept for the legacy build because a Python autograd costs ~4x this
-// kernel per call when an input requires grad (benchmarks/host_overhead.py; issue 13's table).
+// kernel per call when an input requires grad (benchmarks/host_overhead.py; docs/PERF_NOTES.md, "Host path").
 // build_support/extension.py compiles this file into legacy builds only.
 //
 // A Python autograd kernel (torch.library.register_autograd) cost ~3.7 µs per call on the 2-core

@@ -48,6 +48,7 @@ inline void check_state_cache(const Tensor& x, const Tensor& cs, int64_t dim, in
                    fmt_sizes(cs.sizes()));
   CC1D_CHECK_VALUE(cs.size(2) >= min_state_len, name, " is too short: state_len (shape[2]) must be >= ", why, " = ",
                    min_state_len, ", got shape ", fmt_sizes(cs.sizes()));
+  check_writable(cs, name);
 }
 
 // An int32 per-request index tensor (>= batch,) on x's device; only its first batch entries are read.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The local release (README, "Releasing"): rehearse the whole release pipeline on this machine.
+# The local release (README, "Install"; docs/release.md): rehearse the whole release pipeline on this machine.
 #   bash scripts/local-release.sh [options of `python -m release local`; --help lists them]
 # With no options: plan the matrix, build the stable-ABI CPU wheel stable2.10-cpu (one wheel for
 # every torch >= 2.10, compiled against this machine's torch 2.13) and the stable-ABI CUDA 13 wheel

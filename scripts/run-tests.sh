@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test command (README, "Tests"): from a clean clone, set up .venv and run the whole suite.
+# The test command (README, "Install"): from a clean clone, set up .venv and run the whole suite.
 # GPU tests skip without a GPU. Exit code: pytest's, except "no tests collected" (5) is a failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."

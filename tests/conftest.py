@@ -22,7 +22,7 @@ def _cuda_available() -> bool:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if _cuda_available():
         return
-    skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU (run on the device machine: see README, Development)")
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU (run on a CUDA machine: scripts/gpu-check.sh, docs/cuda.md)")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip_gpu)

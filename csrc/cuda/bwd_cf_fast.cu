@@ -16,20 +16,20 @@
 //    at most one span. Rows of at most 2 vectors per lane (16-bit L <= 512, fp32 L <= 256) run it
 //    at kShortVecs = 2 vectors per lane (64 registers, 8 blocks per SM): at 4, half of each lane's
 //    vectors lie past such a row and are still computed. The span is then the whole row either
-//    way (wpr 1), so the partial rows are the same. H200, 2026-12-01: bf16 B16 D1024 L512 26.8 /
+//    way (wpr 1), so the partial rows are the same. H200: bf16 B16 D1024 L512 26.8 /
 //    26.7 -> 22.2 / 22.4 us in a CUDA graph (upstream 1.7.0: 41.6).
 //  * bwd_cf_fast_kernel_spans: 16-bit rows of more than one span. A warp walks kSpans = 4
 //    consecutive spans of its row (fewer at the row's end), last first, the next span's loads issued
 //    as this span's registers free up; the prologue, lane 31's tail g and the block launch are paid
 //    once per warp instead of once per span. 5 blocks per SM (<= 102 registers). Per span the same
 //    computation, value for value, and the same partial row.
-//   Measured 2026-12-01, H200, torch 2.11, CUDA graph, µs, one span per warp -> 4 spans per warp
+//   Measured on the H200, torch 2.11, CUDA graph, µs, one span per warp -> 4 spans per warp
 //   at 5 blocks/SM: bf16 B4 D4096 L4096 width 4 120.8 -> 110.0 (upstream 1.7.0: 115.4); fp32 B4
 //   D4096 L4096 194.7 -> 214.4 (near the copy limit already, slower: fp32 keeps the old kernel);
 //   bf16 B16 D1024 L512 (one span per row, nothing to walk) 26.6 -> 27.7 (keeps the old kernel).
 //   Not kept: 2 spans at 5 blocks 111.9 / 208.5 / 28.1; 4 spans at 6 blocks (spills) 122.2 /
 //   214.4 / 29.7.
-//   The drain (session 8, spans_grid): the grid's last rows, a wave of resident warps' worth, are
+//   The drain (spans_grid): the grid's last rows, a wave of resident warps' worth, are
 //   walked at 2 spans per warp (bf16 B4 D4096 L4096 109.8 -> 107.9 us; the same partial rows).
 // The reduce kernel is a programmatic dependent launch on sm_90+ (launch_bwd_fast_reduce).
 // Within a span (both kernels), lane i owns vectors i, 32 + i, 64 + i, ... of the span: each
@@ -515,8 +515,8 @@ int64_t tokens_per_warp_any(int x_dtype) {
 // fewer), except over the grid's last rows, a wave of resident warps' worth at kTailSpans spans per
 // warp. Those warps live half as long, so the SMs empty at a finer grain at the end of the grid.
 // Every span keeps its partial row (the same index and value whichever warp computes it): dweight and
-// dbias are bit-identical to the one-span kernel's. Same-run A/B on the H200 (2026-12-02, µs in a
-// CUDA graph, bf16 B4 D4096 L4096 width 4; PERF_NOTES, "Session 8"): none 111.5, 109.8; a wave at 2
+// dbias are bit-identical to the one-span kernel's. Same-run A/B on the H200 (µs in a
+// CUDA graph, bf16 B4 D4096 L4096 width 4; docs/PERF_NOTES.md): none 111.5, 109.8; a wave at 2
 // spans 107.9, 107.9; at 1 span 108.9, 108.9; 2 waves at 1 span 107.6, 108.7.
 constexpr int kTailSpans = 2;
 constexpr int64_t kTailEighths = 8;
@@ -547,7 +547,7 @@ namespace bwd_cf_fast {
 
 // On unless CAUSAL_CONV1D_BWD_FAST is off: on the H200, bf16 B4 D4096 L4096 width 4 silu+bias
 // 290.9 -> 123.2 us (32.6% -> 76.9% of copy) and fp32 345.7 -> 199.2 us (54.8% -> 95.1%) against the
-// general kernels; memcheck clean over the 108 fast-path cases (2026-11-30).
+// general kernels; memcheck clean over the 108 fast-path cases.
 bool eligible(const ConvParams& p) {
   if (p.channel_last || p.x_ls != 1 || p.do_ls != 1 || p.dx_ls != 1 || !p.vec_ok) return false;
   if (p.seq_idx != nullptr || p.init != nullptr || p.dfinal != nullptr || p.dinit != nullptr) return false;
@@ -613,7 +613,7 @@ void launch(const ConvParams& p, cudaStream_t stream) {
 // backward kernels call pdl_trigger() as they start, so the reduce's blocks are launched while the
 // backward's last blocks still run and wait in pdl_wait() (griddepcontrol.wait: the backward grid
 // complete, its writes visible) instead of paying the launch after it. Same-run A/B on the H200
-// (2026-12-02, µs in a CUDA graph, PERF_NOTES "Session 8"): bf16 B16 D1024 L512 22.0, 22.0 -> 21.6,
+// (µs in a CUDA graph, docs/PERF_NOTES.md): bf16 B16 D1024 L512 22.0, 22.0 -> 21.6,
 // 21.5; with the drain above, bf16 B4 D4096 L4096 106.8, 106.5.
 void launch_bwd_fast_reduce(const ConvParams& p, int64_t nparts, cudaStream_t stream) {
   const int64_t total = static_cast<int64_t>(p.width + 1) * p.dim;

@@ -1,4 +1,4 @@
-// How a CUDA op picks and launches a kernel path (issue 14): each path is a row of its op's table
+// How a CUDA op picks and launches a kernel path: each path is a row of its op's table
 // (dispatch.cu) with an eligible() test and a launcher; a launcher instantiates its kernel over
 // dtype x width with dispatch_dtype_width(), so a path's widths are listed once (its Widths<...>).
 // Host code only; no torch (csrc/kernel_paths.h has the path names, switches and the record).
@@ -20,7 +20,7 @@ struct TypeTag {
   using type = T;
 };
 
-// The drain (session 8): a grid of equal warps empties the SMs over one warp lifetime at its end, so
+// The drain: a grid of equal warps empties the SMs over one warp lifetime at its end, so
 // the fast paths do a grid's last rows (or (batch, chunk) pairs) at a finer grain. How many: enough
 // for eighths / 8 of a wave of `resident` threads or warps at `per_row` of them per row at that
 // grain, at most all `rows`.

@@ -14,23 +14,23 @@
 // shuffle; lane 0 takes lane 31's previous vector, and for the first vector reads the kH tokens
 // before the warp itself: from x (an L2 hit: the neighbouring warp reads the same sector), from
 // initial_states before the start of the row, or zero.
-// Per lane, instructions kept out of the vector loop (issue 16): one base pointer, each vector at an
+// Per lane, instructions kept out of the vector loop: one base pointer, each vector at an
 // immediate offset of 512 bytes; the row bound as a 32-bit count of its vectors inside the row,
 // computed once; final_states copied from x after the loop by one lane of the row's last warp (no
 // test in every vector). bf16 width 4: 1510 -> 1281 SASS instructions per warp, ~96 per vector of
 // which 72 are the convolution and silu. The 16-bit kernels of 8 vectors per lane read x and write
-// out evict-first (ld/st.global.cs: every byte is used once); since session 6 every kernel does.
-// L2 prefetch (sessions 6-7): on grids of at least 4 waves whose rows sit at one stride, each lane
+// out evict-first (ld/st.global.cs: every byte is used once); every kernel does.
+// L2 prefetch: on grids of at least 4 waves whose rows sit at one stride, each lane
 // first prefetches one 128-byte line of the span pf_rows rows ahead (the warp that starts about 3/8
 // of a warp lifetime later) at evict_last priority, so the DRAM reads run ahead of the warps'
 // compute-then-load bursts and survive the streaming traffic until used. The load that uses a line
 // carries an evict_normal cache hint, which resets it (an evict_first hint or plain .cs does not:
 // the line would outlive its one use and crowd the next ops out of L2; vec16.cuh); out is written
-// with an evict_first hint. Same-run A/B on the H200 (2026-12-02, µs in a CUDA graph, session 6's
+// with an evict_first hint. Same-run A/B on the H200 (µs in a CUDA graph, the
 // normal-priority prefetch half a wave ahead / this): bf16 B4 D4096 L4096 70.1, 70.2 / 69.7, 69.4;
 // fp16 70.9, 71.0 / 70.9, 69.9; fp32 130.9, 131.7 / 128.6, 127.8; 7B B1 L8192 D10240 86.7, 87.4 /
-// 85.6, 84.9 (PERF_NOTES, "Session 7").
-// The drain (session 8, grid_for): a grid of equal warps empties the SMs over one warp lifetime at its
+// 85.6, 84.9 (docs/PERF_NOTES.md).
+// The drain (grid_for): a grid of equal warps empties the SMs over one warp lifetime at its
 // end; the 8-vector kernels do the grid's last rows (half a wave of resident warps) with warps of 4
 // vectors per lane, which live half as long (bf16 B4 D4096 L4096 69.2 -> 68.0 us).
 // Row addressing (use_offsets): 32-bit vector offsets from p.x / p.out, or 64-bit row pointers for
@@ -273,7 +273,7 @@ int64_t warps_per_row(const ConvParams& p, int vecs) {
 
 // L2 prefetch distance in rows: the rows of 3/8 of the resident warps (a warp prefetches for the
 // warp that starts about 3/8 of a warp lifetime after it; same-run A/B, bf16 row, µs: 2/8 69.7, 69.3
-// and 4/8 69.2, 69.3 in session 6 at normal priority; at evict-last with the reset, 3/8 68.8, 69.2,
+// and 4/8 69.2, 69.3 at normal priority; at evict-last with the reset, 3/8 68.8, 69.2,
 // 4/8 69.5, 69.5, 6/8 76.8, 76.7). 0 (none) when the rows are not at one stride (x's batch stride is
 // not dim rows) or the grid is under 4 waves (the B16 D1024 L512 row: no gain).
 int64_t pf_rows_for(const ConvParams& p, int64_t wpr, int64_t resident) {
@@ -282,12 +282,12 @@ int64_t pf_rows_for(const ConvParams& p, int64_t wpr, int64_t resident) {
   return (resident * 3 / 8 + wpr - 1) / wpr;
 }
 
-// The drain (session 8): the grid's last rows, half a wave of resident warps' worth (at the tail's
+// The drain: the grid's last rows, half a wave of resident warps' worth (at the tail's
 // grain), are done by warps of kTailVecs(vecs) vectors, which live half as long, so the SMs empty
-// at a finer grain at the end of the grid. Same-run A/B on the H200 (2026-12-02, µs in a CUDA graph,
+// at a finer grain at the end of the grid. Same-run A/B on the H200 (µs in a CUDA graph,
 // none / 2 / 4 / 8 / 16 eighths of a wave): bf16 B4 D4096 L4096 69.2, 69.1 / 68.1, 68.3 / 67.9, 68.1 /
 // 68.8, 68.2 / 68.4, 68.4 (upstream 1.7.0 69.3, 69.7); W3 69.0, 68.7 / .. / 68.3, 68.5; fp16, W2 and
-// 7B B1 L8192 D10240 unchanged within 0.5 (PERF_NOTES, "Session 8").
+// 7B B1 L8192 D10240 unchanged within 0.5 (docs/PERF_NOTES.md).
 constexpr int64_t kTailEighths = 4;
 
 Grid grid_for(const ConvParams& p) {
@@ -320,7 +320,7 @@ void launch_v(const ConvParams& p, cudaStream_t stream) {
 namespace fwd_cf_fast {
 
 // On unless CAUSAL_CONV1D_FWD_FAST is off: on the H200, bf16 B4 D4096 L4096 98.3 -> 75.2 us (64% ->
-// 84% of copy) and fp32 177 -> 132 us (71% -> 95%) against the general kernel (2026-11-30).
+// 84% of copy) and fp32 177 -> 132 us (71% -> 95%) against the general kernel.
 bool eligible(const ConvParams& p) {
   if (p.channel_last || p.x_ls != 1 || p.out_ls != 1 || p.seq_idx != nullptr || !p.vec_ok) return false;
   if (p.width < 2 || p.width > 4 || p.batch <= 0 || p.dim <= 0 || p.seqlen <= 0) return false;

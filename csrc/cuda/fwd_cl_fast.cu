@@ -16,7 +16,7 @@
 // Pipeline: tokens are loaded in groups of kG = 8 into a ring of three register buffers; group s+2's
 // loads are issued before group s is computed, so a thread has up to 64 bytes of loads outstanding
 // while it computes (the ring is unrolled three times: nothing is copied between buffers).
-// The drain (session 8): the grid's last (batch, chunk) pairs are done in halves by threads that
+// The drain: the grid's last (batch, chunk) pairs are done in halves by threads that
 // live half as long (kTailEighths, kTailDiv; geometry()).
 // Eligible: channel-last, no seq_idx, width 2..4; for 16-bit types even dim, even token and batch
 // pitches and 4-byte aligned x / out. Everything else runs the general kernel (dispatch.cu).
@@ -50,12 +50,12 @@ constexpr int kThreads = 128;
 // Resident blocks per SM the register budget must allow (sm_90, 64K registers per SM).
 constexpr int kMinBlocks = kG == 8 ? 8 : 5;
 constexpr int64_t kMinWaves = 3;
-// The drain (session 8, geometry()): the grid's last (batch, chunk) pairs, a wave of resident
+// The drain (geometry()): the grid's last (batch, chunk) pairs, a wave of resident
 // threads' worth, are done in kTailDiv pieces of chunk / kTailDiv tokens by threads that live that
 // much shorter, so the SMs empty at a finer grain at the end of the grid. Same-run A/B on the H200
-// (2026-12-02, µs in a CUDA graph, none / half a wave / a wave, in halves): bf16 B4 D4096 L4096 75.5,
+// (µs in a CUDA graph, none / half a wave / a wave, in halves): bf16 B4 D4096 L4096 75.5,
 // 74.8 / 73.6, 73.5 / 73.5, 73.3; Mamba-2 slice 97.5, 96.5 / 95.2, 95.7 / 94.8, 95.3; fp32 146.2,
-// 145.0 / 143.8, 144.9 / 143.4, 143.3 (PERF_NOTES, "Session 8").
+// 145.0 / 143.8, 144.9 / 143.4, 143.3 (docs/PERF_NOTES.md).
 constexpr int64_t kTailEighths = 8;
 constexpr int64_t kTailDiv = 2;
 

@@ -28,7 +28,7 @@ __global__ void __launch_bounds__(kThreads) spec_fast_kernel(const SpecParams p)
   if (ch >= p.dim) return;
   const int hr = p.width - 1;
   float w[kC][kW], bias[kC];
-  load_weights<SpecParams, kC, kW>(p, ch, w, bias);
+  bool have_w = false;  // loaded after the first loads of x and the window are in flight
   for (int64_t b = blockIdx.y; b < p.batch; b += gridDim.y) {
     int64_t n = p.seqlen;
     const T* xr;
@@ -48,7 +48,15 @@ __global__ void __launch_bounds__(kThreads) spec_fast_kernel(const SpecParams p)
       xr = static_cast<const T*>(p.x) + b * p.x_bs + ch;
       outr = static_cast<T*>(p.out) + b * p.o_bs + ch;
     }
+    uint4 xraw[kUnroll];  // the first tokens' loads, issued before the cache line is known
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (u < n) xraw[u] = ld_global_16(xr + u * p.x_ls);
     if (n == 0) continue;
+    if (p.qsl != nullptr && p.num_accepted != nullptr && n > p.seqlen) {  // a speculative step: at most max_query_len
+      for (int64_t i = p.seqlen; i < n; ++i) st_global_16(outr + i * p.o_ls, make_uint4(0u, 0u, 0u, 0u));
+      n = p.seqlen;
+    }
     int64_t c_in = 0, c_out = 0;
     if (!request_lines(p.ci, b, p.pad_slot_id, p.lines, c_in, c_out)) {  // skipped: output 0
       for (int64_t i = 0; i < n; ++i) st_global_16(outr + i * p.o_ls, make_uint4(0u, 0u, 0u, 0u));
@@ -61,6 +69,10 @@ __global__ void __launch_bounds__(kThreads) spec_fast_kernel(const SpecParams p)
 #pragma unroll
     for (int j = 0; j < kH; ++j)
       if (j >= kH - hr) wraw[j] = ld_global_16(cin + (off + j - (kH - hr)) * p.st_ls);
+    if (!have_w) {
+      load_weights<SpecParams, kC, kW>(p, ch, w, bias);
+      have_w = true;
+    }
     float win[kH][kC];
 #pragma unroll
     for (int j = 0; j < kH; ++j) {
@@ -81,10 +93,11 @@ __global__ void __launch_bounds__(kThreads) spec_fast_kernel(const SpecParams p)
       }
     }
     for (int64_t i0 = 0; i0 < n; i0 += kUnroll) {
-      uint4 xraw[kUnroll];
+      if (i0 > 0) {
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
-        if (i0 + u < n) xraw[u] = ld_global_16(xr + (i0 + u) * p.x_ls);
+        for (int u = 0; u < kUnroll; ++u)
+          if (i0 + u < n) xraw[u] = ld_global_16(xr + (i0 + u) * p.x_ls);
+      }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         if (i0 + u < n) {

@@ -44,6 +44,10 @@ __global__ void __launch_bounds__(kThreads) spec_general_kernel(const SpecParams
       outr = static_cast<T*>(p.out) + b * p.o_bs + d * p.o_cs;
     }
     if (n == 0) continue;
+    if (p.qsl != nullptr && p.num_accepted != nullptr && n > p.seqlen) {  // a speculative step: at most max_query_len
+      for (int64_t i = p.seqlen; i < n; ++i) outr[i * p.o_ls] = from_float<T>(0.f);
+      n = p.seqlen;
+    }
     int64_t c_in = 0, c_out = 0;
     if (!request_lines(p.ci, b, p.pad_slot_id, p.lines, c_in, c_out)) {  // skipped: output 0
       for (int64_t i = 0; i < n; ++i) outr[i * p.o_ls] = from_float<T>(0.f);

@@ -22,7 +22,7 @@
 // for 16-bit x at width 4, state_len 3 with weights and bias of x's dtype, contiguous and 16-byte
 // aligned, update_fast_lf_kernel (every load issued first) where the 128-thread grid would have fewer
 // blocks than SMs: then 32-thread blocks, or 8-thread ones where 32-thread blocks would also be fewer
-// than the SMs (lf_threads). H200, CUDA graph, 2026-12-01 (µs, update_fast_kernel -> loads-first at
+// than the SMs (lf_threads). H200, CUDA graph (µs, update_fast_kernel -> loads-first at
 // those block sizes): B1 D5376 2.1 -> 1.7, B16 D5376 2.4 -> 2.0, B1 D10240 2.2 -> 1.7, B1 D8192
 // 2.2 -> 1.7; B16 D10240 (160 blocks: update_fast_kernel) 2.8 against 2.7; B256 D8192 10.9 against
 // 12.8 for the loads-first kernel at 128 threads (so it is not used there).

@@ -15,6 +15,7 @@ namespace causal_conv1d_cuda {
 struct CacheIndex {
   const int32_t* idx = nullptr;  // null: line i for request i
   int64_t ci_rs = 0, ci_cs = 0;
+  int64_t cols = 1;  // columns of a 2-D table (max_blocks)
   // prefix caching (all set together; null otherwise)
   const int32_t* init_idx = nullptr;   // initial_state_idx (batch,)
   const int32_t* last_idx = nullptr;   // block_idx_last_scheduled_token (batch,)

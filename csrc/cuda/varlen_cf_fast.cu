@@ -56,6 +56,96 @@ __device__ __forceinline__ int find_request(const Table& q, int batch, int64_t t
   return lo;
 }
 
+template <int kW>
+struct Taps {
+  float w[kW];
+  float bias;
+};
+
+// One vector's kC tokens one at a time (x re-read from global memory: it is in L1).
+template <typename T, int kW, int kC>
+__device__ __noinline__ void slow_vector(const VarlenParams& p, const Table q, const int s, const int64_t a,
+                                         const int64_t d, const Taps<kW> tp, const T* __restrict__ xrow,
+                                         T* __restrict__ orow) {
+  constexpr int kH = kW - 1;
+  const int B = p.batch;
+  const int64_t T_ = p.total;
+  const int hr = p.width - 1;
+    int sj = s;
+    for (int j = 0; j < kC; ++j) {
+      const int64_t t = a + j;
+      if (t < 0) continue;
+      if (t >= T_) break;
+      if (sj < 0) {
+        if (q(0) > t) {
+          orow[t] = from_float<T>(0.f);
+          continue;
+        }
+        sj = 0;
+      }
+      while (sj < B && q(sj + 1) <= t) ++sj;
+      if (sj >= B) {
+        orow[t] = from_float<T>(0.f);
+        continue;
+      }
+      const int64_t st = q(sj), en = q(sj + 1);
+      int64_t c_in, c_out;
+      if (!request_lines(p.ci, sj, p.pad_slot_id, p.lines, c_in, c_out)) {
+        orow[t] = from_float<T>(0.f);
+        continue;
+      }
+      if (t < st + hr && st < a) continue;  // one of the request's first outputs: its owner's
+      if (t > st) {
+        // an output that reads only x (t >= st + hr), or one of the owner's after the request's
+        // first token (done below together with that one)
+        if (t < st + hr) continue;
+        float acc = tp.bias;
+#pragma unroll
+        for (int k = 0; k < kH; ++k) {
+          const int64_t pos = t - kH + k;
+          float v = 0.f;
+          if (pos >= st) v = to_float(xrow[pos]);
+          acc = fmaf(tp.w[k], v, acc);
+        }
+        acc = fmaf(tp.w[kH], to_float(xrow[t]), acc);
+        orow[t] = from_float<T>(p.silu ? silu_f(acc) : acc);
+        continue;
+      }
+      // t == st: this thread owns the request: its initial state, first hr outputs, final state
+      const bool init = p.has_init != nullptr && p.has_init[sj] != 0;
+      const T* cin = static_cast<const T*>(p.states) + c_in * p.st_bs + d * p.st_cs;
+      float win[kH];
+#pragma unroll
+      for (int k = 0; k < kH; ++k) {
+        const int e = hr - (kH - k);
+        win[k] = init && e >= 0 ? to_float(cin[e * p.st_ls]) : 0.f;
+      }
+      const int64_t head_end = st + hr < en ? st + hr : en;
+      for (int64_t tt = st; tt < head_end; ++tt) {
+        const float xi = to_float(xrow[tt]);
+        float acc = tp.bias;
+#pragma unroll
+        for (int k = 0; k < kH; ++k) acc = fmaf(tp.w[k], win[k], acc);
+        acc = fmaf(tp.w[kH], xi, acc);
+        orow[tt] = from_float<T>(p.silu ? silu_f(acc) : acc);
+#pragma unroll
+        for (int k = 0; k + 1 < kH; ++k) win[k] = win[k + 1];
+        win[kH - 1] = xi;
+      }
+      // the final state: the last hr inputs of cat(initial state, the request); win now ends at head_end
+      T* cout = static_cast<T*>(p.states) + c_out * p.st_bs + d * p.st_cs;
+      if (head_end == en) {
+#pragma unroll
+        for (int k = 0; k < kH; ++k) {
+          const int e = k - (kH - hr);
+          if (e >= 0) cout[e * p.st_ls] = from_float<T>(win[k]);
+        }
+      } else {
+        for (int e = 0; e < hr; ++e) cout[e * p.st_ls] = xrow[en - hr + e];
+      }
+    }
+}
+
 template <typename T, int kW>
 __global__ void __launch_bounds__(kThreads, 1) varlen_cf_fast_kernel(const VarlenParams p, const int64_t spans_per_row) {
   constexpr int kC = 16 / static_cast<int>(sizeof(T));
@@ -79,7 +169,6 @@ __global__ void __launch_bounds__(kThreads, 1) varlen_cf_fast_kernel(const Varle
   const int64_t shift = (d * p.x_ds) % kC;
   const int64_t span0 = (wid % spans_per_row) * kSpan - shift;
   const int64_t T_ = p.total;
-  const int hr = p.width - 1;
   const T* __restrict__ xrow = static_cast<const T*>(p.x) + d * p.x_ds;
   T* __restrict__ orow = static_cast<T*>(p.out) + d * p.o_ds;
   float w[1][kW], bias[1];
@@ -163,87 +252,13 @@ __global__ void __launch_bounds__(kThreads, 1) varlen_cf_fast_kernel(const Varle
       continue;
     }
 
-    // token by token: request boundaries, skipped requests, the row's tail
-    int sj = s;
-    for (int j = 0; j < kC; ++j) {
-      const int64_t t = a + j;
-      if (t < 0) continue;
-      if (t >= T_) break;
-      if (sj < 0) {
-        if (q(0) > t) {
-          orow[t] = from_float<T>(0.f);
-          continue;
-        }
-        sj = 0;
-      }
-      while (sj < B && q(sj + 1) <= t) ++sj;
-      if (sj >= B) {
-        orow[t] = from_float<T>(0.f);
-        continue;
-      }
-      const int64_t st = q(sj), en = q(sj + 1);
-      int64_t c_in, c_out;
-      if (!request_lines(p.ci, sj, p.pad_slot_id, p.lines, c_in, c_out)) {
-        orow[t] = from_float<T>(0.f);
-        continue;
-      }
-      if (t < st + hr && st < a) continue;  // one of the request's first outputs: its owner's
-      if (t > st) {
-        // an output that reads only x (t >= st + hr), or one of the owner's after the request's
-        // first token (done below together with that one)
-        if (t < st + hr) continue;
-        float acc = bias[0];
+    // token by token: request boundaries, skipped requests, the row's tail (out of line: inlined four
+    // times over, it overflowed the instruction cache and slowed every vector)
+    Taps<kW> tp;
 #pragma unroll
-        for (int k = 0; k < kH; ++k) {
-          const int64_t pos = t - kH + k;
-          float v = 0.f;
-          if (pos >= st) {
-#pragma unroll
-            for (int jj = 0; jj < kC; ++jj)
-              if (pos == a + jj) v = xv[jj];
-#pragma unroll
-            for (int jj = 0; jj < kH; ++jj)
-              if (pos == a - kH + jj) v = halo[jj];
-          }
-          acc = fmaf(w[0][k], v, acc);
-        }
-        acc = fmaf(w[0][kH], pick(xv, j), acc);
-        orow[t] = from_float<T>(p.silu ? silu_f(acc) : acc);
-        continue;
-      }
-      // t == st: this thread owns the request: its initial state, first hr outputs, final state
-      const bool init = p.has_init != nullptr && p.has_init[sj] != 0;
-      const T* cin = static_cast<const T*>(p.states) + c_in * p.st_bs + d * p.st_cs;
-      float win[kH];
-#pragma unroll
-      for (int k = 0; k < kH; ++k) {
-        const int e = hr - (kH - k);
-        win[k] = init && e >= 0 ? to_float(cin[e * p.st_ls]) : 0.f;
-      }
-      const int64_t head_end = st + hr < en ? st + hr : en;
-      for (int64_t tt = st; tt < head_end; ++tt) {
-        const float xi = to_float(xrow[tt]);
-        float acc = bias[0];
-#pragma unroll
-        for (int k = 0; k < kH; ++k) acc = fmaf(w[0][k], win[k], acc);
-        acc = fmaf(w[0][kH], xi, acc);
-        orow[tt] = from_float<T>(p.silu ? silu_f(acc) : acc);
-#pragma unroll
-        for (int k = 0; k + 1 < kH; ++k) win[k] = win[k + 1];
-        win[kH - 1] = xi;
-      }
-      // the final state: the last hr inputs of cat(initial state, the request); win now ends at head_end
-      T* cout = static_cast<T*>(p.states) + c_out * p.st_bs + d * p.st_cs;
-      if (head_end == en) {
-#pragma unroll
-        for (int k = 0; k < kH; ++k) {
-          const int e = k - (kH - hr);
-          if (e >= 0) cout[e * p.st_ls] = from_float<T>(win[k]);
-        }
-      } else {
-        for (int e = 0; e < hr; ++e) cout[e * p.st_ls] = xrow[en - hr + e];
-      }
-    }
+    for (int k = 0; k < kW; ++k) tp.w[k] = w[0][k];
+    tp.bias = bias[0];
+    slow_vector<T, kW, kC>(p, q, s, a, d, tp, xrow, orow);
   }
 }
 

@@ -81,8 +81,8 @@ void launch_typed(const VarlenParams& p, cudaStream_t stream) {
   constexpr int kC = VecLane<T>::kC;
   const int64_t groups = p.dim / kC;
   // chunk: about 8 waves of resident threads over the grid (a short tail), 16-128 tokens, a multiple
-  // of the unroll
-  const int64_t resident = static_cast<int64_t>(p.num_sms) * 2048;
+  // of the unroll; ~140 registers a thread: 3-4 blocks of 128 threads an SM
+  const int64_t resident = static_cast<int64_t>(p.num_sms) * 512;
   int64_t chunk = p.total * groups / (8 * resident);
   chunk = chunk < 16 ? 16 : (chunk > 128 ? 128 : chunk);
   chunk = (chunk + kUnroll - 1) / kUnroll * kUnroll;

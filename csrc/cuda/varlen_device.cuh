@@ -22,9 +22,11 @@ __device__ __forceinline__ bool request_lines(const CacheIndex& ci, int64_t i, i
     c_in = c_out = i;
   } else if (ci.last_idx == nullptr) {
     c_in = c_out = ci.idx[i * ci.ci_rs];
-  } else {
-    c_in = ci.idx[i * ci.ci_rs + static_cast<int64_t>(ci.init_idx[i]) * ci.ci_cs];
-    c_out = ci.idx[i * ci.ci_rs + static_cast<int64_t>(ci.last_idx[i]) * ci.ci_cs];
+  } else {  // a table column outside [0, max_blocks) skips the request
+    const int64_t a = ci.init_idx[i], b = ci.last_idx[i];
+    if (a < 0 || a >= ci.cols || b < 0 || b >= ci.cols) return false;
+    c_in = ci.idx[i * ci.ci_rs + a * ci.ci_cs];
+    c_out = ci.idx[i * ci.ci_rs + b * ci.ci_cs];
   }
   if (c_in == pad_slot_id) return false;
   return c_in >= 0 && c_in < lines && c_out >= 0 && c_out < lines;
@@ -37,8 +39,9 @@ struct Boundaries {
   int64_t first_tok = 0;  // x index of boundary 0
   int count = 0;
   int64_t block = 1;
-  int64_t row = 0;  // i * ci_rs + first_idx[i] * ci_cs
-  int64_t cs = 0;
+  int64_t row = 0;  // i * ci_rs
+  int64_t col0 = 0;  // first_idx[i]
+  int64_t cols = 0, cs = 0;
 
   __device__ __forceinline__ void init(const CacheIndex& ci, int64_t i, int64_t st, int64_t n) {
     count = 0;
@@ -50,7 +53,9 @@ struct Boundaries {
     block = ci.block;
     first_tok = st + (last - (k - 1) * block - p0);
     count = static_cast<int>(k);
-    row = i * ci.ci_rs + static_cast<int64_t>(ci.first_idx[i]) * ci.ci_cs;
+    row = i * ci.ci_rs;
+    col0 = ci.first_idx[i];
+    cols = ci.cols;
     cs = ci.ci_cs;
   }
   // The first boundary index whose token is >= t and > st (count when none).
@@ -61,19 +66,69 @@ struct Boundaries {
     return j < count ? static_cast<int>(j) : count;
   }
   __device__ __forceinline__ int64_t token(int j) const { return first_tok + j * block; }
-  __device__ __forceinline__ int64_t line(const CacheIndex& ci, int j) const { return ci.idx[row + j * cs]; }
+  // -1 (not written) for a column outside the table
+  __device__ __forceinline__ int64_t line(const CacheIndex& ci, int j) const {
+    const int64_t col = col0 + j;
+    return col >= 0 && col < cols ? ci.idx[row + col * cs] : -1;
+  }
 };
 
 // w[c][k] = weight[c0 + c, k - (kW - width)] as float, 0 for the padded taps k < kW - width; bias[c].
+// One dtype switch around all the loads (a switch per element would wait for each load before
+// the next: ~40 round trips to L2 per thread), 16-byte loads when the rows are contiguous and tile.
+template <typename Wt, typename Params, int kC, int kW>
+__device__ __forceinline__ void load_weights_as(const Params& p, int64_t c0, float (&w)[kC][kW]) {
+  const Wt* __restrict__ base = static_cast<const Wt*>(p.weight) + c0 * p.w_cs;
+  constexpr int kBytes = kC * kW * static_cast<int>(sizeof(Wt));
+  if (kBytes % 16 == 0 && p.width == kW && p.w_ws == 1 && p.w_cs == kW && (reinterpret_cast<uintptr_t>(base) & 15u) == 0) {
+    constexpr int kN = kBytes % 16 == 0 ? kBytes / 16 : 1;
+    uint4 raw[kN];
+#pragma unroll
+    for (int v = 0; v < kN; ++v) raw[v] = ld_global_16(reinterpret_cast<const uint4*>(base) + v);
+#pragma unroll
+    for (int c = 0; c < kC; ++c)
+#pragma unroll
+      for (int k = 0; k < kW; ++k) w[c][k] = to_float(reinterpret_cast<const Wt*>(&raw[0])[c * kW + k]);
+    return;
+  }
+  const int off = kW - p.width;
+  Wt raw[kC][kW];
+#pragma unroll
+  for (int c = 0; c < kC; ++c)
+#pragma unroll
+    for (int k = 0; k < kW; ++k) raw[c][k] = k >= off ? base[c * p.w_cs + (k - off) * p.w_ws] : from_float<Wt>(0.f);
+#pragma unroll
+  for (int c = 0; c < kC; ++c)
+#pragma unroll
+    for (int k = 0; k < kW; ++k) w[c][k] = to_float(raw[c][k]);
+}
+
+template <typename Bt, typename Params, int kC>
+__device__ __forceinline__ void load_bias_as(const Params& p, int64_t c0, float (&bias)[kC]) {
+  const Bt* __restrict__ base = static_cast<const Bt*>(p.bias) + c0 * p.b_s;
+  Bt raw[kC];
+#pragma unroll
+  for (int c = 0; c < kC; ++c) raw[c] = base[c * p.b_s];
+#pragma unroll
+  for (int c = 0; c < kC; ++c) bias[c] = to_float(raw[c]);
+}
+
 template <typename Params, int kC, int kW>
 __device__ __forceinline__ void load_weights(const Params& p, int64_t c0, float (&w)[kC][kW], float (&bias)[kC]) {
-  const int off = kW - p.width;
+  switch (p.w_dtype) {
+    case kFloat16: load_weights_as<__half, Params, kC, kW>(p, c0, w); break;
+    case kBFloat16: load_weights_as<__nv_bfloat16, Params, kC, kW>(p, c0, w); break;
+    default: load_weights_as<float, Params, kC, kW>(p, c0, w); break;
+  }
+  if (p.bias == nullptr) {
 #pragma unroll
-  for (int c = 0; c < kC; ++c) {
-#pragma unroll
-    for (int k = 0; k < kW; ++k)
-      w[c][k] = k >= off ? load_any(p.weight, p.w_dtype, (c0 + c) * p.w_cs + (k - off) * p.w_ws) : 0.f;
-    bias[c] = p.bias != nullptr ? load_any(p.bias, p.b_dtype, (c0 + c) * p.b_s) : 0.f;
+    for (int c = 0; c < kC; ++c) bias[c] = 0.f;
+    return;
+  }
+  switch (p.b_dtype) {
+    case kFloat16: load_bias_as<__half, Params, kC>(p, c0, bias); break;
+    case kBFloat16: load_bias_as<__nv_bfloat16, Params, kC>(p, c0, bias); break;
+    default: load_bias_as<float, Params, kC>(p, c0, bias); break;
   }
 }
 

@@ -44,6 +44,7 @@ struct IndexArgs {
       ci.idx = idx.const_data_ptr<int32_t>();
       ci.ci_rs = idx.stride(0);
       ci.ci_cs = idx.dim() == 2 ? idx.stride(1) : 0;
+      ci.cols = idx.dim() == 2 ? idx.size(1) : 1;
     }
     if (!last.has_value()) return;
     auto bind = [](Tensor& keep, const OptTensor& t) -> const int32_t* {

@@ -47,7 +47,7 @@ __device__ __forceinline__ void varlen_walk(const VarlenParams& p, const Lane& l
   const int hr = p.width - 1;  // the real window: slots kH - hr .. kH - 1 (the others have zero taps)
   const int B = p.batch;
   float w[kC][kW], bias[kC];
-  load_weights<VarlenParams, kC, kW>(p, lane.ch, w, bias);
+  bool have_w = false;  // the weights are loaded once the first loads of x are in flight
   int64_t t = c0;
   if (s < 0) {  // tokens before the first request
     const int64_t q0 = qsl_at(p, 0);
@@ -106,11 +106,19 @@ __device__ __forceinline__ void varlen_walk(const VarlenParams& p, const Lane& l
     int jb = bd.count > 0 ? bd.first_at_or_after(t0, st) : 0;
     int64_t nb = jb < bd.count ? bd.token(jb) : INT64_MAX;
 
+    typename Lane::Raw xr[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u)
+      if (t0 + u < seg_end) xr[u] = lane.load_raw(t0 + u);
+    if (!have_w) {
+      load_weights<VarlenParams, kC, kW>(p, lane.ch, w, bias);
+      have_w = true;
+    }
     for (int64_t tt = t0; tt < seg_end; tt += kU) {
-      typename Lane::Raw xr[kU];  // the loads of kU tokens in flight before their first use
+      typename Lane::Raw nx[kU];  // the next kU tokens' loads, in flight while these are computed
 #pragma unroll
       for (int u = 0; u < kU; ++u)
-        if (tt + u < seg_end) xr[u] = lane.load_raw(tt + u);
+        if (tt + kU + u < seg_end) nx[u] = lane.load_raw(tt + kU + u);
 #pragma unroll
       for (int u = 0; u < kU; ++u) {
         if (tt + u < seg_end) {
@@ -118,7 +126,8 @@ __device__ __forceinline__ void varlen_walk(const VarlenParams& p, const Lane& l
           lane.unpack(xr[u], xv);
           if (tt + u == nb) {  // a block boundary: the window is its state
             const int64_t line = bd.line(p.ci, jb);
-            if (line >= 0 && line < p.lines) {
+            // the request's input line is written only by its owner, after it has read it (below)
+            if (line >= 0 && line < p.lines && (owner || line != c_in)) {
 #pragma unroll
               for (int j = 0; j < kH; ++j)
                 if (j >= kH - hr) lane.state_store(line, j - (kH - hr), win[j]);
@@ -132,8 +141,24 @@ __device__ __forceinline__ void varlen_walk(const VarlenParams& p, const Lane& l
           shift_in<kC, kH>(win, xv);
         }
       }
+#pragma unroll
+      for (int u = 0; u < kU; ++u) xr[u] = nx[u];
     }
 
+    if (owner) {  // boundaries past the walk whose line is the input line: read, so now written
+      for (int j = 0; j < bd.count; ++j) {
+        const int64_t tok = bd.token(j);
+        if (tok < seg_end || tok <= st || bd.line(p.ci, j) != c_in) continue;
+#pragma unroll
+        for (int jj = 0; jj < kH; ++jj) {
+          if (jj >= kH - hr) {
+            float v[kC];
+            lane.x(tok - kH + jj, v);
+            lane.state_store(c_in, jj - (kH - hr), v);
+          }
+        }
+      }
+    }
     if (owner) {  // the final state: the last hr inputs of cat(initial state, the request's tokens)
       if (seg_end == en) {  // all of them went through the window
 #pragma unroll

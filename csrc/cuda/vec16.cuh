@@ -94,11 +94,11 @@ __device__ __forceinline__ void pdl_wait() {
 
 // An L2 prefetch of the 128-byte line at ptr (no register, nothing to wait for) at evict_last
 // priority: the line survives the streaming traffic until its use (at normal priority the forward
-// gained less: PERF_NOTES "Session 7"). A line left at evict_last outlives its one use and crowds
-// later ops out of L2 (session 6: a 24 MB tensor read after the forward took 14.7 instead of 12.1
+// gained less: docs/PERF_NOTES.md). A line left at evict_last outlives its one use and crowds
+// later ops out of L2 (a 24 MB tensor read after the forward took 14.7 instead of 12.1
 // us, even with a 256 MB memset between), so the load that uses it must reset it: an access with an
 // evict_normal cache hint does (that read 12.8 us, 13.0 without prefetch); an evict_first hint or .cs
-// does not (15.9 us) (2026-12-02).
+// does not (15.9 us).
 __device__ __forceinline__ void prefetch_l2_evict_last(const void* ptr) {
   asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(ptr));
 }

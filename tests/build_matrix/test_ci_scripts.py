@@ -1,4 +1,4 @@
-"""The plan only asks the CUDA install script (scripts/, issue 5) for what it can install."""
+"""The plan only asks the CUDA install script (scripts/) for what it can install."""
 
 from __future__ import annotations
 

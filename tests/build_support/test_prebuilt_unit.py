@@ -276,7 +276,7 @@ def test_fetch_uses_the_stable_wheel_verified(tmp_path: Path, monkeypatch: pytes
     assert out.wheel is not None, out.message
     assert out.variant == "torch2.13-cpu"
     assert "using prebuilt wheel causal_conv1d-1.7.0.post1+cpu.stable2.10-cp39-abi3-linux_x86_64.whl" in capsys.readouterr().err
-    # a file that is not what the index says (sha256, size) stops the install (issue 12): no local build
+    # a file that is not what the index says (sha256, size) stops the install: no local build
     [wheel] = (site / "files").glob("*.whl")
     wheel.write_bytes(wheel.read_bytes() + b"\0")
     with pytest.raises(SystemExit) as stop:

@@ -9,7 +9,7 @@ import pytest
 import torch
 from _cc1d_ref import raises_from_op
 
-from causal_conv1d import causal_conv1d_fn, causal_conv1d_update
+from causal_conv1d import causal_conv1d_fn, causal_conv1d_update, causal_conv1d_update_spec, causal_conv1d_varlen_fn
 
 B, D, L, W = 2, 8, 16, 4
 META = r"must be on the same device as x \(cpu\), got meta; tensors on the meta device hold no data"
@@ -50,6 +50,17 @@ META_CASES: list[tuple[str, Callable[[], Any], str]] = [
                                                  _meta(torch.randn(D))), "bias"),
     ("update cache_seqlens", lambda: update(torch.randn(B, D, 1), torch.randn(B, D, W - 1), torch.randn(D, W), None,
                                             False, _meta(torch.zeros(B, dtype=torch.int32)), None), "cache_seqlens"),
+    # the serving ops: x (dim, total_tokens) with a query_start_loc, and the decode step
+    ("varlen weight", lambda: causal_conv1d_varlen_fn(torch.randn(D, L), _meta(torch.randn(D, W)), None,
+                                                      torch.randn(2, D, W - 1), torch.tensor([0, 5, L], dtype=torch.int32)),
+     "weight"),
+    ("varlen conv_states", lambda: causal_conv1d_varlen_fn(torch.randn(D, L), torch.randn(D, W), None,
+                                                           _meta(torch.randn(2, D, W - 1)),
+                                                           torch.tensor([0, 5, L], dtype=torch.int32)), "conv_states"),
+    ("spec conv_state", lambda: causal_conv1d_update_spec(torch.randn(B, D), _meta(torch.randn(B, D, W - 1)),
+                                                          torch.randn(D, W)), "conv_state"),
+    ("spec bias", lambda: causal_conv1d_update_spec(torch.randn(B, D), torch.randn(B, D, W - 1), torch.randn(D, W),
+                                                    _meta(torch.randn(D))), "bias"),
 ]
 
 
@@ -100,3 +111,15 @@ def test_update_accepts_views_that_do_not_overlap(state: torch.Tensor) -> None:
     before = state.clone()
     causal_conv1d_update(torch.randn(B, D), state, torch.randn(D, W))
     assert not torch.equal(before, state)  # written through the view
+
+
+@pytest.mark.parametrize("state", [
+    torch.randn(1, D, W - 1).expand(B + 1, D, W - 1),
+    torch.randn(B * D + W).as_strided((B, D, W - 1), (D, 1, 1)),
+], ids=["batch", "sliding"])
+def test_serving_ops_refuse_a_self_overlapping_cache(state: torch.Tensor) -> None:
+    q = torch.tensor([0, 3, L], dtype=torch.int32)
+    with pytest.raises(ValueError, match=r"conv_states is written in place and must not overlap itself.*conv_states\.clone\(\)"):
+        causal_conv1d_varlen_fn(torch.randn(D, L), torch.randn(D, W), None, state, q)
+    with pytest.raises(ValueError, match=OVERLAP + r".*conv_state\.clone\(\)"):
+        causal_conv1d_update_spec(torch.randn(state.shape[0], D), state, torch.randn(D, W))

@@ -30,6 +30,7 @@ DTYPES = [
     (torch.float32, torch.bfloat16),
     (torch.bfloat16, torch.float32),
     (torch.float16, torch.float32),
+    (torch.float32, torch.float64),
 ]
 # tolerance by dtype: outputs are rounded to the cache's dtype and returned in x's (the coarser counts)
 TOL = {torch.float64: 1e-10, torch.float32: 2e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
@@ -431,6 +432,87 @@ def test_tree_draft_equals_conv_of_path(device, api: API) -> None:
         seq = torch.cat([history, x[0, :, path].cpu()], 1)
         want = _full_conv(seq, weight, None, False)[:, -1]
         torch.testing.assert_close(out[0, :, j].cpu().double(), want, rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# random configurations
+
+
+def _random_prefill(rng: random.Random, device: str):
+    """A random valid prefill: width, dim, lengths, layouts, pad slots, initial states, and half the
+    time prefix caching with random positions, block sizes and fewer boundary writes."""
+    width, dim = rng.randint(2, 8), rng.randint(1, 9)
+    batch = rng.randint(1, 5)
+    lens = [rng.choice([0, 1, 2, rng.randint(1, 40)]) for _ in range(batch)]
+    q = _qsl(lens)
+    s = width - 1 + rng.randint(0, 3)
+    apc = rng.random() < 0.5
+    x = _x(dim, q[-1] + rng.randint(0, 3), rng.choice(["cf", "cl"]), torch.float32, device)
+    weight, bias = torch.randn(dim, width, device=device), rng.choice([None, torch.randn(dim, device=device)])
+    hi = [rng.random() < 0.5 for _ in range(batch)]
+    kw = {}
+    if apc:
+        block = rng.choice([1, 2, 4, 8])
+        cols = 12
+        lines = list(range(batch * cols))
+        rng.shuffle(lines)
+        table, first, last, init, done = [], [], [], [], []
+        for i, n in enumerate(lens):
+            p0 = rng.randint(0, 3 * block)
+            row = lines[i * cols : (i + 1) * cols]
+            hi_blk = max(p0 + n - 1, p0) // block  # the block of the last token
+            inside = (p0 + n - 1) // block - p0 // block if n > 0 else 0
+            k = rng.randint(0, max(inside, 0))
+            last_col = min(hi_blk, cols - 1)
+            first.append(max(last_col - k, 0))
+            last.append(last_col)
+            init.append(rng.randrange(cols))
+            done.append(p0)
+            if rng.random() < 0.15:
+                row[init[-1]] = PAD_SLOT_ID
+            table.append(row)
+        ci = _i32(table, device)
+        kw = dict(first=_i32(first, device), last=_i32(last, device), init_idx=_i32(init, device),
+                  computed=_i32(done, device), block=block)  # fmt: skip
+        n_lines = batch * cols
+    else:
+        n_lines = batch + rng.randint(0, 3)
+        perm = list(range(n_lines))
+        rng.shuffle(perm)
+        idx = perm[:batch]
+        if rng.random() < 0.3:
+            idx[rng.randrange(batch)] = PAD_SLOT_ID
+        ci = _i32(idx, device) if rng.random() < 0.8 else None
+    cache = _cache(n_lines, dim, s, rng.choice(["bds", "bsd"]), torch.float32, device)
+    return x, weight, bias, cache, _i32(q, device), ci, torch.tensor(hi, device=device), kw
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_prefill_random(device, seed) -> None:
+    rng = random.Random(seed)
+    x, weight, bias, cache, q, ci, hi, kw = _random_prefill(rng, device)
+    silu = rng.random() < 0.5
+    want_out, want_cache = prefill_ref(x, weight, bias, cache, q, ci, hi, silu, PAD_SLOT_ID, *kw.values())
+    out = APIS[seed % 2].prefill(x, weight, bias, cache, q, ci, hi, silu, PAD_SLOT_ID, *kw.values(), validate=True)
+    _close(out, want_out, torch.float32)
+    assert torch.equal(cache.cpu(), want_cache)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_decode_random(device, seed) -> None:
+    rng = random.Random(seed)
+    form = rng.choice(["token", "3d", "ragged"])
+    mode = rng.choice(["plain", "spec", "tree", "spec_tree"])
+    width = rng.randint(2, 8)
+    x, cache, weight, bias, kw = _decode_case(
+        device, torch.float32, torch.float32, width, form, mode, rng.random() < 0.5, rng.choice(["bds", "bsd"]), seed
+    )
+    silu = rng.random() < 0.5
+    ref_kw = {k: v for k, v in kw.items() if k != "max_query_len"}
+    want_out, want_cache = decode_ref(x, cache, weight, bias, silu, **ref_kw)
+    out = API("native").decode(x, cache, weight, bias, silu, **kw, validate=True)
+    _close(out, want_out, torch.float32)
+    assert torch.equal(cache.cpu(), want_cache)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -68,7 +68,9 @@ def run_three(ops, fn, args: dict, state_key: str, expect: str, op: str):
     assert torch.equal(out_fast, out_gen), f"{expect} and the general path differ"
     assert torch.equal(a_fast[state_key], a_gen[state_key]), f"{expect} and the general path wrote different caches"
     assert torch.equal(a_fast[state_key].cpu(), a_cpu[state_key]), "the CUDA and CPU caches differ"
-    assert close(out_fast, out_cpu, args["x"].dtype), "CUDA and CPU outputs differ"
+    # outputs are rounded to the cache's dtype first: the coarser of the two sets the tolerance
+    coarse = max(args["x"].dtype, args[state_key].dtype, key=lambda d: TOL[d])
+    assert close(out_fast, out_cpu, coarse), "CUDA and CPU outputs differ"
     assert out_fast.stride() == out_cpu.stride()
     return out_fast, a_fast[state_key]
 
