@@ -114,9 +114,7 @@ def find_candidate(variant: contract.Variant, base: str) -> tuple[Optional[Candi
 def _fall_back(reason: str) -> None:
     """Say why there is no prebuilt wheel and what happens next: compiling, or (PREBUILT_ONLY) the stop
     that the backend raises with this reason -- not both."""
-    if contract.env_flag(ENV_PREBUILT_ONLY):
-        _say(reason)
-    else:
+    if not contract.env_flag(ENV_PREBUILT_ONLY):  # else the stop message says the reason, once
         _tell_user(f"{reason}; building locally")
 
 

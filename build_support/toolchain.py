@@ -276,14 +276,16 @@ def apply(d: Diagnosis) -> None:
     os.environ.update({k: v for k, v in d.env.items() if v})
 
 
-def format_report(d: Diagnosis) -> str:
+def format_report(d: Diagnosis, *, with_fatal: bool = True) -> str:
+    """The diagnosis, one line per fact; ``with_fatal=False`` leaves out the errors that stop the build
+    (setup.py prints those once, as the stop message: uv showed them twice otherwise)."""
     lines = [f"torch: {d.torch.version or 'not importable'} ({d.torch.build} build"
              + (f", CUDA {d.torch.cuda}" if d.torch.cuda else "") + f", cxx11 ABI {d.torch.cxx11_abi})",
              f"extension: {'CUDA + CPU' if d.build_cuda else 'CPU only'}; MAX_JOBS={d.max_jobs}"
              + (f"; archs {d.archs} (from {d.archs_source})" if d.archs else ""),
              f"host compiler: {d.compiler.path or 'none'} {d.compiler.kind or ''} {d.compiler.version or ''}".rstrip()]
     lines += [f"note: {n}" for n in d.notes]
-    lines += [p.text() for p in d.problems]
+    lines += [p.text() for p in d.problems if with_fatal or not p.fatal]
     return "\n".join(lines)
 
 

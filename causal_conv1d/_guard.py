@@ -97,11 +97,22 @@ def read_build_record(path: Optional[Path] = None) -> Optional[contract.BuildRec
     return record
 
 
+def _site() -> tuple[str, str]:
+    """(the site the messages name, a sentence when CAUSAL_CONV1D_INDEX_URL is set to what is not a site's
+    base URL). The guard explains an import failure: a bad setting is said in it, never raised over it."""
+    try:
+        return contract.index_base(), ""
+    except contract.InvalidSetting as exc:
+        return contract.DEFAULT_INDEX_URL, f" ({exc}; the default site is named instead)"
+
+
 def _reinstall_hint() -> str:
     """Pinned to this version, from the site (an unpinned ``causal-conv1d`` resolves to PyPI's other
     project of that name): python -m causal_conv1d doctor gives the wheel command for this torch."""
-    sdist = _commands.sdist_commands(contract.index_base())["pip"]
-    return f"Run python -m causal_conv1d doctor for the wheel that matches your torch, or reinstall from source: {sdist}"
+    base, note = _site()
+    sdist = _commands.sdist_commands(base)["pip"]
+    return (f"Run python -m causal_conv1d doctor for the wheel that matches your torch, or reinstall from source: "
+            f"{sdist}{note}")
 
 
 def _minor(version: Optional[str]) -> Optional[tuple[int, int]]:
@@ -205,7 +216,9 @@ def fix_instructions(record: contract.BuildRecord, torch_version: str, torch_cud
                      torch_abi: Optional[bool], *, base: Optional[str] = None) -> str:
     """What to run to get a binary that matches the running torch (pip commands, index URL).
     ``base``: the site (default: ``contract.index_base()``)."""
-    base = contract.index_base() if base is None else base
+    note = ""
+    if base is None:
+        base, note = _site()
     try:
         variant = contract.Variant.from_torch(torch_version, torch_cuda, torch_abi)
     except contract.InvalidVariant as exc:
@@ -236,6 +249,8 @@ def fix_instructions(record: contract.BuildRecord, torch_version: str, torch_cud
     elif built:
         lines.append(f"Or install the torch this build was made for (variant {built}).")
     lines.append("Diagnose the machine:  python -m causal_conv1d doctor")
+    if note:
+        lines.append(f"Note:{note}")
     return "\n".join(lines)
 
 
@@ -269,7 +284,7 @@ def _running_torch() -> tuple[str, Optional[str], Optional[bool]]:
     except ImportError as exc:
         raise ImportError(
             f"causal-conv1d needs PyTorch, which cannot be imported ({exc}). "
-            + _commands.no_torch_advice(contract.index_base())
+            + _commands.no_torch_advice(_site()[0])
         ) from exc
     abi = getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", None)
     return str(torch.__version__), torch.version.cuda, None if abi is None else bool(abi)

@@ -369,7 +369,11 @@ def collect(check_index: bool = True) -> dict[str, Any]:
         "problems": [],
     }
     problems: list[str] = report["problems"]
-    base = _site_base()
+    try:
+        base = _site_base()
+    except contract.InvalidSetting as exc:  # said as a problem; the default site is asked instead
+        problems.append(f"{exc} (asking the default site, {contract.DEFAULT_INDEX_URL}, instead)")
+        base = contract.DEFAULT_INDEX_URL
     if not t.get("importable"):
         problems.append(f"torch is not importable ({t.get('error')}). {_commands.no_torch_advice(base)}")
         report["commands"] = no_torch_commands(base)

@@ -231,4 +231,41 @@ def verify_site(target: str) -> tuple[int, list[Problem]]:
         _check_json(fetcher, page_url, links, page_url, problems)
     for name in sorted(set(by_name) - seen):
         problems.append(Problem(base + MANIFEST_NAME, f"{name!r} is in the manifest but on no project page"))
+    checked += _check_sdists(fetcher, base, list(manifest.sdists), problems)
     return checked, problems
+
+
+def _check_sdists(fetcher: _Fetcher, base: str, sdists: list[Any], problems: list[Problem]) -> int:
+    """The sdist page (``source/causal-conv1d/``) links exactly the manifest's sdists, each file resolving
+    with its sha256 and size; returns how many files were downloaded."""
+    if not sdists:
+        return 0
+    page_url = contract.source_page_url(base)
+    try:
+        anchors, _meta = _anchors(fetcher, page_url)
+    except (OSError, urllib.error.URLError, UnicodeDecodeError, IndexClientError) as exc:
+        problems.append(Problem(page_url, f"page does not resolve ({_describe(exc)})"))
+        return 0
+    links = {}
+    for attrs in anchors:
+        url = urllib.parse.urljoin(page_url, attrs.get("href") or "")
+        links[urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])] = (url, attrs)
+    checked = 0
+    for sd in sdists:
+        if sd.filename not in links:
+            problems.append(Problem(page_url, f"does not link the sdist {sd.filename!r}"))
+            continue
+        url, attrs = links.pop(sd.filename)
+        if url.partition("#sha256=")[2] != sd.sha256:
+            problems.append(Problem(page_url, f"{sd.filename!r}: the link's sha256 differs from the manifest"))
+        try:
+            data = fetcher.read(url.split("#", 1)[0])
+        except (OSError, urllib.error.URLError) as exc:
+            problems.append(Problem(url, f"does not resolve ({_describe(exc)})"))
+            continue
+        checked += 1
+        if hashlib.sha256(data).hexdigest() != sd.sha256 or len(data) != sd.size:
+            problems.append(Problem(url, f"{sd.filename!r}: its sha256 or size differs from the manifest"))
+    for name in sorted(links):
+        problems.append(Problem(page_url, f"links {name!r}, which is not among the manifest's sdists"))
+    return checked

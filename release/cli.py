@@ -151,6 +151,13 @@ def _parser() -> argparse.ArgumentParser:
     rr.add_argument("--wheel-dir", type=Path, metavar="DIR", help="where the job's wheels are (recorded by name)")
     rr.add_argument("--out", type=Path, required=True, metavar="DIR")
 
+    cv = sub.add_parser(
+        "check-version", allow_abbrev=False,
+        help="refuse to release a version the package index (PyPI) already holds under this project's name",
+    )
+    cv.add_argument("--index-url", default=None, metavar="URL",
+                    help="the index's simple API root (default https://pypi.org/simple/)")
+
     sm = sub.add_parser(
         "summary", allow_abbrev=False, help="Markdown table of built/failed jobs ($GITHUB_STEP_SUMMARY)"
     )
@@ -215,7 +222,15 @@ def _cmd_summary(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_check_version(args: argparse.Namespace) -> int:
+    from release import version_check
+
+    print(version_check.check_version(args.index_url or version_check.PYPI_SIMPLE))
+    return 0
+
+
 _COMMANDS = {
+    "check-version": _cmd_check_version,
     "local": _cmd_local,
     "test-wheel": _cmd_test_wheel,
     "fetch-site": _cmd_fetch_site,

@@ -83,7 +83,7 @@ def test_reasons(plan) -> None:
     assert _combo(plan, "2.9", "cu130", "3.14", "msvc", "windows-amd64").job == "torch2.9-cu130-windows-amd64"
     stable = _combo(plan, "2.12", "cu126", "3.12", "cxx11", "linux-aarch64")
     assert stable.job == "stable2.10-cu12-linux-aarch64"
-    assert stable.reason == ("served by causal_conv1d-1.7.0+cu12.stable2.10-cp39-abi3-manylinux_2_28_aarch64.whl "
+    assert stable.reason == ("served by causal_conv1d-1.7.0.post1+cu12.stable2.10-cp39-abi3-manylinux_2_28_aarch64.whl "
                              "(stable ABI: every torch >= 2.10 with CUDA 12)")
     # the stable ABI changes which job serves a combination, never whether one does
     assert _combo(plan, "2.12", "cu126", "3.12", "pre-cxx11", "linux-aarch64").status == "unavailable"
@@ -109,7 +109,7 @@ def test_cpu_job_fields(per_minor) -> None:
     assert job.cxx11_abi is True and job.manylinux == "manylinux_2_28"
     assert job.python == "3.10" and job.cpp_std == "20"
     assert job.covers_pythons == ("3.10", "3.11", "3.12", "3.13", "3.14")
-    assert job.wheel_filename == "causal_conv1d-1.7.0+cpu.torch2.13-cp39-abi3-manylinux_2_28_x86_64.whl"
+    assert job.wheel_filename == "causal_conv1d-1.7.0.post1+cpu.torch2.13-cp39-abi3-manylinux_2_28_x86_64.whl"
     env = job.environment
     assert env["CIBW_BUILD"] == "cp310-manylinux_x86_64"
     assert env["CIBW_ARCHS"] == "x86_64"
@@ -310,7 +310,7 @@ def test_stable_cuda_job_fields(plan, data: compat.CompatData) -> None:
     assert (cu13.cuda, cu13.torch, cu13.accel, cu13.torch_version) == ("13.2", "2.14", "cu132", "2.14.1")
     assert cu13.torch_index_url.endswith("/cu132")
     assert cu13.cuda_archs == "7.5;8.0;8.6;9.0;10.0;12.0+PTX"
-    assert cu13.wheel_filename == "causal_conv1d-1.7.0+cu13.stable2.10-cp39-abi3-manylinux_2_28_x86_64.whl"
+    assert cu13.wheel_filename == "causal_conv1d-1.7.0.post1+cu13.stable2.10-cp39-abi3-manylinux_2_28_x86_64.whl"
     assert set(cu13.serves) == {f"torch{m}-{a}" for m in ("2.10", "2.11", "2.12", "2.13", "2.14", "2.15")
                                 for a in ("cu130", "cu132") if a in data.torch[m].builds}
     d = cu13.to_dict()

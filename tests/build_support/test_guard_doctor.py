@@ -16,7 +16,7 @@ import causal_conv1d_contract as contract
 from .conftest import CPU_VARIANT, REPO, clean_env, run
 
 MISMATCHED = {
-    "version": "1.7.0+cu128.torch2.7",
+    "version": "1.7.0.post1+cu128.torch2.7",
     "variant": "torch2.7-cu128",
     "torch_version": "2.7.1+cu128",
     "cuda_version": "12.8",
@@ -73,7 +73,7 @@ def test_guard_contract_agreement() -> None:
 def test_matching_record_imports(unpacked: Path) -> None:
     proc = py(unpacked, ["-c", "import causal_conv1d as c; print(c.__version__)"])
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip().endswith("1.7.0+cpu.torch2.13")
+    assert proc.stdout.strip().endswith("1.7.0.post1+cpu.torch2.13")
 
 
 def test_guard_fires_on_mismatched_record_before_the_extension_loads(unpacked: Path) -> None:
@@ -112,10 +112,10 @@ def test_guard_without_packaging_still_names_the_mismatch(unpacked: Path, torch_
     assert "does not match the installed torch" in proc.stderr and "torch 2.7.1+cu128" in proc.stderr
     ok = unpacked.parent / "ok"
     shutil.copytree(unpacked, ok)
-    set_record(ok, {**MISMATCHED, "version": "1.7.0+cpu.torch2.13", "variant": CPU_VARIANT,
+    set_record(ok, {**MISMATCHED, "version": "1.7.0.post1+cpu.torch2.13", "variant": CPU_VARIANT,
                     "torch_version": "2.13.0+cpu", "cuda_version": None, "cxx11_abi": True})
     proc = py(ok, ["-c", "import causal_conv1d as c; print(c.__version__)"], python=str(torch_venv.python))
-    assert proc.returncode == 0 and proc.stdout.strip().endswith("1.7.0+cpu.torch2.13"), proc.stderr
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("1.7.0.post1+cpu.torch2.13"), proc.stderr
 
 
 def test_damaged_and_missing_records(unpacked: Path) -> None:
@@ -144,7 +144,7 @@ def test_doctor_healthy_with_index(unpacked: Path, index) -> None:
     assert r["build_record"]["status"] == "ok" and r["build_record"]["record"]["variant"] == CPU_VARIANT
     assert r["import"]["ok"] is True
     assert r["variant"] == CPU_VARIANT
-    assert r["index"]["has_wheel"] is True and r["index"]["wheel"].startswith("causal_conv1d-1.7.0+cpu.torch2.13-")
+    assert r["index"]["has_wheel"] is True and r["index"]["wheel"].startswith("causal_conv1d-1.7.0.post1+cpu.torch2.13-")
     url = f"{index.url}whl/{CPU_VARIANT}/"
     assert r["commands"]["pip"] == ('pip install "torch==2.13.0" causal-conv1d --only-binary causal-conv1d '
                                     f"--index-url https://download.pytorch.org/whl/cpu/ --extra-index-url {url}")
@@ -237,7 +237,7 @@ def test_doctor_in_a_users_venv_without_packaging(user_venv, index, refused_url:
         elif mode == "unreachable":
             assert idx["has_wheel"] is None and "unreachable" in idx["detail"]
         elif mode == "answering":
-            assert idx["has_wheel"] is True and idx["wheel"].startswith("causal_conv1d-1.7.0+cpu.torch2.13-")
+            assert idx["has_wheel"] is True and idx["wheel"].startswith("causal_conv1d-1.7.0.post1+cpu.torch2.13-")
         else:
             assert idx["has_wheel"] is False
         assert r["commands"]["pip"].startswith('pip install "torch==2.13.0" causal-conv1d --only-binary causal-conv1d')
@@ -245,7 +245,7 @@ def test_doctor_in_a_users_venv_without_packaging(user_venv, index, refused_url:
         out = proc.stdout
         assert "variant     torch2.13-cpu" in out and "no problems found" in out, out
         expect = {"offline": None, "unreachable": "index       unknown (index unreachable",
-                  "answering": "index       yes: causal_conv1d-1.7.0+cpu.torch2.13-", "garbage": "index       no ("}[mode]
+                  "answering": "index       yes: causal_conv1d-1.7.0.post1+cpu.torch2.13-", "garbage": "index       no ("}[mode]
         assert (expect is None and "index  " not in out) or (expect is not None and expect in out), out
 
 

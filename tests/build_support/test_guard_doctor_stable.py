@@ -115,7 +115,7 @@ def test_fix_names_the_family_index_for_any_torch_2_10_plus(guard) -> None:
     url = f"{contract.DEFAULT_INDEX_URL}whl/stable2.10-cu13/"
     assert "served by the stable-ABI wheel stable2.10-cu13" in fix and url in fix
     # torch and the wheel together: torch 2.15.0 from PyTorch's cu130 index, the wheel from the family page
-    assert (f'pip install "torch==2.15.0" "causal-conv1d==1.7.0+cu13.stable2.10" --only-binary causal-conv1d '
+    assert (f'pip install "torch==2.15.0" "causal-conv1d==1.7.0.post1+cu13.stable2.10" --only-binary causal-conv1d '
             f"--index-url https://download.pytorch.org/whl/cu130/ --extra-index-url {url}") in fix
     assert "Or install a torch this build serves: torch >= 2.10, CUDA 12." in fix
     # an unofficial C++ ABI on torch >= 2.10 is served by the stable wheel too
@@ -133,7 +133,7 @@ def test_stable_record_imports_on_this_torch(unpacked: Path, torch_venv) -> None
     for python in (sys.executable, str(torch_venv.python)):  # torch_venv: no packaging
         proc = py(unpacked, ["-c", "import causal_conv1d as c; print(c.__version__)"], python=python)
         assert proc.returncode == 0, proc.stderr
-        assert proc.stdout.strip().endswith("1.7.0+cpu.stable2.10")
+        assert proc.stdout.strip().endswith("1.7.0.post1+cpu.stable2.10")
 
 
 @pytest.mark.parametrize("family", ["cu12", "cu13"])
@@ -146,7 +146,7 @@ def test_cuda_stable_wheel_on_a_cpu_torch_is_refused(unpacked: Path, torch_venv,
         assert f"variant stable2.10-{family}) does not match the installed torch" in err
         assert f"this build is for CUDA {family[2:]} torch, but the installed torch 2.13.0+cpu is a CPU build" in err
         assert f"{contract.DEFAULT_INDEX_URL}whl/stable2.10-cpu/" in err
-        assert 'pip install "torch==2.13.0" "causal-conv1d==1.7.0+cpu.stable2.10" --only-binary causal-conv1d' in err
+        assert 'pip install "torch==2.13.0" "causal-conv1d==1.7.0.post1+cpu.stable2.10" --only-binary causal-conv1d' in err
         assert "invalid ELF header" not in err
 
 
@@ -172,7 +172,7 @@ def test_cpu_stable_wheel_imports_on_a_cuda_torch(unpacked: Path) -> None:  # no
     proc = py(unpacked, ["-c", code])
     assert proc.returncode == 0, proc.stderr
     assert "BuildMismatch" not in proc.stderr and proc.stderr.strip() == "", proc.stderr  # no warning at import
-    assert "version 1.7.0+cpu.stable2.10" in proc.stdout
+    assert "version 1.7.0.post1+cpu.stable2.10" in proc.stdout
     assert "causal_conv1d was built without CUDA kernels (CPU-only build): causal_conv1d::fwd got CUDA tensors" in proc.stdout
     assert "`python -m causal_conv1d doctor` prints the command" in proc.stdout
     # the CUDA wheels keep their family: cu12 on this (pretended) cu13 torch is refused before _C loads
@@ -193,7 +193,7 @@ def test_doctor_says_cpu_kernels_only_and_names_the_cuda_wheel(unpacked: Path) -
     assert r["build_record"]["limitation"] == contract.StableVariant("cpu").limitation("2.14.1+cu130", "13.0")
     # what is recommended stays the CUDA family of this torch
     assert r["variant"] == "torch2.14-cu130" and r["wheel_variant"] == "stable2.10-cu13"
-    cuda_cmd = ('pip install "torch==2.14.1" "causal-conv1d==1.7.0+cu13.stable2.10" --only-binary causal-conv1d '
+    cuda_cmd = ('pip install "torch==2.14.1" "causal-conv1d==1.7.0.post1+cu13.stable2.10" --only-binary causal-conv1d '
                 f"--index-url https://download.pytorch.org/whl/cu130/ --extra-index-url {base}whl/stable2.10-cu13/")
     assert r["commands"]["pip_exact"] == cuda_cmd
     assert r["notes"] == [
@@ -226,13 +226,13 @@ def test_doctor_reports_the_stable_kind_and_finds_the_wheel(unpacked: Path, tmp_
     assert r["build_record"]["kind"] == "stable ABI (torch >= 2.10, CPU)"
     assert r["variant"] == "torch2.13-cpu" and r["wheel_variant"] == "stable2.10-cpu"
     assert r["wheel_kind"] == "stable ABI: one wheel for every torch >= 2.10 with CPU"
-    assert r["index"]["has_wheel"] is True and r["index"]["wheel"].startswith("causal_conv1d-1.7.0+cpu.stable2.10-")
-    assert r["commands"]["pip_exact"] == ('pip install "torch==2.13.0" "causal-conv1d==1.7.0+cpu.stable2.10" '
+    assert r["index"]["has_wheel"] is True and r["index"]["wheel"].startswith("causal_conv1d-1.7.0.post1+cpu.stable2.10-")
+    assert r["commands"]["pip_exact"] == ('pip install "torch==2.13.0" "causal-conv1d==1.7.0.post1+cpu.stable2.10" '
                                           "--only-binary causal-conv1d --index-url https://download.pytorch.org/whl/cpu/ "
                                           f"--extra-index-url {index}whl/stable2.10-cpu/")
     text = py(unpacked, ["-m", "causal_conv1d", "doctor"], **{contract.ENV_INDEX_URL: index}).stdout
     for needle in ("kind: stable ABI (torch >= 2.10, CPU)", "wheel       stable2.10-cpu (stable ABI",
-                   "index       yes: causal_conv1d-1.7.0+cpu.stable2.10", "no problems found"):
+                   "index       yes: causal_conv1d-1.7.0.post1+cpu.stable2.10", "no problems found"):
         assert needle in text, text
 
 

@@ -235,3 +235,5 @@ def test_uv_isolated_build_blames_the_isolation_not_a_missing_torch(venv_clean, 
     assert "torch is not importable in this isolated build environment" in out, out[-3000:]
     fix = out.split("torch is not importable in this isolated build environment", 1)[1].split("fix: ", 1)[1]
     assert fix.startswith("let the build see that torch: uv pip install --no-build-isolation-package causal-conv1d"), fix
+    # the error block once: the diagnosis leaves the stopping errors to the stop message
+    assert out.count("torch is not importable in this isolated build environment") == 1, out[-3000:]

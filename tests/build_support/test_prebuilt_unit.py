@@ -23,17 +23,17 @@ def cand(filename: str, **kw: object) -> prebuilt.Candidate:
     return prebuilt.Candidate(filename, f"https://x/{filename}", kw.pop("sha256", "ab" * 32), **kw)  # type: ignore[arg-type]
 
 
-def name(version: str = "1.7.0+cpu.torch2.13", plat: str = "linux_x86_64") -> str:
+def name(version: str = "1.7.0.post1+cpu.torch2.13", plat: str = "linux_x86_64") -> str:
     return f"causal_conv1d-{version}-cp39-abi3-{plat}.whl"
 
 
 def test_html_page_parsing_resolves_relative_urls_and_hashes() -> None:
-    body = (b'<html><a href="../../../files/causal_conv1d-1.7.0%2Bcpu.torch2.13-cp39-abi3-linux_x86_64.whl'
+    body = (b'<html><a href="../../../files/causal_conv1d-1.7.0.post1%2Bcpu.torch2.13-cp39-abi3-linux_x86_64.whl'
             b'#sha256=' + b"c" * 64 + b'" data-requires-python="&gt;=3.9">x</a><a href="other.tar.gz">y</a>'
             b'<a href="y.whl" data-yanked="">z</a></html>')
     got = prebuilt.parse_page(body, "text/html", "http://h/whl/torch2.13-cpu/causal-conv1d/")
-    assert got[0].filename == "causal_conv1d-1.7.0+cpu.torch2.13-cp39-abi3-linux_x86_64.whl"
-    assert got[0].url == "http://h/files/causal_conv1d-1.7.0%2Bcpu.torch2.13-cp39-abi3-linux_x86_64.whl"
+    assert got[0].filename == "causal_conv1d-1.7.0.post1+cpu.torch2.13-cp39-abi3-linux_x86_64.whl"
+    assert got[0].url == "http://h/files/causal_conv1d-1.7.0.post1%2Bcpu.torch2.13-cp39-abi3-linux_x86_64.whl"
     assert got[0].sha256 == "c" * 64 and got[0].requires_python == ">=3.9" and not got[0].yanked
     assert got[1].sha256 is None
     assert got[2].yanked
@@ -56,8 +56,8 @@ def test_garbage_pages_raise_index_error(body: bytes) -> None:
 def test_select_exact_version_variant_and_best_tag() -> None:
     cands = [
         cand(name("1.6.0+cpu.torch2.13")),  # other version
-        cand(name("1.7.0+cu128.torch2.13")),  # other variant
-        cand(name("1.7.0+cpu.torch2.12")),  # other torch
+        cand(name("1.7.0.post1+cu128.torch2.13")),  # other variant
+        cand(name("1.7.0.post1+cpu.torch2.12")),  # other torch
         cand(name(plat="linux_x86_64")),
         cand(name(plat="manylinux_2_28_x86_64")),
         cand(name(plat="manylinux_2_28_aarch64")),
@@ -74,7 +74,7 @@ def test_select_exact_version_variant_and_best_tag() -> None:
 
 def test_select_skips_yanked_and_requires_python_and_explains() -> None:
     best, why = prebuilt.select([cand(name(), yanked=True)], V, LINUX)
-    assert best is None and "no 1.7.0 wheel" in why
+    assert best is None and "no 1.7.0.post1 wheel" in why
     best, _ = prebuilt.select([cand(name(), requires_python=">=4")], V, LINUX)
     assert best is None
     best, why = prebuilt.select([cand(name(plat="win_amd64"))], V, LINUX)
@@ -155,7 +155,7 @@ def test_fetch_ok(index, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
     assert out.wheel is not None and out.wheel.exists(), out.message
     assert out.variant == "torch2.13-cpu"
     assert out.wheel.name.startswith(f"causal_conv1d-{contract.PACKAGE_VERSION}-cp39-abi3-")
-    assert "using prebuilt wheel causal_conv1d-1.7.0+cpu.torch2.13" in capsys.readouterr().err
+    assert "using prebuilt wheel causal_conv1d-1.7.0.post1+cpu.torch2.13" in capsys.readouterr().err
     assert [p.name for p in out.wheel.parent.iterdir()] == [out.wheel.name]  # no partial/download leftovers
 
 
@@ -244,8 +244,8 @@ def test_lookups_ask_the_family_page_first_for_torch_2_10_plus() -> None:
 
 def test_select_prefers_the_stable_wheel_and_keeps_families_apart() -> None:
     legacy = cand(name())
-    stable = cand(name("1.7.0+cpu.stable2.10"))
-    cu12 = cand(name("1.7.0+cu12.stable2.10"))
+    stable = cand(name("1.7.0.post1+cpu.stable2.10"))
+    cu12 = cand(name("1.7.0.post1+cu12.stable2.10"))
     best, _ = prebuilt.select([legacy, stable, cu12], (STABLE_CPU, V), LINUX)
     assert best == stable
     best, _ = prebuilt.select([legacy, cu12], (STABLE_CPU, V), LINUX)
@@ -275,7 +275,7 @@ def test_fetch_uses_the_stable_wheel_verified(tmp_path: Path, monkeypatch: pytes
     out = _fetch(tmp_path, site.as_uri() + "/", monkeypatch)  # the torch here: 2.13 CPU
     assert out.wheel is not None, out.message
     assert out.variant == "torch2.13-cpu"
-    assert "using prebuilt wheel causal_conv1d-1.7.0+cpu.stable2.10-cp39-abi3-linux_x86_64.whl" in capsys.readouterr().err
+    assert "using prebuilt wheel causal_conv1d-1.7.0.post1+cpu.stable2.10-cp39-abi3-linux_x86_64.whl" in capsys.readouterr().err
     # a file that is not what the index says (sha256, size) stops the install: no local build
     [wheel] = (site / "files").glob("*.whl")
     wheel.write_bytes(wheel.read_bytes() + b"\0")

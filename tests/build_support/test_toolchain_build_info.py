@@ -256,7 +256,7 @@ def test_real_wheel_carries_a_complete_record(real_cpu_wheel: Path) -> None:
 
     rec = wheel_record(real_cpu_wheel)
     assert tuple(rec) == contract.BUILD_INFO_KEYS
-    assert rec["variant"] == "torch2.13-cpu" and rec["version"] == "1.7.0+cpu.torch2.13" and rec["cuda_archs"] == []
+    assert rec["variant"] == "torch2.13-cpu" and rec["version"] == f"{contract.PACKAGE_VERSION}+cpu.torch2.13" and rec["cuda_archs"] == []
 
 
 def test_setup_py_metadata_commands_need_no_torch(tmp_path: Path) -> None:

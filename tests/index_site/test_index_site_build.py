@@ -14,8 +14,8 @@ import causal_conv1d_contract as contract
 from index_site import site as site_module
 from index_site.serve import negotiate
 
-CPU_213 = "causal_conv1d-1.7.0+cpu.torch2.13-cp39-abi3-linux_x86_64.whl"
-CU130_214 = "causal_conv1d-1.7.0+cu130.torch2.14-cp39-abi3-manylinux_2_28_x86_64.whl"
+CPU_213 = "causal_conv1d-1.7.0.post1+cpu.torch2.13-cp39-abi3-linux_x86_64.whl"
+CU130_214 = "causal_conv1d-1.7.0.post1+cu130.torch2.14-cp39-abi3-manylinux_2_28_x86_64.whl"
 
 
 @pytest.fixture
@@ -65,16 +65,16 @@ def test_layout_links_and_json(cli, wheels, two_variants, tmp_path):
     import hashlib
 
     sha, msha = hashlib.sha256(wheel).hexdigest(), hashlib.sha256(metadata).hexdigest()
-    assert f'href="../../../files/causal_conv1d-1.7.0%2Bcpu.torch2.13-cp39-abi3-linux_x86_64.whl#sha256={sha}"' in link
+    assert f'href="../../../files/causal_conv1d-1.7.0.post1%2Bcpu.torch2.13-cp39-abi3-linux_x86_64.whl#sha256={sha}"' in link
     assert 'data-requires-python="&gt;=3.9,&lt;4"' in link  # escaped
     assert f'data-core-metadata="sha256={msha}"' in link and f'data-dist-info-metadata="sha256={msha}"' in link
     assert "data-yanked" not in link
     with zipfile.ZipFile(site / "files" / CPU_213) as zf:
-        assert zf.read("causal_conv1d-1.7.0+cpu.torch2.13.dist-info/METADATA") == metadata
+        assert zf.read("causal_conv1d-1.7.0.post1+cpu.torch2.13.dist-info/METADATA") == metadata
     doc = project_json(site, "torch2.13-cpu")
     assert doc["meta"]["api-version"].startswith("1.")
     (f,) = doc["files"]
-    assert f["url"] == "../../../files/causal_conv1d-1.7.0%2Bcpu.torch2.13-cp39-abi3-linux_x86_64.whl"
+    assert f["url"] == "../../../files/causal_conv1d-1.7.0.post1%2Bcpu.torch2.13-cp39-abi3-linux_x86_64.whl"
     assert f["hashes"] == {"sha256": sha} and f["core-metadata"] == {"sha256": msha}
     assert f["requires-python"] == ">=3.9,<4" and f["yanked"] is False
     assert f["size"] == len(wheel) and f["upload-time"] == NOW
@@ -91,7 +91,7 @@ def test_files_url_makes_absolute_links(cli, wheels, two_variants, tmp_path):
     assert run.code == 0, run
     page = project_page(site, "torch2.13-cpu")
     assert (
-        'href="https://example.org/releases/v1.7.0/causal_conv1d-1.7.0%2Bcpu.torch2.13-cp39-abi3-linux_x86_64.whl#sha256='
+        'href="https://example.org/releases/v1.7.0/causal_conv1d-1.7.0.post1%2Bcpu.torch2.13-cp39-abi3-linux_x86_64.whl#sha256='
         in page
     )
     assert not (site / "files" / CPU_213).exists()  # hosted elsewhere
@@ -120,7 +120,7 @@ def test_upload_time_recorded_once_and_nothing_dropped(cli, make_wheel, tmp_path
     assert run.code == 0, run
     files = {f["filename"]: f for f in json.loads((site / "manifest.json").read_text())["files"]}
     assert files[CPU_213]["upload_time"] == "2026-01-01T00:00:00Z"  # kept from the first publish
-    assert files["causal_conv1d-1.7.0+cu130.torch2.14-cp39-abi3-win_amd64.whl"]["upload_time"] == "2026-02-01T00:00:00Z"
+    assert files["causal_conv1d-1.7.0.post1+cu130.torch2.14-cp39-abi3-win_amd64.whl"]["upload_time"] == "2026-02-01T00:00:00Z"
     assert (site / "files" / CPU_213).is_file()  # the first batch is still served
     assert cli("build", "--out", site).code == 0  # re-render from the manifest alone
     assert len(json.loads((site / "manifest.json").read_text())["files"]) == 2
@@ -200,7 +200,7 @@ BAD_INPUTS = [
         lambda d: _zip(
             d / CPU_213,
             {
-                "causal_conv1d-1.7.0+cpu.torch2.13.dist-info/METADATA": "Metadata-Version: 2.1\nVersion: 1.7.0+cpu.torch2.13\n"
+                "causal_conv1d-1.7.0.post1+cpu.torch2.13.dist-info/METADATA": "Metadata-Version: 2.1\nVersion: 1.7.0.post1+cpu.torch2.13\n"
             },
         ),
         "invalid METADATA",
@@ -211,7 +211,7 @@ BAD_INPUTS = [
         lambda d: _zip(
             d / CPU_213,
             {
-                "causal_conv1d-1.7.0+cpu.torch2.13.dist-info/METADATA": "Metadata-Version: 2.1\nName: causal-conv1d\nVersion: 1.6.0+cpu.torch2.13\n"
+                "causal_conv1d-1.7.0.post1+cpu.torch2.13.dist-info/METADATA": "Metadata-Version: 2.1\nName: causal-conv1d\nVersion: 1.6.0+cpu.torch2.13\n"
             },
         ),
         "the file name says",
@@ -219,11 +219,11 @@ BAD_INPUTS = [
     # no local version label: which variant would it be?
     ("causal_conv1d-1.7.0-cp39-abi3-linux_x86_64.whl", None, "no local version label"),
     # a per-Python wheel breaks the one-abi3-wheel contract
-    ("causal_conv1d-1.7.0+cpu.torch2.13-cp311-cp311-linux_x86_64.whl", None, "expected cp39-abi3"),
+    ("causal_conv1d-1.7.0.post1+cpu.torch2.13-cp311-cp311-linux_x86_64.whl", None, "expected cp39-abi3"),
     # another project's wheel
     ("other_pkg-1.0+cpu.torch2.13-cp39-abi3-linux_x86_64.whl", None, "not a causal-conv1d wheel"),
     # an unknown accelerator in the label
-    ("causal_conv1d-1.7.0+rocm61.torch2.13-cp39-abi3-linux_x86_64.whl", None, "Invalid local version label"),
+    ("causal_conv1d-1.7.0.post1+rocm61.torch2.13-cp39-abi3-linux_x86_64.whl", None, "Invalid local version label"),
 ]
 
 
@@ -252,7 +252,7 @@ def test_bad_input_reported_and_strict_fails(cli, make_wheel, tmp_path, name, ma
     assert run.code == 0, run
     assert name in run.err and reason in run.err and "warning" in run.err
     assert json.loads((site / "manifest.json").read_text())["files"][0]["filename"].startswith(
-        "causal_conv1d-1.7.0+cpu.torch2.14"
+        "causal_conv1d-1.7.0.post1+cpu.torch2.14"
     )
     assert len(json.loads((site / "manifest.json").read_text())["files"]) == 1
 
@@ -326,7 +326,7 @@ def test_verify_detects_tampering(cli, make_wheel, tmp_path):
     data = wheel.read_bytes()
     wheel.unlink()  # hard link: replace, don't modify the input in place
     wheel.write_bytes(data + b"\0")
-    (site / "files" / "causal_conv1d-1.7.0+cpu.torch2.14-cp39-abi3-linux_x86_64.whl.metadata").unlink()
+    (site / "files" / "causal_conv1d-1.7.0.post1+cpu.torch2.14-cp39-abi3-linux_x86_64.whl.metadata").unlink()
     run = cli("verify", site)
     assert run.code == 1
     assert "the file's sha256 is" in run.err and "manifest says" in run.err

@@ -22,7 +22,7 @@ import causal_conv1d_contract as contract
 
 pytestmark = pytest.mark.slow
 
-WANTED = "causal_conv1d-1.7.0+cpu.torch2.13-cp39-abi3-linux_x86_64.whl"
+WANTED = "causal_conv1d-1.7.0.post1+cpu.torch2.13-cp39-abi3-linux_x86_64.whl"
 YANKED = "causal_conv1d-1.7.1+cpu.torch2.13-cp39-abi3-linux_x86_64.whl"
 VARIANT = "torch2.13-cpu"
 UV_INDEX = f"causal-conv1d-{VARIANT}"
@@ -132,7 +132,7 @@ def test_pip_installs_the_variant_wheel_with_pep658(world, pip_python, fresh_ven
         ],
         client_env(tmp_path),
     )
-    assert _installed(fresh_venv, tmp_path) == (VARIANT, "1.7.0+cpu.torch2.13")  # not yanked 1.7.1, not 9.0.0
+    assert _installed(fresh_venv, tmp_path) == (VARIANT, "1.7.0.post1+cpu.torch2.13")  # not yanked 1.7.1, not 9.0.0
     quoted = contract.quote_path(WANTED)
     assert f"Obtaining dependency information for causal-conv1d from {served.url}files/{quoted}.metadata" in proc.stdout
     assert any(f"GET /files/{quoted}.metadata " in r for r in served.requests)
@@ -193,7 +193,7 @@ def test_pip_with_a_plain_static_host(world, pip_python, fresh_venv, tmp_path):
         )
         requests = list(static.requests)
     (item,) = json.loads(report.read_text())["install"]
-    assert item["metadata"]["version"] == "1.7.0+cpu.torch2.13"
+    assert item["metadata"]["version"] == "1.7.0.post1+cpu.torch2.13"
     assert item["download_info"]["url"].endswith("/files/" + contract.quote_path(WANTED))
     assert any(".whl.metadata " in r for r in requests)
 
@@ -216,7 +216,7 @@ def test_pip_require_hashes(world, pip_python, fresh_venv, tmp_path, right):
     if not right:
         sha = hashlib.sha256(b"something else").hexdigest()
     req = tmp_path / "requirements.txt"
-    req.write_text(f"causal-conv1d==1.7.0+cpu.torch2.13 --hash=sha256:{sha}\n")
+    req.write_text(f"causal-conv1d==1.7.0.post1+cpu.torch2.13 --hash=sha256:{sha}\n")
     proc = run_cmd(
         [
             pip_python,
@@ -239,7 +239,7 @@ def test_pip_require_hashes(world, pip_python, fresh_venv, tmp_path, right):
         check=right,
     )
     if right:
-        assert _installed(fresh_venv, tmp_path) == (VARIANT, "1.7.0+cpu.torch2.13")
+        assert _installed(fresh_venv, tmp_path) == (VARIANT, "1.7.0.post1+cpu.torch2.13")
     else:
         assert proc.returncode != 0
         assert "DO NOT MATCH THE HASHES" in proc.stderr
@@ -292,7 +292,7 @@ def test_uv_installs_the_variant_wheel(world, tmp_path):
         ],
         client_env(tmp_path),
     )
-    assert _installed(python, tmp_path) == (VARIANT, "1.7.0+cpu.torch2.13")
+    assert _installed(python, tmp_path) == (VARIANT, "1.7.0.post1+cpu.torch2.13")
     assert any(f"GET /files/{contract.quote_path(WANTED)}.metadata " in r for r in served.requests)
 
 
@@ -301,7 +301,7 @@ def test_uv_require_hashes(world, tmp_path, right):
     python = _uv_venv(tmp_path)
     sha = _sha256(world["site"] / "files" / WANTED) if right else hashlib.sha256(b"x").hexdigest()
     req = tmp_path / "requirements.txt"
-    req.write_text(f"causal-conv1d==1.7.0+cpu.torch2.13 --hash=sha256:{sha}\n")
+    req.write_text(f"causal-conv1d==1.7.0.post1+cpu.torch2.13 --hash=sha256:{sha}\n")
     proc = run_cmd(
         [
             _uv(),
@@ -321,7 +321,7 @@ def test_uv_require_hashes(world, tmp_path, right):
         check=right,
     )
     if right:
-        assert _installed(python, tmp_path) == (VARIANT, "1.7.0+cpu.torch2.13")
+        assert _installed(python, tmp_path) == (VARIANT, "1.7.0.post1+cpu.torch2.13")
     else:
         assert proc.returncode != 0
         assert "hash" in proc.stderr.lower() and sha in proc.stderr
@@ -355,7 +355,7 @@ causal-conv1d = {{ index = "{UV_INDEX}" }}
     env.pop("UV_NO_CONFIG")  # the project's own pyproject.toml is the configuration under test
     proc = run_cmd([_uv(), "lock", "--directory", project, "--python", sys.executable], env)
     lock = (project / "uv.lock").read_text()
-    assert 'version = "1.7.0+cpu.torch2.13"' in lock, proc.stderr
+    assert 'version = "1.7.0.post1+cpu.torch2.13"' in lock, proc.stderr
     assert WANTED.replace("+", "%2B") in lock or WANTED in lock
 
 

@@ -187,8 +187,8 @@ def test_coverage_grid_is_compact_with_every_reason_in_legend_and_tooltip(browse
     for reason, (torch, build, col) in reasons.items():
         text, title = table[(torch, build)][col]
         assert text == "\u2014" + key_of(reason) and title == reason  # compact cell, the reason in its tooltip
-    assert table[("2.14", "CUDA 12.8")] == [["\u2713 1.7.0", None], ["\u2713 1.7.1", None], ["\u2713 1.7.0", None]]
-    assert table[("2.13", "CPU")][0] == ["\u2713 1.7.0", None]
+    assert table[("2.14", "CUDA 12.8")] == [["\u2713 1.7.0.post1", None], ["\u2713 1.7.1", None], ["\u2713 1.7.0.post1", None]]
+    assert table[("2.13", "CPU")][0] == ["\u2713 1.7.0.post1", None]
     cells = page.eval("document.querySelectorAll('#coverage td').length")
     assert page.eval("document.getElementById('coverage').textContent").count("no wheel is published yet") == 0
     assert cells == 4 * 3

@@ -13,11 +13,11 @@ from index_site_helpers import NOW, client_env, serve
 import causal_conv1d_contract as contract
 
 REPO = Path(__file__).resolve().parents[2]
-CU12 = "causal_conv1d-1.7.0+cu12.stable2.10-cp39-abi3-manylinux_2_28_x86_64.whl"
-CU12_WIN = "causal_conv1d-1.7.0+cu12.stable2.10-cp39-abi3-win_amd64.whl"
-CU13 = "causal_conv1d-1.7.0+cu13.stable2.10-cp39-abi3-manylinux_2_28_x86_64.whl"
-CPU = "causal_conv1d-1.7.0+cpu.stable2.10-cp39-abi3-manylinux_2_28_x86_64.whl"
-CPU_29 = "causal_conv1d-1.7.0+cpu.torch2.9-cp39-abi3-manylinux_2_28_x86_64.whl"
+CU12 = "causal_conv1d-1.7.0.post1+cu12.stable2.10-cp39-abi3-manylinux_2_28_x86_64.whl"
+CU12_WIN = "causal_conv1d-1.7.0.post1+cu12.stable2.10-cp39-abi3-win_amd64.whl"
+CU13 = "causal_conv1d-1.7.0.post1+cu13.stable2.10-cp39-abi3-manylinux_2_28_x86_64.whl"
+CPU = "causal_conv1d-1.7.0.post1+cpu.stable2.10-cp39-abi3-manylinux_2_28_x86_64.whl"
+CPU_29 = "causal_conv1d-1.7.0.post1+cpu.torch2.9-cp39-abi3-manylinux_2_28_x86_64.whl"
 
 
 def _links(site: Path, variant: str) -> list[str]:
@@ -107,7 +107,7 @@ def test_landing_page_serves_a_torch_newer_than_the_data(stable_site: Path) -> N
     # the page opens on the newest torch the site knows, not on the "or newer" entry (its cu132 page
     # links the cu13 stable wheel)
     assert data["default"] == {"os": "linux-x86_64", "torch": "2.15", "accel": "cu132"}
-    assert data["cells"]["linux-x86_64 stable2.10-cu13"] == {"wheel": True, "version": "1.7.0", "reason": None,
+    assert data["cells"]["linux-x86_64 stable2.10-cu13"] == {"wheel": True, "version": "1.7.0.post1", "reason": None,
                                                              "stable": True}
     assert data["cells"]["linux-x86_64 torch2.12-cu126"]["stable"] is True
     assert data["cells"]["windows-amd64 torch2.12-cu126"]["wheel"] is True
@@ -118,9 +118,9 @@ def test_landing_page_serves_a_torch_newer_than_the_data(stable_site: Path) -> N
     # the family rows of the grid, and a mark on each cell a stable wheel serves (a legend line says what it is)
     assert "<th>\u2265 2.10 (any)</th><th>CUDA 13.x (stable ABI)</th>" in landing
     row = landing.split('<tr data-variant="torch2.12-cu126">', 1)[1].split("</tr>", 1)[0]
-    assert row.count('data-stable="1"') == 2 and "&#10003; 1.7.0<sup>S</sup>" in row  # Linux and Windows
+    assert row.count('data-stable="1"') == 2 and "&#10003; 1.7.0.post1<sup>S</sup>" in row  # Linux and Windows
     row = landing.split('<tr data-variant="torch2.9-cpu">', 1)[1].split("</tr>", 1)[0]
-    assert "data-stable" not in row and "&#10003; 1.7.0</td>" in row
+    assert "data-stable" not in row and "&#10003; 1.7.0.post1</td>" in row
     assert 'data-mark="stable"' in landing
     # the commands: torch minor -> its page; "2.16 or newer" -> the family page, torch>= from cu132
     cmds = data["commands"]

@@ -220,7 +220,7 @@ def guard_commands(record_variant: str, torch_version: str, cuda: str | None) ->
     spec.loader.exec_module(g)  # type: ignore[union-attr]
     # (the package itself needs torch; the guard imports only the torch-free causal_conv1d_contract)
 
-    record = {"version": "1.7.0+cu128.torch2.7", "variant": record_variant, "torch_version": "2.7.1+cu128",
+    record = {"version": "1.7.0.post1+cu128.torch2.7", "variant": record_variant, "torch_version": "2.7.1+cu128",
               "cuda_version": "12.8", "cxx11_abi": True}
     text = g.fix_instructions(record, torch_version, cuda, True)
     found = re.findall(r"Install the matching build:\s+(pip install .*)", text) + re.findall(r"\(uv:\s+(uv pip install .*)\)", text)

@@ -30,7 +30,7 @@ def test_summary_table_lists_failures_first_and_counts(tmp_path: Path) -> None:
     assert "**2 jobs planned: 1 built, 1 failed, 0 without a result; 0 failed their tests.**" in text
     rows = [line for line in text.splitlines() if line.startswith("| `")]
     assert rows[0].startswith("| `torch2.14-cu130-linux-x86_64` |") and "❌ failed" in rows[0]
-    assert "✅ built" in rows[1] and "✅ passed" in rows[1] and "causal_conv1d-1.7.0+cpu.torch2.13" in rows[1]
+    assert "✅ built" in rows[1] and "✅ passed" in rows[1] and "causal_conv1d-1.7.0.post1+cpu.torch2.13" in rows[1]
 
 
 def test_summary_cli_fails_on_missing_results_when_asked(tmp_path: Path, capsys) -> None:

@@ -97,7 +97,7 @@ class World:
                     "download_info": {"url": "file:///opt/wheels/t.whl"},
                 },
                 {
-                    "metadata": {"name": "causal_conv1d", "version": "1.7.0+cpu.torch2.13"},
+                    "metadata": {"name": "causal_conv1d", "version": "1.7.0.post1+cpu.torch2.13"},
                     "download_info": {"url": url, "archive_info": {"hashes": {"sha256": "ab" * 32}}},
                 },
             ]
@@ -191,7 +191,7 @@ def test_defaults_build_both_variants_and_install_the_cpu_wheel(world: World) ->
     assert "stopped the index server" in text
     report = json.loads((world.tmp / "work/report.json").read_text())
     assert report["ok"] and report["installed"]["variant"] == "stable2.10-cpu"
-    assert report["installed"]["filename"].startswith("causal_conv1d-1.7.0+cpu.stable2.10-")
+    assert report["installed"]["filename"].startswith("causal_conv1d-1.7.0.post1+cpu.stable2.10-")
     assert report["installed"]["url"].startswith(BASE)
     assert report["compile_seconds"] == {"stable2.10-cpu-linux-x86_64": 75.0, "stable2.10-cu13-linux-x86_64": 75.0}
     assert json.loads((world.tmp / "work/plan.json").read_text())["jobs"]
@@ -312,7 +312,7 @@ def test_a_failing_command_stops_at_its_step(world: World, key: str, step: str) 
         # installed from elsewhere
         (
             "installed_from",
-            "https://pypi.org/packages/causal_conv1d-1.7.0+cpu.torch2.13-cp39-abi3-linux_x86_64.whl",
+            "https://pypi.org/packages/causal_conv1d-1.7.0.post1+cpu.torch2.13-cp39-abi3-linux_x86_64.whl",
             "install",
             "not from the local index",
         ),
