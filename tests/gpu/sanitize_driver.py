@@ -78,7 +78,7 @@ def serving_checks(ops, dev: str, dtype: torch.dtype) -> tuple[int, int]:
             ran(ops, "spec_update")
             ref_s = causal_conv1d_update_spec_ref(xs, ss_ref, w, b, "silu", ix, na)
             n += 1
-            bad += (not torch.equal(ss, ss_ref)) or rel_err(out_s, ref_s) >= tol_for(dtype)
+            bad += (not torch.equal(ss, ss_ref)) or rel_err(out_s, ref_s) >= rel_tol(dtype)
             # a plain decode step on a cache of state_len width - 1 (the update op's kernels)
             xd = torch.randn(3, D, device=dev, dtype=dtype)
             sd = torch.randn(5, W - 1, D, device=dev, dtype=dtype).transpose(1, 2)
@@ -87,7 +87,7 @@ def serving_checks(ops, dev: str, dtype: torch.dtype) -> tuple[int, int]:
             ran(ops, "spec_update")
             ref_d = causal_conv1d_update_spec_ref(xd, sd_ref, w, b, "silu", ix, None)
             n += 1
-            bad += (not torch.equal(sd, sd_ref)) or rel_err(out_d, ref_d) >= tol_for(dtype)
+            bad += (not torch.equal(sd, sd_ref)) or rel_err(out_d, ref_d) >= rel_tol(dtype)
             # the same in vLLM's layouts (x (batch, seqlen, dim) and the cache (lines, S, dim) transposed)
             xs = torch.randn(3, 4, D, device=dev, dtype=dtype).transpose(1, 2)
             ss = torch.randn(5, W + 2, D, device=dev, dtype=dtype).transpose(1, 2)
