@@ -94,7 +94,7 @@ if [ "$BENCH" = 1 ]; then
   rc=${PIPESTATUS[0]}
   [ "$rc" = 0 ] || status=1
   step "serving benchmark (varlen prefill, speculative decode)"
-  "$PY" benchmarks/serving_bench.py --json "$OUT/serving_bench.json" ${PEER_VLLM:+--peer-vllm "$PEER_VLLM"} 2>&1 \
+  "$PY" benchmarks/serving_bench.py --json "$OUT/serving_bench.json" ${PEER_VLLM:+--vllm "$PEER_VLLM"} 2>&1 \
     | tee "$OUT/serving_bench.log"
   rc=${PIPESTATUS[0]}
   [ "$rc" = 0 ] || status=1

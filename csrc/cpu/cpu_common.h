@@ -4,7 +4,7 @@
 // csrc/cuda/): one file per op (fwd.cpp, bwd.cpp, update.cpp: checks, allocation, the call into the
 // op's dispatch table), dispatch.h / dispatch.cpp (the tables), one file per forward path
 // (fwd_simd.cpp: AVX-512 and AVX2; fwd_scalar.cpp), isa.cpp (which vector kernels this CPU runs) and
-// register.cpp (the CPU registration of the ops). The serving ops are varlen_cpu.cpp.
+// register.cpp (the CPU registration of the ops). The serving ops are varlen_fwd.cpp and spec_update.cpp.
 //
 // Accumulation in float32 (float64 for float64 inputs, which the CPU accepts for gradcheck);
 // indices are int64 throughout.

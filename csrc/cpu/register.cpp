@@ -1,5 +1,5 @@
 // The CPU implementations of the causal_conv1d ops (schemas: csrc/ops.cpp; the serving ops
-// register in varlen_cpu.cpp).
+// register in varlen_fwd.cpp and spec_update.cpp).
 #include "dispatch.h"
 
 CC1D_LIBRARY_IMPL(causal_conv1d, CPU, m) {
