@@ -9,6 +9,9 @@ import pytest
 from index_site_cdp import Browser, find_chromium
 from index_site_helpers import ARTIFACTS, NOW, serve
 
+import causal_conv1d_contract as contract
+from causal_conv1d_contract import commands as contract_commands
+
 SITE_URL = "https://example.org/causal-conv1d/"
 
 
@@ -106,8 +109,9 @@ def test_chooser_gives_exact_commands(browser, landing):
     # no wheel: the matching torch, then the sdist; never --no-build-isolation for pip
     assert page.text("pip-command") == (
         'pip install "torch==2.14.*" --index-url https://download.pytorch.org/whl/cu130/\n'
-        "pip install causal-conv1d --no-binary causal-conv1d"
+        + contract_commands.sdist_commands(SITE_URL)["pip"]  # this project's sdist, pinned, from the site
     )
+    assert f'"causal-conv1d=={contract.PACKAGE_VERSION}"' in page.text("pip-command")
     assert "--no-build-isolation" not in page.text("pip-command")
     assert page.eval("location.hash") == "#os=windows-amd64&torch=2.14&accel=cu130"
     page.select("os", "linux-aarch64")
