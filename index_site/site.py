@@ -172,8 +172,9 @@ def _add_files(
     if it differs; a published file missing from the site is restored from the inputs when they have it."""
     problems: list[Problem] = []
     files.mkdir(parents=True, exist_ok=True)
-    for entry in manifest.entries:
-        wheel = new.get(entry.filename)
+    for entry in manifest.entries:  # wheels (the sdists have entries of their own)
+        found = new.get(entry.filename)
+        wheel = found if isinstance(found, WheelFile) else None
         meta = files / (entry.filename + ".metadata")
         target = files / entry.filename
         fresh = entry.filename in added
