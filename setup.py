@@ -35,8 +35,11 @@ def prepare_build() -> tuple[list, dict]:
         diagnosis = toolchain.diagnose(ROOT / "build")
     except contract.InvalidSetting as exc:
         raise SystemExit(f"causal-conv1d: {exc}") from None
-    print("causal-conv1d: local build\n" + toolchain.format_report(diagnosis, with_fatal=False), file=sys.stderr,
-          flush=True)
+    print(
+        "causal-conv1d: local build\n" + toolchain.format_report(diagnosis, with_fatal=False),
+        file=sys.stderr,
+        flush=True,
+    )
     if diagnosis.fatal:  # each error once, as the stop message
         raise SystemExit("causal-conv1d: cannot build:\n" + "\n".join(p.text() for p in diagnosis.fatal))
     toolchain.apply(diagnosis)

@@ -63,17 +63,42 @@ def main() -> int:
         t0 = time.monotonic()
         src = work / "src"
         shutil.rmtree(src, ignore_errors=True)
-        shutil.copytree(REPO, src, ignore=shutil.ignore_patterns("build", ".git", "*.so", "_build_info.json",
-                                                                 "__pycache__", "*.egg-info", ".venv*", "site"))
-        sh([sys.executable, "-m", "build", "--sdist", "--no-isolation", "-o", work / "sdist", src], env=env_without_ours())
+        shutil.copytree(
+            REPO,
+            src,
+            ignore=shutil.ignore_patterns(
+                "build", ".git", "*.so", "_build_info.json", "__pycache__", "*.egg-info", ".venv*", "site"
+            ),
+        )
+        sh(
+            [sys.executable, "-m", "build", "--sdist", "--no-isolation", "-o", work / "sdist", src],
+            env=env_without_ours(),
+        )
         wheels = work / "wheels"
         wheels.mkdir(exist_ok=True)
         shutil.copy2(args.wheel, wheels / args.wheel.name)
-        sh([sys.executable, "-m", "index_site", "build", wheels, "--out", work / "site"], cwd=REPO,
-           env=env_without_ours(PYTHONPATH=str(REPO)))
+        sh(
+            [sys.executable, "-m", "index_site", "build", wheels, "--out", work / "site"],
+            cwd=REPO,
+            env=env_without_ours(PYTHONPATH=str(REPO)),
+        )
         deps = work / "build_deps"
-        sh([sys.executable, "-m", "pip", "download", "-q", "--only-binary", ":all:", "-d", deps,
-            "setuptools>=77.0.3,<85", "packaging>=24"], env=env_without_ours())
+        sh(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--only-binary",
+                ":all:",
+                "-d",
+                deps,
+                "setuptools>=77.0.3,<85",
+                "packaging>=24",
+            ],
+            env=env_without_ours(),
+        )
         vdir = work / "venv"
         if not (vdir / "bin" / "python").exists():
             venv.EnvBuilder(with_pip=True).create(vdir)
@@ -96,8 +121,22 @@ def main() -> int:
             cache = work / f"pip-cache-{i}"
             env = env_without_ours(**{contract.ENV_INDEX_URL: url, "PIP_CACHE_DIR": str(cache)})
             start = time.monotonic()
-            proc = sh([py, "-m", "pip", "install", "-v", "--no-index", "--find-links", work / "sdist",
-                       "--find-links", deps, f"{contract.PROJECT_NAME}=={contract.PACKAGE_VERSION}"], env=env)
+            proc = sh(
+                [
+                    py,
+                    "-m",
+                    "pip",
+                    "install",
+                    "-v",
+                    "--no-index",
+                    "--find-links",
+                    work / "sdist",
+                    "--find-links",
+                    deps,
+                    f"{contract.PROJECT_NAME}=={contract.PACKAGE_VERSION}",
+                ],
+                env=env,
+            )
             times.append(time.monotonic() - start)
             if "(nothing compiled)" not in proc.stdout + proc.stderr:
                 raise SystemExit("the prebuilt wheel was not used:\n" + (proc.stdout + proc.stderr)[-3000:])
@@ -115,9 +154,11 @@ def main() -> int:
             "load_avg": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
         }
         print(json.dumps(result))
-        print(f"{line}\nsdist install with a prebuilt wheel: median {result['median_s']} s over {args.runs} runs "
-              f"(min {result['min_s']} s; target <= {TARGET_S} s) -- "
-              f"{'OK' if result['median_s'] <= TARGET_S else 'OVER TARGET'}")
+        print(
+            f"{line}\nsdist install with a prebuilt wheel: median {result['median_s']} s over {args.runs} runs "
+            f"(min {result['min_s']} s; target <= {TARGET_S} s) -- "
+            f"{'OK' if result['median_s'] <= TARGET_S else 'OVER TARGET'}"
+        )
         return 0 if result["median_s"] <= TARGET_S else 1
     finally:
         if not args.keep:

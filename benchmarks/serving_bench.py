@@ -49,10 +49,16 @@ TOL = {torch.float32: 1e-4, torch.float16: 4e-3, torch.bfloat16: 2e-2}
 
 def load_vllm(path: str) -> types.ModuleType:
     p = Path(path)
-    candidates = [p] if p.is_file() else [p / "vllm_causal_conv1d.py", p / "vllm/model_executor/layers/mamba/ops/causal_conv1d.py"]
+    candidates = (
+        [p]
+        if p.is_file()
+        else [p / "vllm_causal_conv1d.py", p / "vllm/model_executor/layers/mamba/ops/causal_conv1d.py"]
+    )
     file = next((c for c in candidates if c.is_file()), None)
     if file is None:
-        raise SystemExit(f"--vllm {path}: no vLLM causal_conv1d.py there (looked for {', '.join(map(str, candidates))})")
+        raise SystemExit(
+            f"--vllm {path}: no vLLM causal_conv1d.py there (looked for {', '.join(map(str, candidates))})"
+        )
     try:
         import vllm.attention.backends.utils  # noqa: F401, PLC0415
         import vllm.triton_utils  # noqa: F401, PLC0415
@@ -87,8 +93,16 @@ def vllm_metadata(q_cpu: torch.Tensor, device: torch.device) -> types.SimpleName
     chunk_ptr = torch.full((size,), PAD, dtype=torch.int32, device=device)
     batch_ptr[: len(mlist)].copy_(mlist)
     chunk_ptr[: len(offs)].copy_(offs)
-    nd = {BLOCK_M: {"tot": sum(nums), "mlist": mlist, "mlist_len": len(mlist), "offsetlist": offs,
-                    "batch_ptr": batch_ptr, "token_chunk_offset_ptr": chunk_ptr}}
+    nd = {
+        BLOCK_M: {
+            "tot": sum(nums),
+            "mlist": mlist,
+            "mlist_len": len(mlist),
+            "offsetlist": offs,
+            "batch_ptr": batch_ptr,
+            "token_chunk_offset_ptr": chunk_ptr,
+        }
+    }
     return types.SimpleNamespace(nums_dict=nd, batch_ptr=batch_ptr, token_chunk_offset_ptr=chunk_ptr)
 
 
@@ -155,8 +169,10 @@ def copy_ceiling(nbytes: int, n_calls: int, reps: int) -> dict:
     """A device-to-device copy of nbytes / 2 into a buffer allocated once (nbytes read + written)."""
     half = max(16, (nbytes // 2 + 15) // 16 * 16)
     n = half // 8
-    pairs = [(torch.full((n,), i, dtype=torch.int64, device="cuda"), torch.empty(n, dtype=torch.int64, device="cuda"))
-             for i in range(n_sets(2 * half))]
+    pairs = [
+        (torch.full((n,), i, dtype=torch.int64, device="cuda"), torch.empty(n, dtype=torch.int64, device="cuda"))
+        for i in range(n_sets(2 * half))
+    ]
     out = time_fns([lambda s=s, d=d: d.copy_(s) for s, d in pairs], n_calls, reps)
     del pairs
     torch.cuda.empty_cache()
@@ -201,10 +217,17 @@ class Row:
 
 
 def rows_plan(quick: bool) -> list[Row]:
-    rows = [Row("prefill", 8192, 64), Row("prefill", 4096, 8), Row("prefill", 5376, 64),
-            Row("prefill", 8192, 64, "fp32"), Row("prefill", 8192, 64, "fp16"),
-            Row("prefill-cf", 8192, 64), Row("prefill-cf", 8192, 64, "fp32"),
-            Row("spec", 8192, 64, L=4), Row("spec", 8192, 512, L=4)]
+    rows = [
+        Row("prefill", 8192, 64),
+        Row("prefill", 4096, 8),
+        Row("prefill", 5376, 64),
+        Row("prefill", 8192, 64, "fp32"),
+        Row("prefill", 8192, 64, "fp16"),
+        Row("prefill-cf", 8192, 64),
+        Row("prefill-cf", 8192, 64, "fp32"),
+        Row("spec", 8192, 64, L=4),
+        Row("spec", 8192, 512, L=4),
+    ]
     batches = [1, 64, 512] if quick else [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
     rows += [Row("decode", 8192, b) for b in batches]
     return rows
@@ -280,16 +303,38 @@ def run_row(r: Row, V: Optional[types.ModuleType], a) -> dict:
         checks["ours_out"] = bool(((got.double() - ref).abs() <= TOL[dt] * (1 + ref.abs())).all())
         checks["ours_cache"] = bool(torch.equal(got_cs, ref_cs.to(dt)))
         meta = vllm_metadata(q_cpu, torch.device("cuda"))
-        fns = {"ours": [lambda d=d: causal_conv1d_varlen_fn(d.x, w, b, d.cs, q, ci, hi, activation="silu") for d in sets]}
+        fns = {
+            "ours": [lambda d=d: causal_conv1d_varlen_fn(d.x, w, b, d.cs, q, ci, hi, activation="silu") for d in sets]
+        }
         if V is not None and not cf:
             v_cs = torch.empty_strided(d0.cs.shape, d0.cs.stride(), dtype=dt, device="cuda").copy_(d0.cs)
-            vo = V.causal_conv1d_fn(d0.x, w, b, v_cs, q, cache_indices=ci, has_initial_state=hi, activation="silu",
-                                    pad_slot_id=PAD, metadata=meta)
+            vo = V.causal_conv1d_fn(
+                d0.x,
+                w,
+                b,
+                v_cs,
+                q,
+                cache_indices=ci,
+                has_initial_state=hi,
+                activation="silu",
+                pad_slot_id=PAD,
+                metadata=meta,
+            )
             checks["vllm_out"] = bool(((vo.double() - ref).abs() <= TOL[dt] * (1 + ref.abs())).all())
             checks["vllm_cache"] = bool(torch.equal(v_cs, ref_cs.to(dt)))
             fns["vllm"] = [
-                lambda d=d: V.causal_conv1d_fn(d.x, w, b, d.cs, q, cache_indices=ci, has_initial_state=hi,
-                                               activation="silu", pad_slot_id=PAD, metadata=meta)
+                lambda d=d: V.causal_conv1d_fn(
+                    d.x,
+                    w,
+                    b,
+                    d.cs,
+                    q,
+                    cache_indices=ci,
+                    has_initial_state=hi,
+                    activation="silu",
+                    pad_slot_id=PAD,
+                    metadata=meta,
+                )
                 for d in sets
             ]
     else:
@@ -298,7 +343,9 @@ def run_row(r: Row, V: Optional[types.ModuleType], a) -> dict:
         lines = max(1024, 2 * r.batch)
         idx = torch.randperm(lines)[: r.batch].to(torch.int32).cuda()
         nacc = torch.randint(1, r.L + 1, (r.batch,), dtype=torch.int32).cuda() if spec else None
-        nbytes = es * (2 * r.batch * r.L * r.dim + r.batch * (H + (H - 1 + r.L if spec else H)) * r.dim) + es * r.dim * (r.W + 1)
+        nbytes = es * (
+            2 * r.batch * r.L * r.dim + r.batch * (H + (H - 1 + r.L if spec else H)) * r.dim
+        ) + es * r.dim * (r.W + 1)
         res["bytes"] = nbytes
         if not a.check_only:
             res["copy"] = copy_ceiling(nbytes, a.n_calls, a.reps)
@@ -322,16 +369,22 @@ def run_row(r: Row, V: Optional[types.ModuleType], a) -> dict:
             up = causal_conv1d_update(d0.x, up_cs, w, b, "silu", conv_state_indices=idx)
             res["path_update"] = ops._last_kernel_path("update")
             checks["update_out"] = bool(((up.double() - ref).abs() <= TOL[dt] * (1 + ref.abs())).all())
-            fns["ours_update"] = [lambda d=d: causal_conv1d_update(d.x, d.cs, w, b, "silu", conv_state_indices=idx)
-                                  for d in sets]
+            fns["ours_update"] = [
+                lambda d=d: causal_conv1d_update(d.x, d.cs, w, b, "silu", conv_state_indices=idx) for d in sets
+            ]
         if V is not None:
             v_cs = torch.empty_strided(d0.cs.shape, d0.cs.stride(), dtype=dt, device="cuda").copy_(d0.cs)
-            vo = V.causal_conv1d_update(d0.x, v_cs, w, b, "silu", conv_state_indices=idx, num_accepted_tokens=nacc,
-                                        pad_slot_id=PAD)
+            vo = V.causal_conv1d_update(
+                d0.x, v_cs, w, b, "silu", conv_state_indices=idx, num_accepted_tokens=nacc, pad_slot_id=PAD
+            )
             checks["vllm_out"] = bool(((vo.double() - ref).abs() <= TOL[dt] * (1 + ref.abs())).all())
             checks["vllm_cache"] = bool(torch.equal(v_cs, ref_cs.to(dt)))
-            fns["vllm"] = [lambda d=d: V.causal_conv1d_update(d.x, d.cs, w, b, "silu", conv_state_indices=idx,
-                                                              num_accepted_tokens=nacc, pad_slot_id=PAD) for d in sets]
+            fns["vllm"] = [
+                lambda d=d: V.causal_conv1d_update(
+                    d.x, d.cs, w, b, "silu", conv_state_indices=idx, num_accepted_tokens=nacc, pad_slot_id=PAD
+                )
+                for d in sets
+            ]
     del causal_conv1d
     res["checks"] = checks
     if not a.check_only:
@@ -346,26 +399,34 @@ def fmt(v: Optional[float], width: int = 8, prec: int = 1) -> str:
 
 
 def print_table(results: list[dict]) -> None:
-    print("\nµs per call; graph: N calls in one CUDA graph / N; eager: CUDA events around N calls / N; "
-          "%copy = copy-ceiling time / op time (graph); vllm/ours > 1: ours faster")
-    hdr = (f"{'row':34s} {'MB':>8s} | {'ours gr':>8s} {'vllm gr':>8s} {'v/ours':>6s} | {'ours eg':>8s} {'vllm eg':>8s}"
-           f" | {'copy gr':>8s} {'ours%':>6s} {'vllm%':>6s} | path, checks")
+    print(
+        "\nµs per call; graph: N calls in one CUDA graph / N; eager: CUDA events around N calls / N; "
+        "%copy = copy-ceiling time / op time (graph); vllm/ours > 1: ours faster"
+    )
+    hdr = (
+        f"{'row':34s} {'MB':>8s} | {'ours gr':>8s} {'vllm gr':>8s} {'v/ours':>6s} | {'ours eg':>8s} {'vllm eg':>8s}"
+        f" | {'copy gr':>8s} {'ours%':>6s} {'vllm%':>6s} | path, checks"
+    )
     print(hdr)
     print("-" * len(hdr))
     for r in results:
         og, cg = r.get("ours", {}).get("graph_us"), r.get("copy", {}).get("graph_us")
         vg = r.get("vllm", {}).get("graph_us")
         bad = [k for k, ok in r["checks"].items() if not ok]
-        print(f"{r['row']:34s} {r['bytes'] / 1e6:8.2f} | {fmt(og)} {fmt(vg)} {fmt(vg / og if og and vg else None, 6, 2)} | "
-              f"{fmt(r.get('ours', {}).get('eager_us'))} {fmt(r.get('vllm', {}).get('eager_us'))} | {fmt(cg)} "
-              f"{fmt(100 * cg / og if og and cg else None, 6, 1)} {fmt(100 * cg / vg if vg and cg else None, 6, 1)} | "
-              f"{r.get('path', '?')}, {'ok' if not bad else 'FAILED ' + ','.join(bad)}")
+        print(
+            f"{r['row']:34s} {r['bytes'] / 1e6:8.2f} | {fmt(og)} {fmt(vg)} {fmt(vg / og if og and vg else None, 6, 2)} | "
+            f"{fmt(r.get('ours', {}).get('eager_us'))} {fmt(r.get('vllm', {}).get('eager_us'))} | {fmt(cg)} "
+            f"{fmt(100 * cg / og if og and cg else None, 6, 1)} {fmt(100 * cg / vg if vg and cg else None, 6, 1)} | "
+            f"{r.get('path', '?')}, {'ok' if not bad else 'FAILED ' + ','.join(bad)}"
+        )
         if "ours_update" in r:
             u = r["ours_update"]
-            print(f"{'  the same step, upstream API (update)':34s} {'':8s} | {fmt(u.get('graph_us'))} {'':8s} "
-                  f"{fmt(vg / u['graph_us'] if vg and u.get('graph_us') else None, 6, 2)} | {fmt(u.get('eager_us'))} "
-                  f"{'':8s} | {'':8s} {fmt(100 * cg / u['graph_us'] if cg and u.get('graph_us') else None, 6, 1)}"
-                  f" {'':6s} | {r.get('path_update', '?')}")
+            print(
+                f"{'  the same step, upstream API (update)':34s} {'':8s} | {fmt(u.get('graph_us'))} {'':8s} "
+                f"{fmt(vg / u['graph_us'] if vg and u.get('graph_us') else None, 6, 2)} | {fmt(u.get('eager_us'))} "
+                f"{'':8s} | {'':8s} {fmt(100 * cg / u['graph_us'] if cg and u.get('graph_us') else None, 6, 1)}"
+                f" {'':6s} | {r.get('path_update', '?')}"
+            )
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -383,8 +444,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 2
     V = load_vllm(a.vllm) if a.vllm else None
     dev = torch.cuda.get_device_properties(0)
-    print(f"{dev.name}, {dev.multi_processor_count} SMs, L2 {l2_bytes() >> 20} MiB; torch {torch.__version__}"
-          + (f"; vLLM peer {V.__peer_file__}" if V else "; no vLLM peer (--vllm PATH)"), flush=True)
+    print(
+        f"{dev.name}, {dev.multi_processor_count} SMs, L2 {l2_bytes() >> 20} MiB; torch {torch.__version__}"
+        + (f"; vLLM peer {V.__peer_file__}" if V else "; no vLLM peer (--vllm PATH)"),
+        flush=True,
+    )
     rows = [r for r in rows_plan(a.quick) if not a.rows or any(s in r.name for s in a.rows)]
     results = []
     warm_up()

@@ -19,7 +19,16 @@ import causal_conv1d_contract as contract
 from build_matrix.errors import BuildError
 from causal_conv1d_contract.net import index_reachable
 
-__all__ = ["BUILD_TOOLS", "say", "run_step", "venv_python", "ensure_venv", "install_torch", "torch_facts", "verify_torch"]
+__all__ = [
+    "BUILD_TOOLS",
+    "say",
+    "run_step",
+    "venv_python",
+    "ensure_venv",
+    "install_torch",
+    "torch_facts",
+    "verify_torch",
+]
 
 #: Build-environment packages besides torch: pyproject's [build-system] requires plus ninja.
 BUILD_TOOLS = ("setuptools>=77.0.3,<85", "wheel", "packaging>=24", "ninja")
@@ -29,8 +38,9 @@ def say(msg: str) -> None:
     print(f"[build] {msg}", flush=True)
 
 
-def run_step(cmd: list[str], *, what: str, env: Optional[dict[str, str]] = None, cwd: Optional[Path] = None,
-         fix: str = "") -> subprocess.CompletedProcess[str]:
+def run_step(
+    cmd: list[str], *, what: str, env: Optional[dict[str, str]] = None, cwd: Optional[Path] = None, fix: str = ""
+) -> subprocess.CompletedProcess[str]:
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
     except OSError as exc:
@@ -51,8 +61,11 @@ def ensure_venv(venv: Path, python: str) -> Path:
         say(f"reusing venv {venv}")
         return py
     say(f"creating venv {venv} ({python})")
-    run_step([python, "-m", "venv", str(venv)], what=f"creating a venv with {python}",
-         fix="Install the venv module (apt-get install python3-venv) or pass --python.")
+    run_step(
+        [python, "-m", "venv", str(venv)],
+        what=f"creating a venv with {python}",
+        fix="Install the venv module (apt-get install python3-venv) or pass --python.",
+    )
     return py
 
 
@@ -72,8 +85,10 @@ def _index_args(job: Any, opts: Any) -> list[str]:
     url = job.torch_index_url
     if url and not _reachable(url):
         if opts.torch_spec:  # the user named the torch: pip's configured indexes (or a local wheel) have it
-            say(f"the job's torch index {url} is unreachable from here: installing {opts.torch_spec} from pip's "
-                "configured indexes (verified against the job below; --torch-index-url overrides)")
+            say(
+                f"the job's torch index {url} is unreachable from here: installing {opts.torch_spec} from pip's "
+                "configured indexes (verified against the job below; --torch-index-url overrides)"
+            )
             return []
         # Refused before anything is installed: pip's configured indexes give another build of torch
         # (PyPI's Linux torch is a CUDA build, GBs), which the check after the install would refuse.
@@ -90,11 +105,16 @@ def _index_args(job: Any, opts: Any) -> list[str]:
 def install_torch(py: Path, job: Any, opts: Any) -> None:
     spec = _torch_spec(job, opts)
     index = _index_args(job, opts)
-    say(f"installing {spec} and the build tools {' '.join(BUILD_TOOLS)}"
-         + (f" (extra index {index[1]})" if index else " (pip's configured indexes)"))
+    say(
+        f"installing {spec} and the build tools {' '.join(BUILD_TOOLS)}"
+        + (f" (extra index {index[1]})" if index else " (pip's configured indexes)")
+    )
     start = time.monotonic()
-    run_step([str(py), "-m", "pip", "install", "--disable-pip-version-check", "--upgrade", *BUILD_TOOLS],
-         what="installing the build tools", fix="Check pip's index configuration (pip config list).")
+    run_step(
+        [str(py), "-m", "pip", "install", "--disable-pip-version-check", "--upgrade", *BUILD_TOOLS],
+        what="installing the build tools",
+        fix="Check pip's index configuration (pip config list).",
+    )
     run_step(
         [str(py), "-m", "pip", "install", "--disable-pip-version-check", *index, spec],
         what=f"installing {spec}",
@@ -112,8 +132,11 @@ def torch_facts(py: Path) -> dict[str, Any]:
         "import json, torch; print(json.dumps({'version': torch.__version__, 'cuda': torch.version.cuda, "
         "'cxx11_abi': bool(torch._C._GLIBCXX_USE_CXX11_ABI), 'hip': getattr(torch.version, 'hip', None)}))"
     )
-    proc = run_step([str(py), "-c", code], what="importing torch in the build venv",
-                fix="The torch that pip installed does not import; try another --torch-spec.")
+    proc = run_step(
+        [str(py), "-c", code],
+        what="importing torch in the build venv",
+        fix="The torch that pip installed does not import; try another --torch-spec.",
+    )
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -135,7 +158,10 @@ def verify_torch(job: Any, facts: dict[str, Any], opts: Any) -> None:
         problems.append(f"torch {facts['version']} uses cxx11 ABI={facts['cxx11_abi']}, {variant} needs {variant.abi}")
     if problems:
         raise BuildError(
-            "the installed torch does not match job " + job.id + ": " + "; ".join(problems)
+            "the installed torch does not match job "
+            + job.id
+            + ": "
+            + "; ".join(problems)
             + f". Pass --torch-spec 'torch=={variant.torch}.*+{variant.accel}' --torch-index-url "
             f"https://download.pytorch.org/whl/{variant.accel} (or a local wheel path as --torch-spec)."
         )
@@ -149,12 +175,16 @@ def _verify_stable_torch(job: Any, facts: dict[str, Any]) -> None:
         v = Version(facts["version"])
     except InvalidVersion:
         raise BuildError(f"torch reports an invalid version {facts['version']!r}") from None
-    running = contract.Variant((v.major, v.minor), contract.accel_from_cuda(facts["cuda"]) if not facts.get("hip") else "cpu")
+    running = contract.Variant(
+        (v.major, v.minor), contract.accel_from_cuda(facts["cuda"]) if not facts.get("hip") else "cpu"
+    )
     problem = None if not facts.get("hip") else f"torch {facts['version']} is a ROCm build"
     problem = problem or variant.mismatch(facts["version"], facts["cuda"])
     if problem is None and running.torch_minor != tuple(job.build_variant.torch_minor):
-        say(f"building {variant} against torch {facts['version']} instead of the planned {job.torch_version} "
-             "(any torch >= the stable target of the wheel's family builds the same ABI)")
+        say(
+            f"building {variant} against torch {facts['version']} instead of the planned {job.torch_version} "
+            "(any torch >= the stable target of the wheel's family builds the same ABI)"
+        )
     if problem:
         raise BuildError(
             f"the installed torch does not match job {job.id}: {problem}. Pass --torch-spec "

@@ -78,25 +78,41 @@ def _common(parser: argparse.ArgumentParser) -> None:
     """--data and --traceback on every subcommand (skipped where the subcommand defines them)."""
     existing = set(parser._option_string_actions)  # noqa: SLF001 - argparse has no public accessor
     if "--data" not in existing:
-        parser.add_argument("--data", metavar="FILE", default=argparse.SUPPRESS,
-                            help="compatibility data file (default: $BUILD_MATRIX_DATA, else the packaged data/compat.toml)")
+        parser.add_argument(
+            "--data",
+            metavar="FILE",
+            default=argparse.SUPPRESS,
+            help="compatibility data file (default: $BUILD_MATRIX_DATA, else the packaged data/compat.toml)",
+        )
     if "--traceback" not in existing:
-        parser.add_argument("--traceback", action="store_true", default=argparse.SUPPRESS,
-                            help=f"show tracebacks of errors (also ${TRACEBACK_ENV}=1)")
+        parser.add_argument(
+            "--traceback",
+            action="store_true",
+            default=argparse.SUPPRESS,
+            help=f"show tracebacks of errors (also ${TRACEBACK_ENV}=1)",
+        )
 
 
 def _filters(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("filters (comma-separated; repeatable)")
     g.add_argument("--torch", metavar="SPEC", help="torch minors: '2.7', '2.6-2.9', '2.10-', '>=2.6,<2.10'")
     g.add_argument("--accel", action="append", metavar="LIST", help="accelerators, e.g. cpu,cu128")
-    g.add_argument("--platform", action="append", metavar="LIST",
-                   help="platforms: linux-x86_64, linux-aarch64, windows-amd64")
+    g.add_argument(
+        "--platform", action="append", metavar="LIST", help="platforms: linux-x86_64, linux-aarch64, windows-amd64"
+    )
     g.add_argument("--python", action="append", metavar="LIST", help="CPythons, e.g. 3.10,3.13t")
-    parser.add_argument("--index-url", metavar="URL",
-                        help="PyTorch wheel index base (default: $BUILD_MATRIX_TORCH_INDEX, else the data's torch_index_base)")
-    parser.add_argument("--no-stable-abi", dest="stable_abi", action="store_false",
-                        help="one job per torch minor for torch >= 2.10 too (the matrix before the stable ABI; "
-                             "per-minor legacy builds to compare with)")
+    parser.add_argument(
+        "--index-url",
+        metavar="URL",
+        help="PyTorch wheel index base (default: $BUILD_MATRIX_TORCH_INDEX, else the data's torch_index_base)",
+    )
+    parser.add_argument(
+        "--no-stable-abi",
+        dest="stable_abi",
+        action="store_false",
+        help="one job per torch minor for torch >= 2.10 too (the matrix before the stable ABI; "
+        "per-minor legacy builds to compare with)",
+    )
 
 
 def _plan(args: argparse.Namespace) -> Any:
@@ -104,8 +120,15 @@ def _plan(args: argparse.Namespace) -> Any:
     from build_matrix.plan import make_plan
 
     data = compat.load(getattr(args, "data", None))
-    return make_plan(data, torch=args.torch, accels=args.accel, platforms=args.platform, pythons=args.python,
-                     torch_index_base=args.index_url, stable_abi=getattr(args, "stable_abi", True))
+    return make_plan(
+        data,
+        torch=args.torch,
+        accels=args.accel,
+        platforms=args.platform,
+        pythons=args.python,
+        torch_index_base=args.index_url,
+        stable_abi=getattr(args, "stable_abi", True),
+    )
 
 
 def _write(args: argparse.Namespace, text: str) -> None:
@@ -119,6 +142,7 @@ def _write(args: argparse.Namespace, text: str) -> None:
 
 
 # --- handlers -------------------------------------------------------------------------------
+
 
 def _cmd_plan(args: argparse.Namespace) -> int:
     start = time.perf_counter()
@@ -138,13 +162,18 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         ]
         stable = [j for j in plan.jobs if j.stable_abi]
         if stable:
-            lines.insert(2, f"              {len(stable)} stable-ABI jobs ({', '.join(sorted({j.variant.name for j in stable}))}) "
-                            f"serve every torch >= {stable[0].variant.torch}")
+            lines.insert(
+                2,
+                f"              {len(stable)} stable-ABI jobs ({', '.join(sorted({j.variant.name for j in stable}))}) "
+                f"serve every torch >= {stable[0].variant.torch}",
+            )
         if args.format == "text":
             lines.append("")
             for j in plan.jobs:
-                lines.append(f"{j.id:40} torch=={j.torch_version:8}{' stable' if j.stable_abi else '':7} py{j.python:5} {j.wheel_platform:24} "
-                             f"serves {','.join(j.covers_pythons)}")
+                lines.append(
+                    f"{j.id:40} torch=={j.torch_version:8}{' stable' if j.stable_abi else '':7} py{j.python:5} {j.wheel_platform:24} "
+                    f"serves {','.join(j.covers_pythons)}"
+                )
         text = "\n".join(lines) + "\n"
     _write(args, text)
     if args.time:
@@ -203,8 +232,14 @@ def _cmd_refresh(args: argparse.Namespace) -> int:
     for item in args.accel or ():
         accels.extend(a.strip() for a in item.split(",") if a.strip())
     result = refresh.refresh(
-        getattr(args, "data", None), base=args.index_url, extra_accels=accels, since=args.since, output=args.output,
-        dry_run=args.dry_run, allow_removals=args.allow_removals, timeout=(args.connect_timeout, args.timeout),
+        getattr(args, "data", None),
+        base=args.index_url,
+        extra_accels=accels,
+        since=args.since,
+        output=args.output,
+        dry_run=args.dry_run,
+        allow_removals=args.allow_removals,
+        timeout=(args.connect_timeout, args.timeout),
         retries=args.retries,
     )
     for w in result.warnings:
@@ -229,8 +264,10 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
     data = compat.load(getattr(args, "data", None))
     low = [f"{m} ({r.note or r.source})" for m, r in data.torch.items() if r.confidence == "low"]
-    print(f"{data.path}: valid (schema {compat.SCHEMA}); torch {', '.join(data.torch)}; "
-          f"accels {', '.join(data.accels())}; CUDA arch lists for {', '.join(data.cuda)}")
+    print(
+        f"{data.path}: valid (schema {compat.SCHEMA}); torch {', '.join(data.torch)}; "
+        f"accels {', '.join(data.accels())}; CUDA arch lists for {', '.join(data.cuda)}"
+    )
     for line in low:
         print(f"  low confidence: torch {line}")
     return 0
@@ -248,6 +285,7 @@ def _lazy_handler(name: str, module: str, exc: BaseException) -> Callable[[argpa
 
 # --- parser ---------------------------------------------------------------------------------
 
+
 def _first_command(argv: Sequence[str]) -> Optional[str]:
     for token in argv:
         if not token.startswith("-"):
@@ -257,59 +295,95 @@ def _first_command(argv: Sequence[str]) -> Optional[str]:
 
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The argument parser; ``argv`` decides whether the lazy ``build``/``check`` modules are imported."""
-    parser = _Parser(prog="python -m build_matrix",
-                     description="Plan, emit and check the causal-conv1d wheel builds (see docs/build_matrix.md).")
+    parser = _Parser(
+        prog="python -m build_matrix",
+        description="Plan, emit and check the causal-conv1d wheel builds (see docs/build_matrix.md).",
+    )
     _common(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
-    p = sub.add_parser("plan", help="every combination, the build jobs, and which job covers which combination",
-                       description="Enumerate torch x accel x CPython x ABI x platform, classify each combination "
-                                   "as covered (by a build job) or unavailable (with the reason). Jobs are abi3: "
-                                   "one per (variant, platform), serving all of that torch's CPythons.")
+    p = sub.add_parser(
+        "plan",
+        help="every combination, the build jobs, and which job covers which combination",
+        description="Enumerate torch x accel x CPython x ABI x platform, classify each combination "
+        "as covered (by a build job) or unavailable (with the reason). Jobs are abi3: "
+        "one per (variant, platform), serving all of that torch's CPythons.",
+    )
     _filters(p)
-    p.add_argument("--format", choices=("json", "summary", "text", "jobs"), default="summary",
-                   help="json: the full plan (schema in docs/build_matrix.md); summary: counts; text: counts and "
-                        "jobs; jobs: job ids, one a line (default: summary)")
+    p.add_argument(
+        "--format",
+        choices=("json", "summary", "text", "jobs"),
+        default="summary",
+        help="json: the full plan (schema in docs/build_matrix.md); summary: counts; text: counts and "
+        "jobs; jobs: job ids, one a line (default: summary)",
+    )
     p.add_argument("--compact", action="store_true", help="json on one line")
     p.add_argument("--output", "-o", metavar="FILE", help="write here (atomically) instead of stdout")
     p.add_argument("--time", action="store_true", help="print the planning time on stderr")
     p.set_defaults(handler=_cmd_plan)
 
-    p = sub.add_parser("emit", help="GitHub Actions matrix shards, or one job's cibuildwheel environment",
-                       description="Emit CI inputs from the plan.")
+    p = sub.add_parser(
+        "emit",
+        help="GitHub Actions matrix shards, or one job's cibuildwheel environment",
+        description="Emit CI inputs from the plan.",
+    )
     esub = p.add_subparsers(dest="what", metavar="WHAT", parser_class=_Parser)
     esub.required = True
-    e = esub.add_parser("matrix", help="GitHub Actions matrix shards (<= 256 jobs each)",
-                        description="The build jobs as GitHub Actions matrix 'include' lists, cut into shards of at "
-                                    "most 256 jobs (GitHub's limit); job ids are the plan's and never change with the sharding.")
+    e = esub.add_parser(
+        "matrix",
+        help="GitHub Actions matrix shards (<= 256 jobs each)",
+        description="The build jobs as GitHub Actions matrix 'include' lists, cut into shards of at "
+        "most 256 jobs (GitHub's limit); job ids are the plan's and never change with the sharding.",
+    )
     _filters(e)
-    e.add_argument("--shard-size", type=_shard_size, default=256, metavar="N", help="jobs per shard, 1..256 (default 256)")
-    e.add_argument("--format", choices=("json", "github-output"), default="json",
-                   help="json (default) or lines for $GITHUB_OUTPUT (shards=N, names=[...], shard-K={...})")
+    e.add_argument(
+        "--shard-size", type=_shard_size, default=256, metavar="N", help="jobs per shard, 1..256 (default 256)"
+    )
+    e.add_argument(
+        "--format",
+        choices=("json", "github-output"),
+        default="json",
+        help="json (default) or lines for $GITHUB_OUTPUT (shards=N, names=[...], shard-K={...})",
+    )
     e.add_argument("--output", "-o", metavar="FILE", help="write here (atomically) instead of stdout")
     e.set_defaults(handler=_cmd_emit_matrix)
     _common(e)
-    e = esub.add_parser("env", help="one job's complete cibuildwheel environment",
-                        description="Print the CIBW_* variables of one build job.")
+    e = esub.add_parser(
+        "env",
+        help="one job's complete cibuildwheel environment",
+        description="Print the CIBW_* variables of one build job.",
+    )
     e.add_argument("--job", required=True, metavar="ID", help="job id, e.g. torch2.13-cpu-linux-x86_64")
-    e.add_argument("--format", choices=("json", "shell", "github", "dotenv"), default="json",
-                   help="json (default); shell: export lines; github: $GITHUB_ENV multiline syntax; dotenv")
+    e.add_argument(
+        "--format",
+        choices=("json", "shell", "github", "dotenv"),
+        default="json",
+        help="json (default); shell: export lines; github: $GITHUB_ENV multiline syntax; dotenv",
+    )
     e.add_argument("--index-url", metavar="URL", help="PyTorch wheel index base")
     e.add_argument("--output", "-o", metavar="FILE", help="write here (atomically) instead of stdout")
     e.set_defaults(handler=_cmd_emit_env)
     _common(e)
 
-    p = sub.add_parser("coverage", help="coverage table: torch x accel rows, platform columns",
-                       description="Which wheel serves each torch x accel x platform, or why there is none.")
+    p = sub.add_parser(
+        "coverage",
+        help="coverage table: torch x accel rows, platform columns",
+        description="Which wheel serves each torch x accel x platform, or why there is none.",
+    )
     _filters(p)
-    p.add_argument("--format", choices=("markdown", "json"), default="markdown", help="markdown (README) or json (landing page)")
+    p.add_argument(
+        "--format", choices=("markdown", "json"), default="markdown", help="markdown (README) or json (landing page)"
+    )
     p.add_argument("--output", "-o", metavar="FILE", help="write here (atomically) instead of stdout")
     p.set_defaults(handler=_cmd_coverage)
 
-    p = sub.add_parser("diff", help="what changes between two plans",
-                       description="Compare two plans. Each side is a plan JSON file, a compatibility data .toml, "
-                                   "or 'current'. Exit 0; with --exit-code, 7 when they differ.")
+    p = sub.add_parser(
+        "diff",
+        help="what changes between two plans",
+        description="Compare two plans. Each side is a plan JSON file, a compatibility data .toml, "
+        "or 'current'. Exit 0; with --exit-code, 7 when they differ.",
+    )
     p.add_argument("old", metavar="OLD", help="plan JSON, data .toml or 'current'")
     p.add_argument("new", metavar="NEW", help="plan JSON, data .toml or 'current'")
     p.add_argument("--format", choices=("text", "json"), default="text", help="text (default) or json")
@@ -317,12 +391,18 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     p.add_argument("--output", "-o", metavar="FILE", help="write here (atomically) instead of stdout")
     p.set_defaults(handler=_cmd_diff)
 
-    p = sub.add_parser("refresh", help="rebuild the availability data from PyTorch's wheel index",
-                       description="Fetch <index>/<accel>/torch/ for every accelerator, derive which torch builds "
-                                   "exist for which CPython and platform, and rewrite the data file atomically. "
-                                   "A failed or partial fetch writes nothing.")
-    p.add_argument("--index-url", metavar="URL",
-                   help="index base (default: $BUILD_MATRIX_TORCH_INDEX, else https://download.pytorch.org/whl)")
+    p = sub.add_parser(
+        "refresh",
+        help="rebuild the availability data from PyTorch's wheel index",
+        description="Fetch <index>/<accel>/torch/ for every accelerator, derive which torch builds "
+        "exist for which CPython and platform, and rewrite the data file atomically. "
+        "A failed or partial fetch writes nothing.",
+    )
+    p.add_argument(
+        "--index-url",
+        metavar="URL",
+        help="index base (default: $BUILD_MATRIX_TORCH_INDEX, else https://download.pytorch.org/whl)",
+    )
     p.add_argument("--accel", action="append", metavar="LIST", help="also fetch these accelerators, e.g. cu132")
     p.add_argument("--since", metavar="X.Y", help="only rewrite torch minors >= X.Y (default: the oldest in the data)")
     p.add_argument("--output", "-o", metavar="FILE", help="write the new data here instead of over the data file")
@@ -333,8 +413,11 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     p.add_argument("--retries", type=int, default=3, metavar="N", help="retries per page with backoff (default 3)")
     p.set_defaults(handler=_cmd_refresh)
 
-    p = sub.add_parser("validate", help="validate the compatibility data file",
-                       description="Load and validate the compatibility data; print what it covers.")
+    p = sub.add_parser(
+        "validate",
+        help="validate the compatibility data file",
+        description="Load and validate the compatibility data; print what it covers.",
+    )
     p.set_defaults(handler=_cmd_validate)
 
     for name, choice in sub.choices.items():
@@ -398,7 +481,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except Exception as exc:  # noqa: BLE001 - one place turns bugs into a short message
         if show_tb:
             traceback.print_exc()
-        print(f"error: internal error: {exc.__class__.__name__}: {exc} (rerun with --traceback and report it)", file=sys.stderr)
+        print(
+            f"error: internal error: {exc.__class__.__name__}: {exc} (rerun with --traceback and report it)",
+            file=sys.stderr,
+        )
         return errors.EXIT_INTERNAL
 
 

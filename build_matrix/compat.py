@@ -227,8 +227,7 @@ def load(path: Optional[os.PathLike[str] | str] = None) -> CompatData:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         lineno = getattr(exc, "lineno", 0)  # Python >= 3.14 (tomllib); tomli has it too
-        raise DataError(p, "", text.splitlines()[lineno - 1] if lineno else "",
-                        f"not valid TOML: {exc}") from None
+        raise DataError(p, "", text.splitlines()[lineno - 1] if lineno else "", f"not valid TOML: {exc}") from None
     return parse(raw, p)
 
 
@@ -252,7 +251,9 @@ class _V:
             raise self.fail(full, value, "expected a table")
         return value
 
-    def entries(self, section: str, raw: Mapping[str, Any], valid: Any, expected: str) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
+    def entries(
+        self, section: str, raw: Mapping[str, Any], valid: Any, expected: str
+    ) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
         """(name, key, table) of each entry of a section: a name ``valid`` refuses or a value that
         is not a table fails (naming ``expected``)."""
         for name, value in raw.items():
@@ -263,8 +264,16 @@ class _V:
                 raise self.fail(key, value, "expected a table")
             yield name, key, value
 
-    def string(self, raw: Mapping[str, Any], key: str, name: str, *, default: Optional[str] = None,
-               pattern: Optional[re.Pattern[str]] = None, choices: Optional[tuple[str, ...]] = None) -> str:
+    def string(
+        self,
+        raw: Mapping[str, Any],
+        key: str,
+        name: str,
+        *,
+        default: Optional[str] = None,
+        pattern: Optional[re.Pattern[str]] = None,
+        choices: Optional[tuple[str, ...]] = None,
+    ) -> str:
         full = f"{key}.{name}" if key else name
         if name not in raw:
             if default is None:
@@ -322,7 +331,11 @@ def _validate_archs(v: _V, key: str, value: str, cuda: tuple[int, int]) -> None:
             raise v.fail(key, value, "archs must be in ascending order")
         seen.append(arch)
         if cuda >= (13, 0) and arch < (7, 5):
-            raise v.fail(key, value, f"CUDA {cuda[0]}.{cuda[1]} cannot compile for sm_{arch[0]}{arch[1]} (CUDA 13 dropped sm < 7.5)")
+            raise v.fail(
+                key,
+                value,
+                f"CUDA {cuda[0]}.{cuda[1]} cannot compile for sm_{arch[0]}{arch[1]} (CUDA 13 dropped sm < 7.5)",
+            )
         if cuda < (12, 8) and arch[0] >= 10:
             raise v.fail(key, value, f"sm_{arch[0]}{arch[1]} needs CUDA >= 12.8")
         if arch == (11, 0) and cuda < (13, 0):
@@ -368,8 +381,9 @@ def parse(raw: Mapping[str, Any], path: object = "<data>") -> CompatData:
     for name in PLATFORMS:
         if name not in plats_raw:
             raise v.fail(f"platforms.{name}", None, "missing platform table")
-    for name, key, p in v.entries("platforms", plats_raw, PLATFORMS.__contains__,
-                                  f"unknown platform (expected one of {', '.join(PLATFORMS)})"):
+    for name, key, p in v.entries(
+        "platforms", plats_raw, PLATFORMS.__contains__, f"unknown platform (expected one of {', '.join(PLATFORMS)})"
+    ):
         platforms[name] = Platform(
             name=name,
             os=v.string(p, key, "os", choices=("linux", "windows")),
@@ -378,7 +392,9 @@ def parse(raw: Mapping[str, Any], path: object = "<data>") -> CompatData:
             runs_on=v.string(p, key, "runs_on"),
         )
         if not name.startswith(platforms[name].os + "-") or not name.endswith(platforms[name].arch):
-            raise v.fail(key, name, f"os/arch ({platforms[name].os}/{platforms[name].arch}) do not match the platform name")
+            raise v.fail(
+                key, name, f"os/arch ({platforms[name].os}/{platforms[name].arch}) do not match the platform name"
+            )
 
     abi_raw = v.table(raw, "", "abi")
     abi: dict[str, AbiPolicy] = {}
@@ -412,11 +428,22 @@ def parse(raw: Mapping[str, Any], path: object = "<data>") -> CompatData:
         raise v.fail("torch", {}, "no torch releases")
     releases: list[TorchRelease] = []
     for minor, key, t in v.entries("torch", torch_raw, _MINOR_RE.match, "expected a torch 'X.Y' key"):
-        known = {"latest", "cpp_std", "pythons", "builds", "python_overrides", "source",
-                 "availability_source", "confidence", "note"}
+        known = {
+            "latest",
+            "cpp_std",
+            "pythons",
+            "builds",
+            "python_overrides",
+            "source",
+            "availability_source",
+            "confidence",
+            "note",
+        }
         for name in t:
             if name not in known:
-                raise v.fail(f"{key}.{toml_key(name)}", t[name], f"unknown key (expected one of {', '.join(sorted(known))})")
+                raise v.fail(
+                    f"{key}.{toml_key(name)}", t[name], f"unknown key (expected one of {', '.join(sorted(known))})"
+                )
         latest = v.string(t, key, "latest", pattern=_PATCH_RE)
         if minor_key(".".join(latest.split(".")[:2])) != minor_key(minor):
             raise v.fail(f"{key}.latest", latest, f"not a {minor}.x release")
@@ -435,7 +462,7 @@ def parse(raw: Mapping[str, Any], path: object = "<data>") -> CompatData:
             except contract.InvalidVariant as exc:
                 raise v.fail(bkey, accel, str(exc)) from None
             if cuda_version is not None and cuda_version not in cuda:
-                raise v.fail(bkey, accel, f"no [cuda.\"{cuda_version}\"] table with its arch list")
+                raise v.fail(bkey, accel, f'no [cuda."{cuda_version}"] table with its arch list')
             plist = v.strings(builds_raw, f"{key}.builds", accel)
             for i, plat in enumerate(plist):
                 if plat not in PLATFORMS:
@@ -457,18 +484,20 @@ def parse(raw: Mapping[str, Any], path: object = "<data>") -> CompatData:
                 if not _PYTHON_RE.match(py):
                     raise v.fail(f"{full}[{i}]", py, "expected '3.Y' or '3.Yt'")
             overrides[okey] = tuple(sorted(values, key=python_key))
-        releases.append(TorchRelease(
-            minor=minor,
-            latest=latest,
-            cpp_std=v.string(t, key, "cpp_std", choices=("17", "20")),
-            pythons=tuple(sorted(pythons, key=python_key)),
-            builds=builds,
-            python_overrides=overrides,
-            source=v.string(t, key, "source"),
-            availability_source=v.string(t, key, "availability_source", default=""),
-            confidence=v.string(t, key, "confidence", choices=CONFIDENCE),
-            note=v.string(t, key, "note", default=""),
-        ))
+        releases.append(
+            TorchRelease(
+                minor=minor,
+                latest=latest,
+                cpp_std=v.string(t, key, "cpp_std", choices=("17", "20")),
+                pythons=tuple(sorted(pythons, key=python_key)),
+                builds=builds,
+                python_overrides=overrides,
+                source=v.string(t, key, "source"),
+                availability_source=v.string(t, key, "availability_source", default=""),
+                confidence=v.string(t, key, "confidence", choices=CONFIDENCE),
+                note=v.string(t, key, "note", default=""),
+            )
+        )
     releases.sort(key=lambda r: r.key)
     return CompatData(
         path=str(path),

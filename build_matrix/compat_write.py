@@ -36,8 +36,12 @@ def to_raw(data: CompatData) -> dict[str, Any]:
     raw["abi"] = {a.name: {"manylinux": a.manylinux, "glibc": a.glibc, "source": a.source} for a in data.abi.values()}
     raw["cuda"] = {}
     for c in data.cuda.values():
-        entry: dict[str, Any] = {"archs": c.archs, "archs_aarch64": c.archs_aarch64, "source": c.source,
-                                 "confidence": c.confidence}
+        entry: dict[str, Any] = {
+            "archs": c.archs,
+            "archs_aarch64": c.archs_aarch64,
+            "source": c.source,
+            "confidence": c.confidence,
+        }
         if c.note:
             entry["note"] = c.note
         raw["cuda"][c.version] = entry

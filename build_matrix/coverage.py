@@ -21,8 +21,12 @@ def job_counts(plan: Plan) -> dict[str, Any]:
     ``{"per_minor": 133, "stable_abi": 70, "stable_jobs": 9, "saved": 63}``."""
     before = make_plan(plan.data, stable_abi=False, **_filters(plan))
     stable = sum(1 for j in plan.jobs if j.stable_abi)
-    return {"per_minor": len(before.jobs), "stable_abi": len(plan.jobs), "stable_jobs": stable,
-            "saved": len(before.jobs) - len(plan.jobs)}
+    return {
+        "per_minor": len(before.jobs),
+        "stable_abi": len(plan.jobs),
+        "stable_jobs": stable,
+        "saved": len(before.jobs) - len(plan.jobs),
+    }
 
 
 def _filters(plan: Plan) -> dict[str, Any]:
@@ -71,8 +75,13 @@ def table(plan: Plan) -> dict[str, Any]:
                 if rel.has_build(c.accel, plat):
                     reason = f"torch {c.torch} {c.accel} on {plat} ships for no CPython this wheel can serve"
                 cells[plat] = {"status": "unavailable", "job": None, "reason": reason}
-        row: dict[str, Any] = {"torch": c.torch, "accel": c.accel, "variant": f"torch{c.torch}-{c.accel}",
-                               "confidence": rel.confidence, "cells": cells}
+        row: dict[str, Any] = {
+            "torch": c.torch,
+            "accel": c.accel,
+            "variant": f"torch{c.torch}-{c.accel}",
+            "confidence": rel.confidence,
+            "cells": cells,
+        }
         if rel.confidence == "low":  # what is assumed (the landing page says it next to the command)
             row["note"] = rel.note or rel.source
         rows.append(row)
@@ -107,11 +116,15 @@ def markdown(plan: Plan) -> str:
     lines.append("")
     lines.append(f"build jobs before the stable ABI (one per torch minor): {counts['per_minor']}")
     if counts["stable_jobs"]:
-        lines.append(f"build jobs with stable-ABI wheels for torch >= 2.10: {counts['stable_abi']} "
-                     f"({counts['stable_jobs']} stable, {counts['stable_abi'] - counts['stable_jobs']} per-minor for older torch)")
+        lines.append(
+            f"build jobs with stable-ABI wheels for torch >= 2.10: {counts['stable_abi']} "
+            f"({counts['stable_jobs']} stable, {counts['stable_abi'] - counts['stable_jobs']} per-minor for older torch)"
+        )
     lines.append("")
-    lines.append("✅: a wheel (`pip install causal-conv1d --extra-index-url <site>/whl/torchX.Y-ACCEL/`); "
-                 "—: PyTorch publishes no such torch build. Free-threaded CPythons build from source. "
-                 "stable ABI: one wheel per CPU / CUDA 12 / CUDA 13 and platform serves every torch >= 2.10, "
-                 "linked from each torchX.Y-ACCEL page.")
+    lines.append(
+        "✅: a wheel (`pip install causal-conv1d --extra-index-url <site>/whl/torchX.Y-ACCEL/`); "
+        "—: PyTorch publishes no such torch build. Free-threaded CPythons build from source. "
+        "stable ABI: one wheel per CPU / CUDA 12 / CUDA 13 and platform serves every torch >= 2.10, "
+        "linked from each torchX.Y-ACCEL page."
+    )
     return "\n".join(lines) + "\n"

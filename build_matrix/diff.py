@@ -36,14 +36,22 @@ def load_side(spec: str, *, data_path: Optional[str] = None) -> dict[str, Any]:
         raise PlanFileError(f"Cannot read plan file {spec!r}: {exc}") from None
     except json.JSONDecodeError as exc:
         raise PlanFileError(f"Invalid plan file (not JSON: {exc.msg} at line {exc.lineno}): {spec!r}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), list) or not isinstance(doc.get("combinations"), list):
-        raise PlanFileError(f"Invalid plan file (no 'jobs' and 'combinations' lists; is it `plan --format json` output?): {spec!r}")
+    if (
+        not isinstance(doc, dict)
+        or not isinstance(doc.get("jobs"), list)
+        or not isinstance(doc.get("combinations"), list)
+    ):
+        raise PlanFileError(
+            f"Invalid plan file (no 'jobs' and 'combinations' lists; is it `plan --format json` output?): {spec!r}"
+        )
     for i, job in enumerate(doc["jobs"]):
         if not isinstance(job, dict) or not isinstance(job.get("id"), str):
             raise PlanFileError(f"Invalid plan file (jobs[{i}] has no string 'id'): {spec!r}")
     for i, combo in enumerate(doc["combinations"]):
         if not isinstance(combo, dict) or any(k not in combo for k in (*_COMBO_KEY, "status")):
-            raise PlanFileError(f"Invalid plan file (combinations[{i}] lacks one of {', '.join(_COMBO_KEY)}, status): {spec!r}")
+            raise PlanFileError(
+                f"Invalid plan file (combinations[{i}] lacks one of {', '.join(_COMBO_KEY)}, status): {spec!r}"
+            )
     return doc
 
 

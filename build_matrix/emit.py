@@ -32,7 +32,7 @@ ENV_FORMATS = ("json", "shell", "github", "dotenv")
 def matrix_entry(job: Job) -> dict[str, Any]:
     """One ``include`` item of a GitHub Actions matrix."""
     oldest = [v.split("-", 1) for v in job.serves]  # sorted by (torch minor, CUDA): first minor, its newest CUDA
-    oldest_torch = oldest[0][0][len("torch"):]
+    oldest_torch = oldest[0][0][len("torch") :]
     oldest_accel = [a for t, a in oldest if t == oldest[0][0]][-1]
     return {
         "id": job.id,
@@ -59,7 +59,7 @@ def shards(plan: Plan, *, size: int = MAX_SHARD) -> list[dict[str, Any]]:
     jobs = list(plan.jobs)
     out: list[dict[str, Any]] = []
     for i in range(0, len(jobs), size):
-        chunk = [matrix_entry(j) for j in jobs[i:i + size]]
+        chunk = [matrix_entry(j) for j in jobs[i : i + size]]
         out.append({"name": f"shard-{len(out)}", "count": len(chunk), "include": chunk})
     return out
 

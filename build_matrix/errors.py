@@ -62,7 +62,9 @@ def suggest(value: str, choices: Iterable[str], *, n: int = 3, cutoff: float = 0
     key = str(value).lower()
     # Prefix relations first ("2.44" -> "2.4", "windows" -> "windows-amd64"), closest length first,
     # then difflib's ratio ("cu1288" -> "cu128", "linux-x86-64" -> "linux-x86_64").
-    prefixed = sorted((c for c in lowered if c.startswith(key) or key.startswith(c)), key=lambda c: abs(len(c) - len(key)))
+    prefixed = sorted(
+        (c for c in lowered if c.startswith(key) or key.startswith(c)), key=lambda c: abs(len(c) - len(key))
+    )
     close = difflib.get_close_matches(key, list(lowered), n=n, cutoff=cutoff)
     return [lowered[c] for c in dict.fromkeys([*prefixed, *close])][:n]
 
@@ -90,8 +92,15 @@ class UnknownValue(BuildMatrixError, ValueError):
 
     exit_code = 3
 
-    def __init__(self, kind: str, value: str, valid: Sequence[str], *, hint: str = "",
-                 suggestions: Optional[Sequence[str]] = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        value: str,
+        valid: Sequence[str],
+        *,
+        hint: str = "",
+        suggestions: Optional[Sequence[str]] = None,
+    ) -> None:
         self.kind = kind
         self.value = value
         self.valid = list(valid)
@@ -112,8 +121,9 @@ class UnknownValue(BuildMatrixError, ValueError):
 class UnknownJob(UnknownValue):
     """``Plan.job(job_id)`` got an id that is not in the plan (message suggests close ids)."""
 
-    def __init__(self, value: str, valid: Sequence[str], *, hint: str = "",
-                 suggestions: Optional[Sequence[str]] = None) -> None:
+    def __init__(
+        self, value: str, valid: Sequence[str], *, hint: str = "", suggestions: Optional[Sequence[str]] = None
+    ) -> None:
         super().__init__("job", value, valid, hint=hint, suggestions=suggestions)
 
 

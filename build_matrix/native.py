@@ -53,6 +53,7 @@ __all__ = [
     "run",
 ]
 
+
 @dataclasses.dataclass(frozen=True)
 class BuildOptions:
     """Everything a native build needs besides the job; each field has a command-line flag."""
@@ -97,7 +98,9 @@ def _preflight(py: Path, env: dict[str, str], build_dir: Path) -> dict[str, Any]
         "'fatal': [p.text() for p in d.fatal], 'archs': d.archs, 'max_jobs': d.max_jobs, "
         "'build_cuda': d.build_cuda}))"
     )
-    proc = subprocess.run([str(py), "-c", code, str(REPO_ROOT), str(build_dir)], capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [str(py), "-c", code, str(REPO_ROOT), str(build_dir)], capture_output=True, text=True, env=env
+    )
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-20:])
         raise BuildError(f"the build pre-flight (build_support.toolchain.diagnose) crashed:\n{tail}")
@@ -125,12 +128,21 @@ def _add_math_headers(py: Path, env: dict[str, str]) -> None:
     if home is not None and all((home / "include" / h).exists() for h in MATH_HEADERS):
         return
     venv = py.parent.parent
-    dirs = sorted({str(h.parent) for pattern in ("lib/python*/site-packages/nvidia/*/include",)
-                   for inc in venv.glob(pattern) for h in inc.glob("*.h") if h.name in MATH_HEADERS})
+    dirs = sorted(
+        {
+            str(h.parent)
+            for pattern in ("lib/python*/site-packages/nvidia/*/include",)
+            for inc in venv.glob(pattern)
+            for h in inc.glob("*.h")
+            if h.name in MATH_HEADERS
+        }
+    )
     if not dirs:
-        say(f"warning: no {', '.join(MATH_HEADERS)} in the toolkit or the build venv; sources that include "
-             "ATen/cuda/CUDAContext.h will not compile (install the toolkit's libcublas/libcusparse/libcusolver "
-             "development packages)")
+        say(
+            f"warning: no {', '.join(MATH_HEADERS)} in the toolkit or the build venv; sources that include "
+            "ATen/cuda/CUDAContext.h will not compile (install the toolkit's libcublas/libcusparse/libcusolver "
+            "development packages)"
+        )
         return
     current = [p for p in env.get("CPATH", "").split(os.pathsep) if p]
     env["CPATH"] = os.pathsep.join(current + [d for d in dirs if d not in current])
@@ -158,13 +170,25 @@ _PROGRESS_RE = re.compile(r"^\[\d+/\d+\]|error|Error|warning: unused|Building wh
 
 
 def _compile(py: Path, env: dict[str, str], dist: Path, log: Path) -> float:
-    cmd = [str(py), "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--disable-pip-version-check",
-           "-v", "-w", str(dist), str(REPO_ROOT)]
+    cmd = [
+        str(py),
+        "-m",
+        "pip",
+        "wheel",
+        "--no-build-isolation",
+        "--no-deps",
+        "--disable-pip-version-check",
+        "-v",
+        "-w",
+        str(dist),
+        str(REPO_ROOT),
+    ]
     say("compiling: " + " ".join(cmd))
     start = time.monotonic()
     with open(log, "w", encoding="utf-8") as fh:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                                cwd=str(REPO_ROOT))
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=str(REPO_ROOT)
+        )
         assert proc.stdout is not None
         done = threading.Event()
 
@@ -188,17 +212,21 @@ def _compile(py: Path, env: dict[str, str], dist: Path, log: Path) -> float:
     elapsed = time.monotonic() - start
     if rc != 0:
         lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
-        errors = [ln.strip() for ln in lines
-                  if re.search(r"\berror\b", ln, re.I) and "subprocess-exited-with-error" not in ln][:15]
+        errors = [
+            ln.strip() for ln in lines if re.search(r"\berror\b", ln, re.I) and "subprocess-exited-with-error" not in ln
+        ][:15]
         first = ("first errors:\n" + "\n".join(errors) + "\n") if errors else ""
         tail = "\n".join(lines[-15:])
-        raise BuildError(f"compiling the wheel failed (exit {rc}) after {elapsed:.0f} s; full log: {log}\n"
-                         f"{first}last lines:\n{tail}")
+        raise BuildError(
+            f"compiling the wheel failed (exit {rc}) after {elapsed:.0f} s; full log: {log}\n{first}last lines:\n{tail}"
+        )
     say(f"compile time: {elapsed:.0f} s")
     return elapsed
 
 
-def _build_env(job: Any, opts: BuildOptions, tmp: Path, archs: Optional[str], jobs: int, threads: int) -> dict[str, str]:
+def _build_env(
+    job: Any, opts: BuildOptions, tmp: Path, archs: Optional[str], jobs: int, threads: int
+) -> dict[str, str]:
     env = dict(os.environ)
     for var in (contract.ENV_SKIP_CUDA_BUILD, contract.ENV_FORCE_CXX11_ABI, "PIP_REQUIRE_VIRTUALENV"):
         env.pop(var, None)  # the job decides CUDA and ABI; a stray override would mislabel the wheel
@@ -238,7 +266,11 @@ def _atomic_move(src: Path, out: Path) -> Path:
 def _check_tools() -> None:
     import importlib.util
 
-    missing = [m for m in ("auditwheel", "abi3audit", "check_wheel_contents", "elftools") if importlib.util.find_spec(m) is None]
+    missing = [
+        m
+        for m in ("auditwheel", "abi3audit", "check_wheel_contents", "elftools")
+        if importlib.util.find_spec(m) is None
+    ]
     if missing:
         raise BuildError(
             f"the build driver's Python lacks {', '.join(missing)} (needed to repair and check wheels): "
@@ -254,8 +286,10 @@ def build_job(job: Any, opts: BuildOptions) -> BuildReport:
             "scripts/install-cuda-windows.ps1 (see docs/building.md)"
         )
     if job.os != "linux":
-        raise BuildError(f"job {job.id} is a {job.os} job; native mode builds Linux jobs (pick a *-linux-* job, "
-                         "or build Windows jobs with cibuildwheel: docs/building.md)")
+        raise BuildError(
+            f"job {job.id} is a {job.os} job; native mode builds Linux jobs (pick a *-linux-* job, "
+            "or build Windows jobs with cibuildwheel: docs/building.md)"
+        )
     plat_arch = os.uname().machine
     if job.arch != plat_arch:
         raise BuildError(f"job {job.id} is for {job.arch}; this machine is {plat_arch}: pick a *-linux-{plat_arch} job")
@@ -276,7 +310,9 @@ def build_job(job: Any, opts: BuildOptions) -> BuildReport:
         archs = opts.cuda_archs or (job.cuda_archs if cuda else None)
         if cuda and archs:
             wheelcheck.parse_arch_list(archs)  # validates: a clear error before a long build
-        jobs = opts.max_jobs or (int(os.environ["MAX_JOBS"]) if os.environ.get("MAX_JOBS", "").isdigit() else toolchain.max_jobs(cuda))
+        jobs = opts.max_jobs or (
+            int(os.environ["MAX_JOBS"]) if os.environ.get("MAX_JOBS", "").isdigit() else toolchain.max_jobs(cuda)
+        )
         cores = os.cpu_count() or 1
         threads = opts.nvcc_threads or max(1, min(4, cores // jobs))
         env = _build_env(job, opts, tmp, archs, jobs, threads)
@@ -288,8 +324,11 @@ def build_job(job: Any, opts: BuildOptions) -> BuildReport:
             _add_math_headers(py, env)
         nvcc = str(Path(env["CUDA_HOME"]) / "bin" / "nvcc") if cuda and env.get("CUDA_HOME") else None
         # The cuda-archs check needs cuobjdump: find it now, not after a long compile.
-        search = [*([Path(env["CUDA_HOME"]) / "bin"] if env.get("CUDA_HOME") else []), py.parent,
-                  *sorted(py.parent.parent.glob("lib/python*/site-packages/nvidia/cu*/bin"))]
+        search = [
+            *([Path(env["CUDA_HOME"]) / "bin"] if env.get("CUDA_HOME") else []),
+            py.parent,
+            *sorted(py.parent.parent.glob("lib/python*/site-packages/nvidia/cu*/bin")),
+        ]
         cuobjdump = find_cuobjdump(search)
         if cuda and cuobjdump is None:
             raise BuildError(
@@ -298,8 +337,10 @@ def build_job(job: Any, opts: BuildOptions) -> BuildReport:
             )
         report.ccache = _ccache_env(tmp, env, nvcc)
         report.cuda_archs, report.max_jobs, report.nvcc_threads = archs, jobs, threads
-        say(f"job {job.id}: variant {job.variant}, local version {env[contract.ENV_LOCAL_VERSION]}, "
-             f"archs {archs or '-'}, MAX_JOBS={jobs}, NVCC_THREADS={threads}, ccache {'on' if report.ccache else 'off'}")
+        say(
+            f"job {job.id}: variant {job.variant}, local version {env[contract.ENV_LOCAL_VERSION]}, "
+            f"archs {archs or '-'}, MAX_JOBS={jobs}, NVCC_THREADS={threads}, ccache {'on' if report.ccache else 'off'}"
+        )
 
         dist = tmp / "dist"
         report.compile_s = _compile(py, env, dist, tmp / "build.log")
@@ -313,7 +354,8 @@ def build_job(job: Any, opts: BuildOptions) -> BuildReport:
         say(result.note)
 
         expectation = wheelcheck.Expectation(
-            variant=job.variant, arch=job.arch,
+            variant=job.variant,
+            arch=job.arch,
             cuda_archs=wheelcheck.parse_arch_list(archs) if cuda and archs else None,
             require_cuobjdump=cuda,
         )
@@ -366,15 +408,23 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "  python -m build_matrix build --job torch2.13-cpu-linux-x86_64 --native --out wheelhouse\n"
         "  python -m build_matrix build --job torch2.14-cu130-linux-x86_64 --native --out wheelhouse --cuda-archs 9.0"
     )
-    parser.add_argument("--job", required=True, help="job id from `python -m build_matrix plan`, e.g. torch2.13-cpu-linux-x86_64")
+    parser.add_argument(
+        "--job", required=True, help="job id from `python -m build_matrix plan`, e.g. torch2.13-cpu-linux-x86_64"
+    )
     parser.add_argument("--native", action="store_true", help="build on this machine, without containers (required)")
     parser.add_argument("--out", required=True, type=Path, help="directory that receives the finished wheel")
-    parser.add_argument("--torch-spec", help="pip requirement or wheel path for torch (default: torch==<job torch_version>)")
+    parser.add_argument(
+        "--torch-spec", help="pip requirement or wheel path for torch (default: torch==<job torch_version>)"
+    )
     parser.add_argument("--torch-index-url", help="extra index for torch (default: the job's PyTorch index; '' = none)")
     parser.add_argument("--cuda-archs", help="TORCH_CUDA_ARCH_LIST override, e.g. '9.0' (default: the job's list)")
     parser.add_argument("--python", default=sys.executable, help="interpreter for the build venv (default: this one)")
-    parser.add_argument("--venv", type=Path, help="reuse this venv (created when missing) instead of a fresh temporary one")
-    parser.add_argument("--max-jobs", type=int, help="parallel compile jobs (default: $MAX_JOBS, else from cores and free memory)")
+    parser.add_argument(
+        "--venv", type=Path, help="reuse this venv (created when missing) instead of a fresh temporary one"
+    )
+    parser.add_argument(
+        "--max-jobs", type=int, help="parallel compile jobs (default: $MAX_JOBS, else from cores and free memory)"
+    )
     parser.add_argument("--nvcc-threads", type=int, help="nvcc --threads (default: cores / max-jobs, at most 4)")
     parser.add_argument("--keep-temp", action="store_true", help="keep the temporary build directory")
     parser.add_argument("--report", type=Path, help="write a JSON report (wheel, tag, compile time, checks) here")
@@ -401,9 +451,11 @@ def run(args: argparse.Namespace) -> int:
 
     job = resolve_job(compat.load(getattr(args, "data", None)), args.job)
     if not job.stable_abi and job.compiled_against.torch_minor >= contract.STABLE_TARGET:
-        say(f"note: {job.id} is not in the release plan (torch >= {contract.STABLE_TARGET[0]}.{contract.STABLE_TARGET[1]} "
-             f"is served by the stable-ABI job stable{contract.STABLE_TARGET[0]}.{contract.STABLE_TARGET[1]}-{job.family}-{job.platform}); "
-             "building the per-minor (legacy op layer) wheel as asked")
+        say(
+            f"note: {job.id} is not in the release plan (torch >= {contract.STABLE_TARGET[0]}.{contract.STABLE_TARGET[1]} "
+            f"is served by the stable-ABI job stable{contract.STABLE_TARGET[0]}.{contract.STABLE_TARGET[1]}-{job.family}-{job.platform}); "
+            "building the per-minor (legacy op layer) wheel as asked"
+        )
     opts = BuildOptions(
         out=args.out.resolve(),
         torch_spec=args.torch_spec,

@@ -247,10 +247,15 @@ class Plan:
             return "", None
         for job in self.jobs:
             if job.variant == stable and job.id.endswith("-" + m.group(2)):
-                return (f"{m.group(1)} has no per-minor job: the stable-ABI job {job.id} builds the wheel that "
-                        f"serves every torch >= {stable.torch} of the {stable.family} family.", [job.id])
-        return (f"{m.group(1)} has no per-minor job: torch >= {stable.torch} is served by the stable-ABI jobs "
-                f"({stable.name}-*)."), None
+                return (
+                    f"{m.group(1)} has no per-minor job: the stable-ABI job {job.id} builds the wheel that "
+                    f"serves every torch >= {stable.torch} of the {stable.family} family.",
+                    [job.id],
+                )
+        return (
+            f"{m.group(1)} has no per-minor job: torch >= {stable.torch} is served by the stable-ABI jobs "
+            f"({stable.name}-*)."
+        ), None
 
     def summary(self) -> dict[str, Any]:
         covered = sum(1 for c in self.combinations if c.status == "covered")
@@ -319,7 +324,9 @@ def _select_torch(wanted: Filter, minors: list[str]) -> list[str]:
             try:
                 spec = SpecifierSet(item)
             except InvalidSpecifier:
-                raise UnknownValue("torch", item, minors, hint="Use 'X.Y', 'X.Y-X.Z' or a PEP 440 specifier such as '>=2.6,<2.10'.") from None
+                raise UnknownValue(
+                    "torch", item, minors, hint="Use 'X.Y', 'X.Y-X.Z' or a PEP 440 specifier such as '>=2.6,<2.10'."
+                ) from None
             picked = [m for m in minors if Version(m) in spec]
         else:
             m = _RANGE_RE.match(item)
@@ -342,9 +349,21 @@ def _index_base(data: compat.CompatData, override: Optional[str]) -> str:
     return base.rstrip("/")
 
 
-def _environment(data: compat.CompatData, *, job_id: str, variant: contract.BuildVariant, platform: compat.Platform,
-                 python: str, torch_version: str, index_url: str, cuda: Optional[str], archs: str,
-                 manylinux: Optional[str], wheel_filename: str, stable: bool = False) -> dict[str, str]:
+def _environment(
+    data: compat.CompatData,
+    *,
+    job_id: str,
+    variant: contract.BuildVariant,
+    platform: compat.Platform,
+    python: str,
+    torch_version: str,
+    index_url: str,
+    cuda: Optional[str],
+    archs: str,
+    manylinux: Optional[str],
+    wheel_filename: str,
+    stable: bool = False,
+) -> dict[str, str]:
     """The complete cibuildwheel configuration of one job (every CIBW_* it depends on)."""
     b = data.build
     linux = platform.os == "linux"
@@ -366,14 +385,16 @@ def _environment(data: compat.CompatData, *, job_id: str, variant: contract.Buil
     if linux:
         env[f"CIBW_MANYLINUX_{platform.arch.upper()}_IMAGE"] = manylinux or ""
     cenv = {"TORCH_CUDA_ARCH_LIST": archs} if cuda else {}
-    cenv.update({
-        contract.ENV_LOCAL_VERSION: contract.local_version(variant),
-        # Explicit both ways: the job, not the torch it happens to install, decides the op layer.
-        contract.ENV_STABLE_ABI: "TRUE" if stable else "FALSE",
-        contract.ENV_FORCE_BUILD: "TRUE",
-        "MAX_JOBS": str(b.max_jobs_cuda if cuda else b.max_jobs_cpu),
-        "NVCC_THREADS": str(b.nvcc_threads),
-    })
+    cenv.update(
+        {
+            contract.ENV_LOCAL_VERSION: contract.local_version(variant),
+            # Explicit both ways: the job, not the torch it happens to install, decides the op layer.
+            contract.ENV_STABLE_ABI: "TRUE" if stable else "FALSE",
+            contract.ENV_FORCE_BUILD: "TRUE",
+            "MAX_JOBS": str(b.max_jobs_cuda if cuda else b.max_jobs_cpu),
+            "NVCC_THREADS": str(b.nvcc_threads),
+        }
+    )
     if cuda is None:
         cenv[contract.ENV_SKIP_CUDA_BUILD] = "TRUE"
     elif linux:
@@ -389,7 +410,9 @@ def _environment(data: compat.CompatData, *, job_id: str, variant: contract.Buil
         env["CIBW_REPAIR_WHEEL_COMMAND"] = f"{repair.auditwheel_command()} && {check}"
     else:
         check = f"{check_tools} && python -m build_matrix check --job {job_id} {{dest_dir}}\\{wheel_filename}"
-        env["CIBW_REPAIR_WHEEL_COMMAND"] = f"python -m pip install delvewheel && {repair.delvewheel_command()} && {check}"
+        env["CIBW_REPAIR_WHEEL_COMMAND"] = (
+            f"python -m pip install delvewheel && {repair.delvewheel_command()} && {check}"
+        )
     env["CIBW_TEST_COMMAND"] = (
         'python -c "import torch, causal_conv1d; from causal_conv1d import causal_conv1d_fn; '
         "x = torch.randn(2, 8, 16); w = torch.randn(8, 4); "
@@ -448,12 +471,21 @@ def stable_builds(data: compat.CompatData) -> dict[tuple[str, str], StableBuild]
         archs = _merge_archs([data.cuda[c].archs_for(arch) for c in cudas], cuda, plat) if cuda else ""
         ordered = sorted(pairs, key=lambda p: (p[0].key, compat.minor_key(contract.cuda_from_accel(p[1]) or "0.0")))
         names = tuple(contract.Variant(r.key, a).name for r, a in ordered)
-        out[(family, plat)] = StableBuild(contract.StableVariant(family), plat, rel.minor, build_accel, cuda, archs, names)
+        out[(family, plat)] = StableBuild(
+            contract.StableVariant(family), plat, rel.minor, build_accel, cuda, archs, names
+        )
     return out
 
 
-def _classify(data: compat.CompatData, rel: compat.TorchRelease, accel: str, python: str, abi: str,
-              platform: str, min_python: SpecifierSet) -> Optional[str]:
+def _classify(
+    data: compat.CompatData,
+    rel: compat.TorchRelease,
+    accel: str,
+    python: str,
+    abi: str,
+    platform: str,
+    min_python: SpecifierSet,
+) -> Optional[str]:
     """Why the combination is unavailable, or None when a job of ours serves it."""
     cuda = contract.cuda_from_accel(accel)
     label = f"torch {rel.minor}"
@@ -472,8 +504,10 @@ def _classify(data: compat.CompatData, rel: compat.TorchRelease, accel: str, pyt
         official = contract.official_cxx11_abi(rel.key, accel)
         if (abi == "cxx11") != official:
             variant = contract.Variant(rel.key, accel, abi == "cxx11")
-            return (f"PyTorch's {label} {accel} build uses the {'cxx11' if official else 'pre-cxx11'} ABI; "
-                    f"a {abi} torch builds locally as variant {variant.name}")
+            return (
+                f"PyTorch's {label} {accel} build uses the {'cxx11' if official else 'pre-cxx11'} ABI; "
+                f"a {abi} torch builds locally as variant {variant.name}"
+            )
     if cuda is not None and cuda not in data.cuda:  # parse() guarantees it; kept for direct callers
         return f"no arch list for CUDA {cuda}"
     return None
@@ -491,8 +525,19 @@ def _target(variant: contract.BuildVariant) -> tuple[int, int]:
     return variant.target if isinstance(variant, contract.StableVariant) else variant.torch_minor
 
 
-def _job(data: compat.CompatData, *, variant: contract.BuildVariant, build_variant: contract.Variant, rel: compat.TorchRelease, plat_name: str,
-         base: str, archs: str, serves_pythons: tuple[str, ...], stable: bool, serves: tuple[str, ...]) -> Job:
+def _job(
+    data: compat.CompatData,
+    *,
+    variant: contract.BuildVariant,
+    build_variant: contract.Variant,
+    rel: compat.TorchRelease,
+    plat_name: str,
+    base: str,
+    archs: str,
+    serves_pythons: tuple[str, ...],
+    stable: bool,
+    serves: tuple[str, ...],
+) -> Job:
     plat = data.platforms[plat_name]
     accel = build_variant.accel
     cuda = contract.cuda_from_accel(accel)
@@ -503,16 +548,40 @@ def _job(data: compat.CompatData, *, variant: contract.BuildVariant, build_varia
     wplat = wheel_platform_tag(plat_name, manylinux)
     wheel_filename = contract.wheel_filename(contract.PACKAGE_VERSION, variant, wplat)
     return Job(
-        id=job_id, variant=variant, platform=plat_name, os=plat.os, arch=plat.arch,
-        runs_on=plat.runs_on, torch_version=rel.latest, torch_index_url=index_url,
-        cuda=cuda, cuda_archs=archs, cxx11_abi=cxx11, manylinux=manylinux,
-        wheel_platform=wplat, wheel_filename=wheel_filename,
-        python=serves_pythons[0], cpp_std=rel.cpp_std, covers_pythons=serves_pythons,
+        id=job_id,
+        variant=variant,
+        platform=plat_name,
+        os=plat.os,
+        arch=plat.arch,
+        runs_on=plat.runs_on,
+        torch_version=rel.latest,
+        torch_index_url=index_url,
+        cuda=cuda,
+        cuda_archs=archs,
+        cxx11_abi=cxx11,
+        manylinux=manylinux,
+        wheel_platform=wplat,
+        wheel_filename=wheel_filename,
+        python=serves_pythons[0],
+        cpp_std=rel.cpp_std,
+        covers_pythons=serves_pythons,
         environment=_environment(
-            data, job_id=job_id, variant=variant, platform=plat, python=serves_pythons[0],
-            torch_version=rel.latest, index_url=index_url, cuda=cuda, archs=archs,
-            manylinux=manylinux, wheel_filename=wheel_filename, stable=stable),
-        stable_abi=stable, build_variant=build_variant, serves=serves,
+            data,
+            job_id=job_id,
+            variant=variant,
+            platform=plat,
+            python=serves_pythons[0],
+            torch_version=rel.latest,
+            index_url=index_url,
+            cuda=cuda,
+            archs=archs,
+            manylinux=manylinux,
+            wheel_filename=wheel_filename,
+            stable=stable,
+        ),
+        stable_abi=stable,
+        build_variant=build_variant,
+        serves=serves,
     )
 
 
@@ -534,14 +603,30 @@ def _stable_jobs(data: compat.CompatData, base: str, min_python: SpecifierSet) -
         # Build with the lowest CPython the build torch ships; serve every CPython a served torch ships.
         pythons = (build_pythons[0],) + tuple(sorted(covered - {build_pythons[0]}, key=compat.python_key))
         jobs[(family, plat_name)] = _job(
-            data, variant=sb.variant, build_variant=contract.Variant(rel.key, sb.build_accel), rel=rel,
-            plat_name=plat_name, base=base, archs=sb.archs, serves_pythons=pythons, stable=True, serves=sb.serves)
+            data,
+            variant=sb.variant,
+            build_variant=contract.Variant(rel.key, sb.build_accel),
+            rel=rel,
+            plat_name=plat_name,
+            base=base,
+            archs=sb.archs,
+            serves_pythons=pythons,
+            stable=True,
+            serves=sb.serves,
+        )
     return jobs
 
 
-def make_plan(data: Optional[compat.CompatData] = None, *, torch: Filter = None, accels: Filter = None,
-              platforms: Filter = None, pythons: Filter = None,
-              torch_index_base: Optional[str] = None, stable_abi: bool = True) -> Plan:
+def make_plan(
+    data: Optional[compat.CompatData] = None,
+    *,
+    torch: Filter = None,
+    accels: Filter = None,
+    platforms: Filter = None,
+    pythons: Filter = None,
+    torch_index_base: Optional[str] = None,
+    stable_abi: bool = True,
+) -> Plan:
     """Enumerate combinations and jobs (see module docstring). ``data`` defaults to ``compat.load()``.
 
     ``stable_abi=False``: every torch minor gets per-minor jobs (the matrix before the stable ABI)."""
@@ -575,24 +660,57 @@ def make_plan(data: Optional[compat.CompatData] = None, *, torch: Filter = None,
                     if serves:
                         cuda = contract.cuda_from_accel(accel)
                         archs = data.cuda[cuda].archs_for(data.platforms[plat_name].arch) if cuda else ""
-                        job = _job(data, variant=variant, build_variant=variant, rel=rel, plat_name=plat_name,
-                                   base=base, archs=archs, serves_pythons=serves, stable=False,
-                                   serves=(variant.name,))
+                        job = _job(
+                            data,
+                            variant=variant,
+                            build_variant=variant,
+                            rel=rel,
+                            plat_name=plat_name,
+                            base=base,
+                            archs=archs,
+                            serves_pythons=serves,
+                            stable=False,
+                            serves=(variant.name,),
+                        )
                 abis = ("cxx11", "pre-cxx11") if data.platforms[plat_name].os == "linux" else ("msvc",)
                 for python in python_list:
                     for abi in abis:
                         reason = _classify(data, rel, accel, python, abi, plat_name, min_python)
                         if reason is None and job is not None:
                             (stable_used if job.stable_abi else legacy)[job.id] = job
-                            how = (f" (stable ABI: every torch >= {job.variant.torch} with "
-                                   f"{'CPU' if job.family == 'cpu' else 'CUDA ' + job.family[2:]})") if job.stable_abi else ""
-                            combinations.append(Combination(
-                                minor, accel, python, abi, plat_name, "covered", job.id,
-                                f"served by {job.wheel_filename}{how}"))
+                            how = (
+                                (
+                                    f" (stable ABI: every torch >= {job.variant.torch} with "
+                                    f"{'CPU' if job.family == 'cpu' else 'CUDA ' + job.family[2:]})"
+                                )
+                                if job.stable_abi
+                                else ""
+                            )
+                            combinations.append(
+                                Combination(
+                                    minor,
+                                    accel,
+                                    python,
+                                    abi,
+                                    plat_name,
+                                    "covered",
+                                    job.id,
+                                    f"served by {job.wheel_filename}{how}",
+                                )
+                            )
                         else:
-                            combinations.append(Combination(
-                                minor, accel, python, abi, plat_name, "unavailable", None,
-                                reason or "no CPython this job could build with"))
+                            combinations.append(
+                                Combination(
+                                    minor,
+                                    accel,
+                                    python,
+                                    abi,
+                                    plat_name,
+                                    "unavailable",
+                                    None,
+                                    reason or "no CPython this job could build with",
+                                )
+                            )
     filters = {
         "torch": minors if torch is not None else None,
         "accels": accel_list if accels is not None else None,
@@ -601,8 +719,10 @@ def make_plan(data: Optional[compat.CompatData] = None, *, torch: Filter = None,
     }
     # Per-minor jobs by (torch minor, accel, platform), then the stable jobs by (target, family, platform).
     order = {"cpu": 0, "cu12": 1, "cu13": 2}
-    stable_sorted = sorted(stable_used.values(), key=lambda j: (_target(j.variant), order.get(j.family, 9), j.family,
-                                                                 list(data.platforms).index(j.platform)))
+    stable_sorted = sorted(
+        stable_used.values(),
+        key=lambda j: (_target(j.variant), order.get(j.family, 9), j.family, list(data.platforms).index(j.platform)),
+    )
     return Plan(data=data, filters=filters, combinations=combinations, jobs=list(legacy.values()) + stable_sorted)
 
 

@@ -201,15 +201,18 @@ def _connection_failure(url: str, exc: BaseException) -> str:
     reason = _reason(exc)
     host = urllib.parse.urlsplit(url).netloc or url
     if isinstance(reason, NameResolutionError):
-        return (f"Cannot fetch {url}: the host name {host!r} does not resolve (DNS); "
-                "check the URL (--index-url), your network and proxy settings")
+        return (
+            f"Cannot fetch {url}: the host name {host!r} does not resolve (DNS); "
+            "check the URL (--index-url), your network and proxy settings"
+        )
     if isinstance(reason, NewConnectionError):
         refused = "refused" in str(reason).lower()
         what = "the connection was refused" if refused else "no connection could be made"
-        return (f"Cannot fetch {url}: {what} ({host}); is the server running and the URL (--index-url) right? "
-                "Check your network and proxy settings")
-    return (f"Cannot fetch {url}: {exc.__class__.__name__}: {exc}; "
-            "check the URL, your network and proxy settings")
+        return (
+            f"Cannot fetch {url}: {what} ({host}); is the server running and the URL (--index-url) right? "
+            "Check your network and proxy settings"
+        )
+    return f"Cannot fetch {url}: {exc.__class__.__name__}: {exc}; check the URL, your network and proxy settings"
 
 
 def fetch_filenames(session: requests.Session, url: str, *, timeout: tuple[float, float]) -> list[str]:
@@ -219,11 +222,15 @@ def fetch_filenames(session: requests.Session, url: str, *, timeout: tuple[float
     except requests.exceptions.RequestException as exc:
         if not _is_timeout(exc):
             raise FetchError(_connection_failure(url, exc)) from None
-        raise FetchError(f"Timed out fetching {url} (timeout {timeout[0]}s connect / {timeout[1]}s read): {exc.__class__.__name__}; "
-                         "retry later or raise --timeout") from None
+        raise FetchError(
+            f"Timed out fetching {url} (timeout {timeout[0]}s connect / {timeout[1]}s read): {exc.__class__.__name__}; "
+            "retry later or raise --timeout"
+        ) from None
     if resp.status_code != 200:
-        raise FetchError(f"Cannot fetch {url}: HTTP {resp.status_code} {resp.reason or ''}".rstrip()
-                         + ("; is the accelerator name right?" if resp.status_code == 404 else "; retry later"))
+        raise FetchError(
+            f"Cannot fetch {url}: HTTP {resp.status_code} {resp.reason or ''}".rstrip()
+            + ("; is the accelerator name right?" if resp.status_code == 404 else "; retry later")
+        )
     ctype = resp.headers.get("Content-Type", "").split(";")[0].strip().lower()
     try:
         if ctype == PEP691_JSON:
@@ -235,8 +242,14 @@ def fetch_filenames(session: requests.Session, url: str, *, timeout: tuple[float
     raise FetchError(f"Unexpected content type {ctype!r} from {url} (expected {PEP691_JSON} or text/html)")
 
 
-def observe(base: str, accels: Iterable[str], *, session: Optional[requests.Session] = None,
-            timeout: tuple[float, float] = (10.0, 60.0), since: tuple[int, int] = (0, 0)) -> tuple[list[Observation], int]:
+def observe(
+    base: str,
+    accels: Iterable[str],
+    *,
+    session: Optional[requests.Session] = None,
+    timeout: tuple[float, float] = (10.0, 60.0),
+    since: tuple[int, int] = (0, 0),
+) -> tuple[list[Observation], int]:
     """Fetch every accel's torch page; returns (observations of minors >= since, pages fetched)."""
     session = session or make_session()
     out: list[Observation] = []
@@ -247,7 +260,9 @@ def observe(base: str, accels: Iterable[str], *, session: Optional[requests.Sess
         pages += 1
         found = [o for o in (classify(n, accel) for n in names) if o is not None]
         if not found:
-            raise FetchError(f"Index page {url} lists no torch wheels ({len(names)} links): truncated or not an index page")
+            raise FetchError(
+                f"Index page {url} lists no torch wheels ({len(names)} links): truncated or not an index page"
+            )
         out.extend(o for o in found if compat.minor_key(o.minor) >= since)
     return out, pages
 
@@ -256,8 +271,14 @@ def _pyset(values: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(set(values), key=compat.python_key))
 
 
-def rebuild(data: compat.CompatData, observations: Sequence[Observation], *, source: str,
-            since: tuple[int, int], allow_removals: bool = False) -> tuple[compat.CompatData, list[str]]:
+def rebuild(
+    data: compat.CompatData,
+    observations: Sequence[Observation],
+    *,
+    source: str,
+    since: tuple[int, int],
+    allow_removals: bool = False,
+) -> tuple[compat.CompatData, list[str]]:
     """New data with the availability of minors >= since taken from ``observations``; (data, warnings)."""
     warnings: list[str] = []
     cells: dict[str, dict[str, dict[str, set[str]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(set)))
@@ -265,7 +286,7 @@ def rebuild(data: compat.CompatData, observations: Sequence[Observation], *, sou
     for o in observations:
         cuda = contract.cuda_from_accel(o.accel)
         if cuda is not None and cuda not in data.cuda:
-            msg = f"{o.accel} (CUDA {cuda}) has no [cuda.\"{cuda}\"] arch list in the data: skipped; add one and refresh again"
+            msg = f'{o.accel} (CUDA {cuda}) has no [cuda."{cuda}"] arch list in the data: skipped; add one and refresh again'
             if msg not in warnings:
                 warnings.append(msg)
             continue
@@ -280,21 +301,27 @@ def rebuild(data: compat.CompatData, observations: Sequence[Observation], *, sou
             continue
         if minor not in cells:
             if not allow_removals:
-                raise FetchError(f"torch {minor} is in the data but on none of the fetched pages: refusing to drop it "
-                                 "(partial fetch?); rerun, or pass --allow-removals if PyTorch really removed it")
+                raise FetchError(
+                    f"torch {minor} is in the data but on none of the fetched pages: refusing to drop it "
+                    "(partial fetch?); rerun, or pass --allow-removals if PyTorch really removed it"
+                )
             del releases[minor]
             continue
         if not allow_removals:
             for accel in rel.builds:
                 if accel not in cells[minor] and contract.cuda_from_accel(accel) in (None, *data.cuda):
-                    raise FetchError(f"torch {minor} {accel} is in the data but not on the fetched {accel} page: refusing to "
-                                     "drop it (partial fetch?); pass --allow-removals if PyTorch really removed it")
+                    raise FetchError(
+                        f"torch {minor} {accel} is in the data but not on the fetched {accel} page: refusing to "
+                        "drop it (partial fetch?); pass --allow-removals if PyTorch really removed it"
+                    )
 
     previous: Optional[compat.TorchRelease] = None
     for minor in sorted(cells, key=compat.minor_key):
         by_accel = cells[minor]
-        builds = {a: tuple(p for p in compat.PLATFORMS if p in by_accel[a])
-                  for a in sorted(by_accel, key=lambda a: (a != "cpu", a))}
+        builds = {
+            a: tuple(p for p in compat.PLATFORMS if p in by_accel[a])
+            for a in sorted(by_accel, key=lambda a: (a != "cpu", a))
+        }
         sets = Counter(_pyset(pys) for plats in by_accel.values() for pys in plats.values())
         default = max(sets.items(), key=lambda kv: (kv[1], len(kv[0])))[0]
         overrides: dict[str, tuple[str, ...]] = {}
@@ -313,14 +340,26 @@ def rebuild(data: compat.CompatData, observations: Sequence[Observation], *, sou
         if old is None:
             base_rel = previous or next(iter(data.torch.values()))
             rel = compat.TorchRelease(
-                minor=minor, latest=str(latest[minor]), cpp_std=base_rel.cpp_std, pythons=default, builds=builds,
-                python_overrides=overrides, source=f"added by refresh; C++ standard assumed from torch {base_rel.minor}",
-                availability_source=source, confidence="low",
+                minor=minor,
+                latest=str(latest[minor]),
+                cpp_std=base_rel.cpp_std,
+                pythons=default,
+                builds=builds,
+                python_overrides=overrides,
+                source=f"added by refresh; C++ standard assumed from torch {base_rel.minor}",
+                availability_source=source,
+                confidence="low",
                 note=f"new release found by refresh: check its C++ standard (assumed C++{base_rel.cpp_std}) in RELEASE.md",
             )
         else:
-            rel = dataclasses.replace(old, latest=str(latest[minor]), pythons=default, builds=builds,
-                                      python_overrides=overrides, availability_source=source)
+            rel = dataclasses.replace(
+                old,
+                latest=str(latest[minor]),
+                pythons=default,
+                builds=builds,
+                python_overrides=overrides,
+                availability_source=source,
+            )
         releases[minor] = rel
         previous = rel
     ordered = {m: releases[m] for m in sorted(releases, key=compat.minor_key)}
@@ -374,10 +413,20 @@ def _header(path: Path) -> str:
     return "\n".join(lines)
 
 
-def refresh(data_path: Optional[str] = None, *, base: Optional[str] = None, extra_accels: Sequence[str] = (),
-            since: Optional[str] = None, output: Optional[str] = None, dry_run: bool = False,
-            allow_removals: bool = False, timeout: tuple[float, float] = (10.0, 60.0), retries: int = 3,
-            backoff: float = 0.5, session: Optional[requests.Session] = None) -> RefreshResult:
+def refresh(
+    data_path: Optional[str] = None,
+    *,
+    base: Optional[str] = None,
+    extra_accels: Sequence[str] = (),
+    since: Optional[str] = None,
+    output: Optional[str] = None,
+    dry_run: bool = False,
+    allow_removals: bool = False,
+    timeout: tuple[float, float] = (10.0, 60.0),
+    retries: int = 3,
+    backoff: float = 0.5,
+    session: Optional[requests.Session] = None,
+) -> RefreshResult:
     """Fetch, rebuild, validate and (unless ``dry_run`` or unchanged) write atomically."""
     path = Path(data_path) if data_path else compat.default_path()
     data = compat.load(path)
@@ -391,8 +440,13 @@ def refresh(data_path: Optional[str] = None, *, base: Optional[str] = None, extr
             raise FetchError(f"{exc}") from None
     accels = list(dict.fromkeys([*data.accels(), *extra_accels]))
     since_key = compat.minor_key(since) if since else min(r.key for r in data.torch.values())
-    observations, pages = observe(base_url, accels, session=session or make_session(retries=retries, backoff=backoff),
-                                  timeout=timeout, since=since_key)
+    observations, pages = observe(
+        base_url,
+        accels,
+        session=session or make_session(retries=retries, backoff=backoff),
+        timeout=timeout,
+        since=since_key,
+    )
     source = f"refresh of {base_url}/<accel>/torch/ ({', '.join(accels)}) on {datetime.date.today().isoformat()}"
     new, warnings = rebuild(data, observations, source=source, since=since_key, allow_removals=allow_removals)
     changes = describe_changes(data, new)
@@ -401,5 +455,6 @@ def refresh(data_path: Optional[str] = None, *, base: Optional[str] = None, extr
     if not dry_run and (changes or target != path or not target.exists()):
         compat_write.write_atomic(target, compat_write.dumps(new, header=_header(path)))
         written = True
-    return RefreshResult(old=data, new=new, changes=changes, warnings=warnings, written=written,
-                         pages=pages, wheels=len(observations))
+    return RefreshResult(
+        old=data, new=new, changes=changes, warnings=warnings, written=written, pages=pages, wheels=len(observations)
+    )

@@ -92,7 +92,7 @@ def auditwheel_command(dest_dir: str = "{dest_dir}", wheel: str = "{wheel}") -> 
 
 def delvewheel_command(dest_dir: str = "{dest_dir}", wheel: str = "{wheel}") -> str:
     """The cibuildwheel ``repair-wheel-command`` for Windows (delvewheel's ``--exclude`` is ``;``-separated)."""
-    return f"delvewheel repair --exclude \"{';'.join(WINDOWS_EXCLUDES)}\" -w {dest_dir} {wheel}"
+    return f'delvewheel repair --exclude "{";".join(WINDOWS_EXCLUDES)}" -w {dest_dir} {wheel}'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,13 +135,18 @@ def _reason(show_output: str) -> str:
         text = line.strip()
         if not text:
             continue
-        if re.search(r"(too-recent versioned symbols|is consistent with|GLIBC|GLIBCXX|CXXABI|external versioned|"
-                     r"cannot|not|platform tag)", text):
+        if re.search(
+            r"(too-recent versioned symbols|is consistent with|GLIBC|GLIBCXX|CXXABI|external versioned|"
+            r"cannot|not|platform tag)",
+            text,
+        ):
             keep.append(text)
     return " ".join(keep)[:1200] or show_output.strip()[:1200]
 
 
-def repair_linux(wheel: Path, dest_dir: Path, *, python: str = sys.executable, plat: Optional[str] = None) -> RepairResult:
+def repair_linux(
+    wheel: Path, dest_dir: Path, *, python: str = sys.executable, plat: Optional[str] = None
+) -> RepairResult:
     """``auditwheel repair`` with :data:`LINUX_EXCLUDES` into ``dest_dir``.
 
     Outside a manylinux image the binary may use glibc/libstdc++ symbols newer than any
@@ -175,7 +180,9 @@ def repair_linux(wheel: Path, dest_dir: Path, *, python: str = sys.executable, p
     shutil.copy2(wheel, kept)
     platform = wheel.name[: -len(".whl")].split("-")[-1]
     return RepairResult(
-        kept, platform, False,
+        kept,
+        platform,
+        False,
         f"kept {platform}: auditwheel could give no manylinux tag on this machine "
         f"(built outside a manylinux image) -- {_reason(output + ' ' + text)}",
     )

@@ -39,9 +39,15 @@ def source_hash(root: Path = REPO_ROOT) -> str:
     return digest.hexdigest()[:16]
 
 
-def cached_wheel(job_id: str, cache_root: Path, *, cuda_archs: Optional[str] = None,
-                 torch_index_url: Optional[str] = None, extra_args: tuple[str, ...] = (),
-                 timeout: float = 3600) -> Path:
+def cached_wheel(
+    job_id: str,
+    cache_root: Path,
+    *,
+    cuda_archs: Optional[str] = None,
+    torch_index_url: Optional[str] = None,
+    extra_args: tuple[str, ...] = (),
+    timeout: float = 3600,
+) -> Path:
     """The wheel of ``job_id`` for the current sources, built natively on first use.
 
     Cached under ``cache_root/<source hash>/<job>[-archs<...>]/`` (so a rerun with unchanged
@@ -64,10 +70,24 @@ def cached_wheel(job_id: str, cache_root: Path, *, cuda_archs: Optional[str] = N
         if len(found) == 1:
             return found[0]
         log = cache_root / f"{key}.log"
-        cmd = [sys.executable, "-m", "build_matrix", "build", "--job", job_id, "--native", "--out", str(out),
-               "--venv", str(cache_root / "venvs" / job_id), "--report", str(out.parent / f"{key}.report.json"),
-               *(["--cuda-archs", cuda_archs] if cuda_archs else []),
-               *(["--torch-index-url", torch_index_url] if torch_index_url is not None else []), *extra_args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "build_matrix",
+            "build",
+            "--job",
+            job_id,
+            "--native",
+            "--out",
+            str(out),
+            "--venv",
+            str(cache_root / "venvs" / job_id),
+            "--report",
+            str(out.parent / f"{key}.report.json"),
+            *(["--cuda-archs", cuda_archs] if cuda_archs else []),
+            *(["--torch-index-url", torch_index_url] if torch_index_url is not None else []),
+            *extra_args,
+        ]
         with open(log, "w") as fh:
             proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=REPO_ROOT, timeout=timeout)
         if proc.returncode != 0:

@@ -79,6 +79,7 @@ BUILD_TOOLS = frozenset(
     {"ninja", "setuptools", "wheel", "packaging", "cmake", "pybind11", "build", "cibuildwheel", "auditwheel"}
 )
 
+
 class WheelUnreadable(CheckError):
     """The file is not a wheel that can be opened."""
 
@@ -161,7 +162,9 @@ def _open(path: Path, workdir: Path) -> _Wheel:
         raise WheelUnreadable(f"Invalid wheel (cannot open as a zip archive: {exc}): {str(path)!r}") from None
     meta_names = [n for n in names if re.match(r"^[^/]+\.dist-info/METADATA$", n)]
     if len(meta_names) != 1:
-        raise WheelUnreadable(f"Invalid wheel (expected one *.dist-info/METADATA, found {len(meta_names)}): {str(path)!r}")
+        raise WheelUnreadable(
+            f"Invalid wheel (expected one *.dist-info/METADATA, found {len(meta_names)}): {str(path)!r}"
+        )
     metadata = email.parser.Parser().parsestr((workdir / meta_names[0]).read_text(encoding="utf-8"))
     try:
         wheel_name, name_error = contract.parse_wheel_name(path.name), None
@@ -214,7 +217,7 @@ def _check_metadata(w: _Wheel, exp: Expectation) -> CheckResult:
         problems.append("cannot tell the variant (the name does not parse), so the torch pin cannot be checked")
     else:
         pin = _torch_pin(variant)  # a stable wheel: torch>=2.10, no upper bound
-        want = SpecifierSet(pin[len("torch"):])
+        want = SpecifierSet(pin[len("torch") :])
         if not torch_reqs:
             problems.append(f"no Requires-Dist on torch (expected {pin})")
         elif len(torch_reqs) > 1 or torch_reqs[0].specifier != want:
@@ -272,7 +275,9 @@ def _legacy_record_problems(record: dict, v: contract.Variant) -> list[str]:
     if record.get("cxx11_abi") is not v.abi:
         problems.append(f"cxx11_abi {record.get('cxx11_abi')!r} != {v.abi!r} (the label's ABI)")
     if record.get("stable_abi_target") is not None:
-        problems.append(f"stable_abi_target {record.get('stable_abi_target')!r} in a per-torch-minor wheel (expected null)")
+        problems.append(
+            f"stable_abi_target {record.get('stable_abi_target')!r} in a per-torch-minor wheel (expected null)"
+        )
     return problems
 
 
@@ -295,8 +300,11 @@ def _check_build_record(w: _Wheel, exp: Expectation) -> CheckResult:
             problems.append(f"version {record.get('version')!r} != {str(wn.version)!r}")
         if record.get("variant") != v.name:
             problems.append(f"variant {record.get('variant')!r} != {v.name!r}")
-        problems += (_stable_record_problems(record, v) if isinstance(v, contract.StableVariant)
-                     else _legacy_record_problems(record, v))
+        problems += (
+            _stable_record_problems(record, v)
+            if isinstance(v, contract.StableVariant)
+            else _legacy_record_problems(record, v)
+        )
         major = _variant_cuda_major(v)
         if record.get("cuda_major") != major:
             problems.append(f"cuda_major {record.get('cuda_major')!r} != {major!r} (the label's)")
@@ -315,7 +323,8 @@ def _check_build_record(w: _Wheel, exp: Expectation) -> CheckResult:
     if problems:
         return CheckResult("build-record", "fail", "; ".join(problems))
     return CheckResult(
-        "build-record", "pass",
+        "build-record",
+        "pass",
         f"torch {record.get('torch_version')}, cuda {record.get('cuda_version')}, archs {record.get('cuda_archs')}",
     )
 
@@ -335,10 +344,21 @@ def _tool(module: str, script: str) -> Optional[list[str]]:
 def _check_contents(w: _Wheel, exp: Expectation) -> CheckResult:
     cmd = _tool("check_wheel_contents", "check-wheel-contents")
     if cmd is None:
-        return CheckResult("contents", "fail", "check-wheel-contents is not installed (pip install -r requirements-dev.txt)")
+        return CheckResult(
+            "contents", "fail", "check-wheel-contents is not installed (pip install -r requirements-dev.txt)"
+        )
     proc = subprocess.run(
-        [*cmd, "--no-config", "--toplevel", ",".join(contract.TOPLEVEL_ENTRIES), "--ignore", ",".join(CONTENTS_IGNORE), str(w.path)],
-        capture_output=True, text=True,
+        [
+            *cmd,
+            "--no-config",
+            "--toplevel",
+            ",".join(contract.TOPLEVEL_ENTRIES),
+            "--ignore",
+            ",".join(CONTENTS_IGNORE),
+            str(w.path),
+        ],
+        capture_output=True,
+        text=True,
     )
     out = (proc.stdout + proc.stderr).strip()
     if proc.returncode != 0:
@@ -400,7 +420,8 @@ def _check_cxx11_abi(w: _Wheel, exp: Expectation) -> CheckResult:
             return CheckResult("cxx11-abi", "fail", f"{rel}: no std::string symbol shows its C++ ABI")
         if abi != variant.abi:
             return CheckResult(
-                "cxx11-abi", "fail",
+                "cxx11-abi",
+                "fail",
                 f"{rel} uses the {'cxx11' if abi else 'pre-cxx11'} ABI but {variant} is labelled "
                 f"{'cxx11' if variant.abi else 'pre-cxx11'} (_GLIBCXX_USE_CXX11_ABI={int(variant.abi)})",
             )
@@ -434,11 +455,13 @@ def _check_abi3(w: _Wheel, exp: Expectation) -> CheckResult:
     try:
         report = json.loads(proc.stdout)
     except ValueError:
-        return CheckResult("abi3", "fail", f"abi3audit failed (exit {proc.returncode}): {(proc.stdout + proc.stderr).strip()[-800:]}")
+        return CheckResult(
+            "abi3", "fail", f"abi3audit failed (exit {proc.returncode}): {(proc.stdout + proc.stderr).strip()[-800:]}"
+        )
     problems = []
     audited = 0
     for spec in report.get("specs", {}).values():
-        for obj in (spec.get("wheel") or []):
+        for obj in spec.get("wheel") or []:
             audited += 1
             res = obj.get("result", {})
             for sym in res.get("non_abi3_symbols", []) or []:
@@ -474,15 +497,22 @@ def _check_cuda_archs(w: _Wheel, exp: Expectation, cuobjdump: Optional[str]) -> 
                 sass, ptx = embedded_cuda_archs(cuobjdump, elf)
                 if sass or ptx:
                     return CheckResult("cuda-archs", "fail", f"CPU wheel embeds CUDA code: {sorted(sass | ptx)}")
-        return CheckResult("cuda-archs", "pass" if cuobjdump else "skip", "CPU wheel: no CUDA code expected"
-                           + ("" if cuobjdump else " (cuobjdump not found, not verified)"))
+        return CheckResult(
+            "cuda-archs",
+            "pass" if cuobjdump else "skip",
+            "CPU wheel: no CUDA code expected" + ("" if cuobjdump else " (cuobjdump not found, not verified)"),
+        )
     if not planned:
         return CheckResult("cuda-archs", "fail", "no planned arch list (give --cuda-archs or a build record)")
     if not elves:
-        return CheckResult("cuda-archs", "skip", "no binary of this platform's format (check Windows wheels on Windows)")
+        return CheckResult(
+            "cuda-archs", "skip", "no binary of this platform's format (check Windows wheels on Windows)"
+        )
     if cuobjdump is None:
         status = "fail" if exp.require_cuobjdump else "skip"
-        return CheckResult("cuda-archs", status, "cuobjdump not found (pip install nvidia-cuda-cuobjdump, or set CUDA_HOME)")
+        return CheckResult(
+            "cuda-archs", status, "cuobjdump not found (pip install nvidia-cuda-cuobjdump, or set CUDA_HOME)"
+        )
     want_sass = {_arch_key(a) for a in planned}
     want_ptx = {_arch_key(a) for a in planned if a.endswith("+PTX")}
     got_sass: set[str] = set()
@@ -561,9 +591,14 @@ def check_wheel(
                 results.append(_check_cuda_archs(w, expectation, cuobjdump))
             else:
                 fn = {
-                    "name": _check_name, "metadata": _check_metadata, "build-record": _check_build_record,
-                    "contents": _check_contents, "needed": _check_needed, "cxx11-abi": _check_cxx11_abi,
-                    "abi3": _check_abi3, "stable-abi": _check_stable_abi,
+                    "name": _check_name,
+                    "metadata": _check_metadata,
+                    "build-record": _check_build_record,
+                    "contents": _check_contents,
+                    "needed": _check_needed,
+                    "cxx11-abi": _check_cxx11_abi,
+                    "abi3": _check_abi3,
+                    "stable-abi": _check_stable_abi,
                 }[name]
                 results.append(fn(w, expectation))
         return results
@@ -580,8 +615,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "NEEDED libraries, C++ ABI (from the binary's symbols), abi3 compliance and embedded CUDA archs. "
         "Exit 0 when every check passes, 11 when any fails or a wheel cannot be read."
     )
-    parser.add_argument("wheels", nargs="+", type=Path, metavar="WHEEL",
-                        help="wheel files, or directories whose *.whl files are all checked")
+    parser.add_argument(
+        "wheels",
+        nargs="+",
+        type=Path,
+        metavar="WHEEL",
+        help="wheel files, or directories whose *.whl files are all checked",
+    )
     parser.add_argument("--job", help="also require the variant/platform of this build job (from the plan)")
     parser.add_argument("--variant", help="also require this variant, e.g. torch2.7-cu128")
     parser.add_argument(

@@ -38,9 +38,14 @@ import causal_conv1d_contract as contract
 from build_support import prebuilt
 
 __all__ = [
-    "get_requires_for_build_sdist", "build_sdist",
-    "get_requires_for_build_wheel", "prepare_metadata_for_build_wheel", "build_wheel",
-    "get_requires_for_build_editable", "prepare_metadata_for_build_editable", "build_editable",
+    "get_requires_for_build_sdist",
+    "build_sdist",
+    "get_requires_for_build_wheel",
+    "prepare_metadata_for_build_wheel",
+    "build_wheel",
+    "get_requires_for_build_editable",
+    "prepare_metadata_for_build_editable",
+    "build_editable",
 ]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -115,8 +120,11 @@ def _expose_target_torch(outcome: Optional[prebuilt.Outcome]) -> None:
         if site not in sys.path:
             sys.path.append(site)
             os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), site]))
-            print(f"causal-conv1d: compiling against torch {info.version} from {site} "
-                  "(the build environment has none)", file=sys.stderr, flush=True)
+            print(
+                f"causal-conv1d: compiling against torch {info.version} from {site} (the build environment has none)",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def _write_metadata_from_wheel(wheel: Path, metadata_directory: Path) -> str:
@@ -185,8 +193,9 @@ def _stashed(metadata_directory: Optional[str]) -> tuple[bool, Optional[Path]]:
 
 
 @_one_error_block
-def build_wheel(wheel_directory: str, config_settings: Optional[dict[str, Any]] = None,
-                metadata_directory: Optional[str] = None) -> str:
+def build_wheel(
+    wheel_directory: str, config_settings: Optional[dict[str, Any]] = None, metadata_directory: Optional[str] = None
+) -> str:
     decided, wheel = _stashed(metadata_directory)
     outcome: Optional[prebuilt.Outcome] = None
     if not decided:
@@ -207,7 +216,8 @@ def build_wheel(wheel_directory: str, config_settings: Optional[dict[str, Any]] 
 
 
 @_one_error_block
-def build_editable(wheel_directory: str, config_settings: Optional[dict[str, Any]] = None,
-                   metadata_directory: Optional[str] = None) -> str:
+def build_editable(
+    wheel_directory: str, config_settings: Optional[dict[str, Any]] = None, metadata_directory: Optional[str] = None
+) -> str:
     _expose_target_torch(None)
     return _st.build_editable(wheel_directory, config_settings, metadata_directory)

@@ -14,7 +14,15 @@ import sysconfig
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["CudaToolkit", "DEFAULT_CUDA_ROOTS", "TORCH_NEEDED_CUDA_HEADERS", "find_cuda_toolkit", "assemble_cuda_home", "missing_torch_headers", "pip_header_dirs"]
+__all__ = [
+    "CudaToolkit",
+    "DEFAULT_CUDA_ROOTS",
+    "TORCH_NEEDED_CUDA_HEADERS",
+    "find_cuda_toolkit",
+    "assemble_cuda_home",
+    "missing_torch_headers",
+    "pip_header_dirs",
+]
 
 #: Fixed places a toolkit is looked for after CUDA_HOME/CUDA_PATH and nvcc on PATH.
 DEFAULT_CUDA_ROOTS: list[str] = [] if os.name == "nt" else ["/usr/local/cuda"]
@@ -31,7 +39,6 @@ class CudaToolkit:
     complete: bool = False  # home/include and home/lib64 usable by torch's build helpers as-is
 
 
-
 def _nvcc_version(nvcc: str) -> Optional[str]:
     try:
         out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60, check=False).stdout
@@ -44,8 +51,14 @@ def _nvcc_version(nvcc: str) -> Optional[str]:
 def _nvcc_top(nvcc: str) -> Optional[str]:
     """The toolkit root nvcc really uses (follows wrapper scripts): ``TOP`` of ``nvcc -dryrun``."""
     try:
-        out = subprocess.run([nvcc, "-dryrun", "-c", "x.cu", "-o", "x.o"], capture_output=True, text=True,
-                             timeout=60, check=False, cwd=os.path.expanduser("~") if os.name != "nt" else None)
+        out = subprocess.run(
+            [nvcc, "-dryrun", "-c", "x.cu", "-o", "x.o"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            cwd=os.path.expanduser("~") if os.name != "nt" else None,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     m = re.search(r"^#\$ TOP=(.+)$", out.stdout + out.stderr, re.M)

@@ -16,8 +16,12 @@ __all__ = ["Compiler", "GCC_RANGE", "gcc_range", "host_compiler", "host_compiler
 #: policy" table of each CUDA release's Linux installation guide. Keys are the first CUDA
 #: release of each range; a newer CUDA inherits the closest entry below it.
 GCC_RANGE: dict[tuple[int, int], tuple[int, int]] = {
-    (11, 0): (6, 9), (11, 1): (6, 10), (11, 4): (6, 11),
-    (12, 0): (6, 12), (12, 4): (7, 13), (12, 8): (7, 14),
+    (11, 0): (6, 9),
+    (11, 1): (6, 10),
+    (11, 4): (6, 11),
+    (12, 0): (6, 12),
+    (12, 4): (7, 13),
+    (12, 8): (7, 14),
     (13, 0): (8, 15),
 }
 
@@ -29,12 +33,12 @@ class Compiler:
     version: Optional[str]
 
 
-
 def has_shared_libstdcxx(compiler: str) -> bool:
     """Whether a gcc-like compiler links a shared libstdc++ (``-print-file-name`` finds the .so)."""
     try:
-        proc = subprocess.run([compiler, "-print-file-name=libstdc++.so"], capture_output=True, text=True,
-                              timeout=30, check=False)
+        proc = subprocess.run(
+            [compiler, "-print-file-name=libstdc++.so"], capture_output=True, text=True, timeout=30, check=False
+        )
     except (OSError, subprocess.SubprocessError):
         return True  # cannot tell: do not second-guess the user's compiler
     out = proc.stdout.strip()
@@ -57,8 +61,9 @@ def host_compiler_at(name: str) -> Compiler:
         return Compiler(None, None, None)
     try:
         out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30, check=False).stdout
-        full = subprocess.run([path, "-dumpfullversion", "-dumpversion"], capture_output=True, text=True,
-                              timeout=30, check=False).stdout.strip()
+        full = subprocess.run(
+            [path, "-dumpfullversion", "-dumpversion"], capture_output=True, text=True, timeout=30, check=False
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return Compiler(path, None, None)
     kind = "clang" if "clang" in out.lower() else "gcc"

@@ -38,10 +38,27 @@ from causal_conv1d_contract import net
 from causal_conv1d_contract.net import IndexClientError as IndexError_
 
 __all__ = [
-    "ENV_PREBUILT_ONLY", "Candidate", "Outcome", "IndexError_", "find_target_torch", "target_variant",
-    "index_base", "fetch_candidates", "select", "download", "fetch_prebuilt", "settings_skip_reason",
-    "lookups", "find_candidate", "parse_page", "restamp", "copy_into", "in_pip_isolation", "probe",
-    "will_build_locally", "VerificationFailed",
+    "ENV_PREBUILT_ONLY",
+    "Candidate",
+    "Outcome",
+    "IndexError_",
+    "find_target_torch",
+    "target_variant",
+    "index_base",
+    "fetch_candidates",
+    "select",
+    "download",
+    "fetch_prebuilt",
+    "settings_skip_reason",
+    "lookups",
+    "find_candidate",
+    "parse_page",
+    "restamp",
+    "copy_into",
+    "in_pip_isolation",
+    "probe",
+    "will_build_locally",
+    "VerificationFailed",
 ]
 
 #: TRUE: never compile; stop with a message when no verified prebuilt wheel is available.
@@ -142,8 +159,13 @@ def fetch_prebuilt(dest_dir: Path) -> Outcome:
     try:
         if cand is None:
             raise IndexError_("; ".join(misses))
-        downloaded = download(cand, dest_dir / ".download", contract.parse_wheel_name(cand.filename).variant,
-                              timeout=TIMEOUT_S, retries=RETRIES)
+        downloaded = download(
+            cand,
+            dest_dir / ".download",
+            contract.parse_wheel_name(cand.filename).variant,
+            timeout=TIMEOUT_S,
+            retries=RETRIES,
+        )
         try:
             wheel = restamp(downloaded, dest_dir, cand.url, cand.sha256 or "")
         finally:

@@ -30,7 +30,6 @@ class TorchInfo:
         return "rocm" if self.hip else ("cuda" if self.cuda else "cpu")
 
 
-
 _TORCH_PROBE = r"""
 import json, sys
 try:
@@ -70,8 +69,9 @@ print(json.dumps({"importable": True, "version": str(ns["__version__"]), "cuda":
 """
 
 
-def torch_info(executable: Optional[str] = None, env: Optional[dict[str, str]] = None, timeout: float = 120,
-               fast: bool = False) -> TorchInfo:
+def torch_info(
+    executable: Optional[str] = None, env: Optional[dict[str, str]] = None, timeout: float = 120, fast: bool = False
+) -> TorchInfo:
     """The torch of this interpreter (in-process), or of ``executable`` run with ``env``.
 
     ``fast`` (other interpreters on Linux): read torch's files instead of importing it.
@@ -82,20 +82,31 @@ def torch_info(executable: Optional[str] = None, env: Optional[dict[str, str]] =
         except Exception as exc:  # noqa: BLE001  (a broken torch raises more than ImportError)
             return TorchInfo(False, error=f"{type(exc).__name__}: {exc}")
         return TorchInfo(
-            True, str(torch.__version__), torch.version.cuda, getattr(torch.version, "hip", None),
-            bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", False)), str(torch.__file__),
+            True,
+            str(torch.__version__),
+            torch.version.cuda,
+            getattr(torch.version, "hip", None),
+            bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", False)),
+            str(torch.__file__),
         )
     if fast and sys.platform.startswith("linux"):
         try:
-            out = subprocess.run([executable, "-c", _TORCH_FAST_PROBE], capture_output=True, text=True, env=env,
-                                 timeout=timeout, check=False)
+            out = subprocess.run(
+                [executable, "-c", _TORCH_FAST_PROBE],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=timeout,
+                check=False,
+            )
             if out.returncode == 0:
                 return TorchInfo(**json.loads(out.stdout.strip().splitlines()[-1]))
         except (OSError, subprocess.SubprocessError, ValueError, IndexError, TypeError, KeyError):
             pass  # the full import below decides
     try:
-        out = subprocess.run([executable, "-c", _TORCH_PROBE], capture_output=True, text=True, env=env,
-                             timeout=timeout, check=False)
+        out = subprocess.run(
+            [executable, "-c", _TORCH_PROBE], capture_output=True, text=True, env=env, timeout=timeout, check=False
+        )
         data = json.loads(out.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.SubprocessError, ValueError, IndexError) as exc:
         return TorchInfo(False, error=f"could not run {executable}: {exc}")

@@ -45,14 +45,18 @@ def find_target_torch() -> tuple[TorchInfo, str]:
         user = torch_info(sys.executable, env=env, fast=True)
         if user.importable:
             if here.importable and here.version != user.version:
-                why = (f"pip's isolated build environment has torch {here.version}, which is not the torch you "
-                       f"install into; ")
+                why = (
+                    f"pip's isolated build environment has torch {here.version}, which is not the torch you "
+                    f"install into; "
+                )
             else:
                 why = "pip builds in an isolated environment, so "
             return user, f"{why}using the torch of your interpreter {sys.executable} ({user.location})"
         if here.importable:
-            return here, (f"your interpreter {sys.executable} has no torch ({user.error}); using the torch of the "
-                          f"isolated build environment ({here.location})")
+            return here, (
+                f"your interpreter {sys.executable} has no torch ({user.error}); using the torch of the "
+                f"isolated build environment ({here.location})"
+            )
         return user, f"no torch in your interpreter {sys.executable} nor in pip's isolated build environment"
     base = getattr(sys, "_base_executable", None)
     if not here.importable and base and base != sys.executable:

@@ -60,6 +60,7 @@ class VerificationFailed(Exception):
         ]
         return "\n".join(lines)
 
+
 def _check_wheel(path: Path, variant: contract.BuildVariant) -> None:
     """A readable zip whose build record names the variant (the file name already did)."""
     try:
@@ -76,8 +77,14 @@ def _check_wheel(path: Path, variant: contract.BuildVariant) -> None:
         raise IndexError_(f"not a valid wheel ({exc})") from None
 
 
-def download(c: Candidate, dest_dir: Path, variant: contract.BuildVariant, *,
-             timeout: float = net.DEFAULT_TIMEOUT_S, retries: int = 3) -> Path:
+def download(
+    c: Candidate,
+    dest_dir: Path,
+    variant: contract.BuildVariant,
+    *,
+    timeout: float = net.DEFAULT_TIMEOUT_S,
+    retries: int = 3,
+) -> Path:
     """Download, verify and atomically place ``c`` in dest_dir. Raises IndexError_."""
     if not c.sha256:
         raise IndexError_(f"the index publishes no sha256 for {c.filename}; refusing an unverifiable wheel")
@@ -95,6 +102,7 @@ def download(c: Candidate, dest_dir: Path, variant: contract.BuildVariant, *,
         retry = True
         try:
             with os.fdopen(fd, "wb") as fh:
+
                 def sink(chunk: bytes, _digest: hashlib._Hash = digest, _fh: IO[bytes] = fh) -> None:
                     nonlocal size
                     _digest.update(chunk)
@@ -115,8 +123,9 @@ def download(c: Candidate, dest_dir: Path, variant: contract.BuildVariant, *,
                         pass  # the size check below names it
             got = digest.hexdigest()
             if c.size is not None and size != c.size:
-                raise VerificationFailed(c.filename, c.url, "size", f"{c.size} bytes",
-                                         f"{size}{'+' if size > c.size else ''} bytes", got)
+                raise VerificationFailed(
+                    c.filename, c.url, "size", f"{c.size} bytes", f"{size}{'+' if size > c.size else ''} bytes", got
+                )
             if expected_len is not None and size != expected_len:
                 raise IndexError_(f"truncated download ({size} of {expected_len} bytes)")
             if got != c.sha256:
@@ -174,7 +183,7 @@ def restamp(wheel: Path, dest_dir: Path, source_url: str, sha256: str) -> Path:
                 data = zin.read(info)
                 name = info.filename
                 if name.startswith(old_di + "/"):
-                    name = new_di + name[len(old_di):]
+                    name = new_di + name[len(old_di) :]
                     if name == f"{new_di}/METADATA":
                         data = _set_version(data, public)
                 new = zipfile.ZipInfo(name, date_time=info.date_time)
@@ -185,7 +194,9 @@ def restamp(wheel: Path, dest_dir: Path, source_url: str, sha256: str) -> Path:
             zout.writestr(zipfile.ZipInfo(f"{new_di}/PREBUILT.json", date_time=(1980, 1, 1, 0, 0, 0)), marker)
             record.append(_record_line(f"{new_di}/PREBUILT.json", marker))
             record.append(f"{new_di}/RECORD,,")
-            zout.writestr(zipfile.ZipInfo(f"{new_di}/RECORD", date_time=(1980, 1, 1, 0, 0, 0)), "\n".join(record) + "\n")
+            zout.writestr(
+                zipfile.ZipInfo(f"{new_di}/RECORD", date_time=(1980, 1, 1, 0, 0, 0)), "\n".join(record) + "\n"
+            )
         os.replace(tmp, out)
     except (zipfile.BadZipFile, KeyError, OSError) as exc:
         raise IndexError_(f"cannot re-label {wheel.name}: {exc}") from None
@@ -204,6 +215,7 @@ def _set_version(metadata: bytes, version: str) -> bytes:
             lines[i] = f"Version: {version}"
             return "\n".join(lines).encode("utf-8")
     raise IndexError_("METADATA has no Version header")
+
 
 def copy_into(wheel: Path, wheel_directory: Path) -> Path:
     dest = Path(wheel_directory) / wheel.name

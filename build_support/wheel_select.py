@@ -50,13 +50,22 @@ def parse_page(body: bytes, content_type: str, page_url: str) -> list[Candidate]
 
 
 def fetch_candidates(page_url: str, *, timeout: float = net.DEFAULT_TIMEOUT_S, retries: int = 3) -> list[Candidate]:
-    page = net.fetch_page(page_url, accept=net.ACCEPT_ANY, timeout=timeout, retries=retries,
-                                   deadline_s=PAGE_DEADLINE_S, user_agent="causal-conv1d-setup")
+    page = net.fetch_page(
+        page_url,
+        accept=net.ACCEPT_ANY,
+        timeout=timeout,
+        retries=retries,
+        deadline_s=PAGE_DEADLINE_S,
+        user_agent="causal-conv1d-setup",
+    )
     return parse_page(page.body, page.content_type, page.url)
 
 
-def select(candidates: list[Candidate], variant: Union[contract.BuildVariant, Sequence[contract.BuildVariant]],
-           supported: Optional[list[_tags.Tag]] = None) -> tuple[Optional[Candidate], str]:
+def select(
+    candidates: list[Candidate],
+    variant: Union[contract.BuildVariant, Sequence[contract.BuildVariant]],
+    supported: Optional[list[_tags.Tag]] = None,
+) -> tuple[Optional[Candidate], str]:
     """(the best candidate or None, why none). ``variant``: the accepted wheel variant, or a tuple of
     them (a Variant and its StableVariant); at the same tag rank a stable-ABI wheel wins."""
     accepted = tuple(variant) if isinstance(variant, (tuple, list)) else (variant,)
@@ -92,8 +101,10 @@ def select(candidates: list[Candidate], variant: Union[contract.BuildVariant, Se
     if best is not None:
         return best[1], ""
     if seen_platforms:
-        return None, (f"no {contract.PACKAGE_VERSION} wheel compatible with this platform "
-                      f"(index has: {', '.join(sorted(seen_platforms))})")
+        return None, (
+            f"no {contract.PACKAGE_VERSION} wheel compatible with this platform "
+            f"(index has: {', '.join(sorted(seen_platforms))})"
+        )
     if seen_versions:
         return None, f"no {contract.PACKAGE_VERSION} wheel (index has versions {', '.join(sorted(seen_versions))})"
     return None, "no wheel"
@@ -114,8 +125,9 @@ def lookups(variant: contract.Variant, base: str) -> list[tuple[str, tuple[contr
     return pages
 
 
-def find_candidate(variant: contract.Variant, base: str, *, timeout: float = net.DEFAULT_TIMEOUT_S,
-                   retries: int = 3) -> tuple[Optional[Candidate], str, list[str]]:
+def find_candidate(
+    variant: contract.Variant, base: str, *, timeout: float = net.DEFAULT_TIMEOUT_S, retries: int = 3
+) -> tuple[Optional[Candidate], str, list[str]]:
     """(the wheel to use or None, the page it is on, why not: one line per page asked)."""
     why: list[str] = []
     for page, accepted in lookups(variant, base):

@@ -27,4 +27,10 @@ if _IMPORT_ERROR is None:
     from causal_conv1d.causal_conv1d_interface import causal_conv1d_fn, causal_conv1d_update  # noqa: E402
     from causal_conv1d.varlen import causal_conv1d_update_spec, causal_conv1d_varlen_fn  # noqa: E402
 
-__all__ = ["causal_conv1d_fn", "causal_conv1d_update", "causal_conv1d_varlen_fn", "causal_conv1d_update_spec", "__version__"]
+__all__ = [
+    "causal_conv1d_fn",
+    "causal_conv1d_update",
+    "causal_conv1d_varlen_fn",
+    "causal_conv1d_update_spec",
+    "__version__",
+]

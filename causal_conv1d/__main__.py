@@ -13,8 +13,10 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: python -m causal_conv1d doctor [--json] [--offline]\n\n"
-              "  doctor   diagnose torch, CUDA, compiler, this build and print the install commands")
+        print(
+            "usage: python -m causal_conv1d doctor [--json] [--offline]\n\n"
+            "  doctor   diagnose torch, CUDA, compiler, this build and print the install commands"
+        )
         return 0 if argv else 2
     if argv[0] != "doctor":
         print(f"python -m causal_conv1d: unknown command {argv[0]!r} (expected: doctor)", file=sys.stderr)

@@ -111,8 +111,10 @@ def _reinstall_hint() -> str:
     project of that name): python -m causal_conv1d doctor gives the wheel command for this torch."""
     base, note = _site()
     sdist = _commands.sdist_commands(base)["pip"]
-    return (f"Run python -m causal_conv1d doctor for the wheel that matches your torch, or reinstall from source: "
-            f"{sdist}{note}")
+    return (
+        f"Run python -m causal_conv1d doctor for the wheel that matches your torch, or reinstall from source: "
+        f"{sdist}{note}"
+    )
 
 
 def _minor(version: Optional[str]) -> Optional[tuple[int, int]]:
@@ -166,9 +168,11 @@ def _stable_mismatches(record: contract.BuildRecord, torch_version: str, torch_c
     if sv is not None:
         sentence = sv.refusal(torch_version, torch_cuda)
         return [] if sentence is None else [sentence]
-    return [f"its build record names a stable-ABI build this version does not know (stable_abi_target "
-            f"{record.get('stable_abi_target')!r}, cuda_major {record.get('cuda_major')!r}), and torch {torch_version} "
-            f"({_cuda_label(torch_cuda)}) is running"]
+    return [
+        f"its build record names a stable-ABI build this version does not know (stable_abi_target "
+        f"{record.get('stable_abi_target')!r}, cuda_major {record.get('cuda_major')!r}), and torch {torch_version} "
+        f"({_cuda_label(torch_cuda)}) is running"
+    ]
 
 
 def limitation(record: Optional[contract.BuildRecord], torch_version: str, torch_cuda: Optional[str]) -> Optional[str]:
@@ -180,7 +184,9 @@ def limitation(record: Optional[contract.BuildRecord], torch_version: str, torch
     return None if sv is None else sv.limitation(torch_version, torch_cuda)
 
 
-def mismatches(record: contract.BuildRecord, torch_version: str, torch_cuda: Optional[str], torch_abi: Optional[bool]) -> list[str]:
+def mismatches(
+    record: contract.BuildRecord, torch_version: str, torch_cuda: Optional[str], torch_abi: Optional[bool]
+) -> list[str]:
     """Human-readable differences between a build record and a torch build; ``[]`` when compatible.
 
     Per-torch-minor record: compared are torch major.minor, the CUDA major.minor of torch's build
@@ -212,8 +218,14 @@ def mismatches(record: contract.BuildRecord, torch_version: str, torch_cuda: Opt
     return problems
 
 
-def fix_instructions(record: contract.BuildRecord, torch_version: str, torch_cuda: Optional[str],
-                     torch_abi: Optional[bool], *, base: Optional[str] = None) -> str:
+def fix_instructions(
+    record: contract.BuildRecord,
+    torch_version: str,
+    torch_cuda: Optional[str],
+    torch_abi: Optional[bool],
+    *,
+    base: Optional[str] = None,
+) -> str:
     """What to run to get a binary that matches the running torch (pip commands, index URL).
     ``base``: the site (default: ``contract.index_base()``)."""
     note = ""
@@ -227,10 +239,14 @@ def fix_instructions(record: contract.BuildRecord, torch_version: str, torch_cud
     lines = [f"The running torch is variant {variant.name}."]
     wanted = wheel_variant(variant)
     if wanted is not variant:  # torch >= 2.10: the stable-ABI wheel of its family, whatever its C++ ABI
-        lines.append(f"It is served by the stable-ABI wheel {wanted.name} (one wheel for every torch >= {wanted.torch} "
-                     f"of its family) at {contract.variant_index_url(base, wanted)}")
+        lines.append(
+            f"It is served by the stable-ABI wheel {wanted.name} (one wheel for every torch >= {wanted.torch} "
+            f"of its family) at {contract.variant_index_url(base, wanted)}"
+        )
         if variant.is_official:
-            lines.append(f"(the page of this torch minor, {contract.variant_index_url(base, variant)}, links the same wheel)")
+            lines.append(
+                f"(the page of this torch minor, {contract.variant_index_url(base, variant)}, links the same wheel)"
+            )
         lines += _matching_build_lines(base, wanted, public, torch_version, torch_accel=variant.accel)
     elif variant.is_official:
         lines += _matching_build_lines(base, variant, public, torch_version)
@@ -264,8 +280,9 @@ def wheel_variant(variant: contract.Variant) -> contract.BuildVariant:
     return variant if stable is None else stable
 
 
-def _matching_build_lines(base: str, variant: contract.BuildVariant, public: str, torch_version: str,
-                          torch_accel: Optional[str] = None) -> list[str]:
+def _matching_build_lines(
+    base: str, variant: contract.BuildVariant, public: str, torch_version: str, torch_accel: Optional[str] = None
+) -> list[str]:
     """Where the matching wheel is and the pip / uv commands that install it next to the running torch
     (torch pinned to its public version, so the command keeps it; PyTorch's index of the same build
     for a venv where it is missing). ``variant`` may be a stable-ABI build; ``torch_accel`` is then the
@@ -283,8 +300,7 @@ def _running_torch() -> tuple[str, Optional[str], Optional[bool]]:
         import torch  # noqa: PLC0415
     except ImportError as exc:
         raise ImportError(
-            f"causal-conv1d needs PyTorch, which cannot be imported ({exc}). "
-            + _commands.no_torch_advice(_site()[0])
+            f"causal-conv1d needs PyTorch, which cannot be imported ({exc}). " + _commands.no_torch_advice(_site()[0])
         ) from exc
     abi = getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", None)
     return str(torch.__version__), torch.version.cuda, None if abi is None else bool(abi)

@@ -68,8 +68,10 @@ def check_devices(x: Tensor, **tensors: Optional[Tensor]) -> None:
             continue
         hint = ""
         if "meta" in (t.device.type, x.device.type):
-            hint = ("; tensors on the meta device hold no data (e.g. weights left unmaterialised after an "
-                    "empty-weights init): materialise and load them first (module.to_empty(device=...))")
+            hint = (
+                "; tensors on the meta device hold no data (e.g. weights left unmaterialised after an "
+                "empty-weights init): materialise and load them first (module.to_empty(device=...))"
+            )
         raise RuntimeError(f"{name} must be on the same device as x ({x.device}), got {t.device}{hint}")
 
 
@@ -104,8 +106,15 @@ def _bwd_fake(
     return_dinitial_states: bool,
     silu: bool,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    check_devices(x, weight=weight, bias=bias, dout=dout, seq_idx=seq_idx, initial_states=initial_states,
-                  dfinal_states=dfinal_states)
+    check_devices(
+        x,
+        weight=weight,
+        bias=bias,
+        dout=dout,
+        seq_idx=seq_idx,
+        initial_states=initial_states,
+        dfinal_states=dfinal_states,
+    )
     batch, dim, seqlen = x.shape
     width = weight.shape[1]
     channel_last = is_channel_last(x)
@@ -129,8 +138,14 @@ def _update_fake(
     cache_seqlens: Optional[Tensor],
     conv_state_indices: Optional[Tensor],
 ) -> Tensor:
-    check_devices(x, conv_state=conv_state, weight=weight, bias=bias, cache_seqlens=cache_seqlens,
-                  conv_state_indices=conv_state_indices)
+    check_devices(
+        x,
+        conv_state=conv_state,
+        weight=weight,
+        bias=bias,
+        cache_seqlens=cache_seqlens,
+        conv_state_indices=conv_state_indices,
+    )
     if x.dim() == 2:  # one token, (batch, dim): out (batch, dim), contiguous like the kernels'
         return x.new_empty(x.shape)
     batch, dim, seqlen = x.shape
@@ -155,10 +170,16 @@ def _varlen_fwd_fake(
     block_size_to_align: int,
 ) -> Tensor:
     check_devices(
-        x, weight=weight, bias=bias, conv_states=conv_states, query_start_loc=query_start_loc,
-        cache_indices=cache_indices, has_initial_state=has_initial_state,
+        x,
+        weight=weight,
+        bias=bias,
+        conv_states=conv_states,
+        query_start_loc=query_start_loc,
+        cache_indices=cache_indices,
+        has_initial_state=has_initial_state,
         block_idx_first_scheduled_token=block_idx_first_scheduled_token,
-        block_idx_last_scheduled_token=block_idx_last_scheduled_token, initial_state_idx=initial_state_idx,
+        block_idx_last_scheduled_token=block_idx_last_scheduled_token,
+        initial_state_idx=initial_state_idx,
         num_computed_tokens=num_computed_tokens,
     )
     # out (dim, total_tokens): x's dtype, in x's layout (csrc/varlen_checks.h, empty_dt)
@@ -185,9 +206,15 @@ def _spec_update_fake(
     retrieve_parent_token: Optional[Tensor],
 ) -> Tensor:
     check_devices(
-        x, conv_state=conv_state, weight=weight, bias=bias, conv_state_indices=conv_state_indices,
-        num_accepted_tokens=num_accepted_tokens, query_start_loc=query_start_loc,
-        block_idx_last_scheduled_token=block_idx_last_scheduled_token, initial_state_idx=initial_state_idx,
+        x,
+        conv_state=conv_state,
+        weight=weight,
+        bias=bias,
+        conv_state_indices=conv_state_indices,
+        num_accepted_tokens=num_accepted_tokens,
+        query_start_loc=query_start_loc,
+        block_idx_last_scheduled_token=block_idx_last_scheduled_token,
+        initial_state_idx=initial_state_idx,
         retrieve_parent_token=retrieve_parent_token,
     )
     # out: x's shape and dtype; a 2-D x ((batch, dim) or, ragged, (num_tokens, dim)) gives a

@@ -85,8 +85,9 @@ def update_ref(
             st.copy_(full[:, full.shape[-1] - state_len :])
         else:
             c = int(cache_seqlens[b])
-            hidx = torch.tensor([(c - (width - 1) + j) % state_len for j in range(width - 1)], device=x.device,
-                                dtype=torch.long)
+            hidx = torch.tensor(
+                [(c - (width - 1) + j) % state_len for j in range(width - 1)], device=x.device, dtype=torch.long
+            )
             hist = st[:, hidx].clone()
             for t in range(seqlen):
                 st[:, (c + t) % state_len] = x[b, :, t]

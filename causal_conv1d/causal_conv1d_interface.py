@@ -182,7 +182,9 @@ def causal_conv1d_ref(
     dim, width = weight.shape
     if seq_idx is not None:
         if tuple(seq_idx.shape) != (x.shape[0], seqlen):
-            raise ValueError(f"seq_idx must have shape (batch, seqlen) = {(x.shape[0], seqlen)}, got {tuple(seq_idx.shape)}")
+            raise ValueError(
+                f"seq_idx must have shape (batch, seqlen) = {(x.shape[0], seqlen)}, got {tuple(seq_idx.shape)}"
+            )
         if return_final_states:
             raise ValueError("return_final_states must be False when seq_idx is given")
         seq_idx = seq_idx.to(device=x.device, dtype=torch.long)

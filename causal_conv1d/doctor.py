@@ -106,7 +106,9 @@ def torch_section() -> dict[str, Any]:
         if torch.cuda.is_available():
             for i in range(torch.cuda.device_count()):
                 major, minor = torch.cuda.get_device_capability(i)
-                info["gpus"].append({"index": i, "name": torch.cuda.get_device_name(i), "capability": f"{major}.{minor}"})
+                info["gpus"].append(
+                    {"index": i, "name": torch.cuda.get_device_name(i), "capability": f"{major}.{minor}"}
+                )
     except Exception as exc:  # noqa: BLE001
         info["gpu_error"] = f"{type(exc).__name__}: {exc}"
     return info
@@ -152,19 +154,36 @@ def record_section(torch_info: dict[str, Any]) -> dict[str, Any]:
     try:
         record = _guard.read_build_record(path)
     except ImportError as exc:
-        return {"path": str(path), "status": "damaged", "error": str(exc), "record": None, "mismatches": [],
-                "limitation": None}
+        return {
+            "path": str(path),
+            "status": "damaged",
+            "error": str(exc),
+            "record": None,
+            "mismatches": [],
+            "limitation": None,
+        }
     if record is None:
-        return {"path": str(path), "status": "missing (a source tree or a dev build: nothing to compare)",
-                "record": None, "mismatches": [], "limitation": None}
+        return {
+            "path": str(path),
+            "status": "missing (a source tree or a dev build: nothing to compare)",
+            "record": None,
+            "mismatches": [],
+            "limitation": None,
+        }
     mism: list[str] = []
     lim: Optional[str] = None
     if torch_info.get("importable"):
         mism = _guard.mismatches(record, torch_info["version"], torch_info["cuda"], torch_info["cxx11_abi"])
         # loads, but lacks something here: the CPU stable wheel on a CUDA torch (CPU kernels only)
         lim = None if mism else _guard.limitation(record, torch_info["version"], torch_info["cuda"])
-    return {"path": str(path), "status": "mismatch" if mism else "ok", "record": record, "mismatches": mism,
-            "kind": _guard.record_kind(record), "limitation": lim}
+    return {
+        "path": str(path),
+        "status": "mismatch" if mism else "ok",
+        "record": record,
+        "mismatches": mism,
+        "kind": _guard.record_kind(record),
+        "limitation": lim,
+    }
 
 
 def install_section() -> dict[str, Any]:
@@ -219,7 +238,7 @@ def _platform_plausible(tag: str) -> bool:
     """Without ``packaging``: whether a wheel platform tag is for this OS and CPU (glibc version unchecked)."""
     here = sysconfig.get_platform().replace("-", "_").replace(".", "_")  # linux_x86_64, win_amd64
     if here.startswith("linux_"):
-        arch = here[len("linux_"):]
+        arch = here[len("linux_") :]
         return tag.startswith(("manylinux", "linux_")) and tag.endswith("_" + arch)
     return tag == here
 
@@ -244,8 +263,12 @@ def _parse_wheel(filename: str) -> Optional[tuple[contract.BuildVariant, str, li
     return variant, public, platforms
 
 
-def index_check(variant: contract.BuildVariant, base: str, timeout: float = INDEX_TIMEOUT_S,
-                accept: Optional[tuple[contract.BuildVariant, ...]] = None) -> dict[str, Any]:
+def index_check(
+    variant: contract.BuildVariant,
+    base: str,
+    timeout: float = INDEX_TIMEOUT_S,
+    accept: Optional[tuple[contract.BuildVariant, ...]] = None,
+) -> dict[str, Any]:
     """One GET of the variant's project page (``causal_conv1d_contract.net``: proxies from the
     environment, file:// read directly): is this version's wheel there for this platform?
     ``accept``: the wheel variants that count (default: ``variant`` itself)."""
@@ -253,8 +276,9 @@ def index_check(variant: contract.BuildVariant, base: str, timeout: float = INDE
     url = contract.project_page_url(base, variant)
     result: dict[str, Any] = {"url": url, "has_wheel": None, "wheel": None, "detail": None}
     try:
-        resp = net.fetch_page(url, accept=net.ACCEPT_HTML, timeout=timeout, retries=1,
-                                       user_agent="causal-conv1d-doctor")
+        resp = net.fetch_page(
+            url, accept=net.ACCEPT_HTML, timeout=timeout, retries=1, user_agent="causal-conv1d-doctor"
+        )
     except net.IndexClientError as exc:
         if exc.status is not None:
             result["has_wheel"] = False if exc.status == 404 else None
@@ -282,8 +306,9 @@ def index_check(variant: contract.BuildVariant, base: str, timeout: float = INDE
     return result
 
 
-def find_wheel(wanted: contract.BuildVariant, variant: contract.Variant,
-               base: str) -> tuple[dict[str, Any], contract.BuildVariant]:
+def find_wheel(
+    wanted: contract.BuildVariant, variant: contract.Variant, base: str
+) -> tuple[dict[str, Any], contract.BuildVariant]:
     """(index result, page variant). For torch >= 2.10 the family page (``whl/stable2.10-cu13/``) first;
     when it has no wheel, the torch minor's own page, where the stable wheel or a per-minor wheel of
     that exact variant both count (a site from before stable wheels). Two requests at most."""
@@ -304,8 +329,14 @@ def _torch_pin(torch_version: Optional[str]) -> str:
     return f"=={public}" if public else ""
 
 
-def commands(variant: contract.BuildVariant, base: str, torch_version: Optional[str] = None,
-             torch_accel: Optional[str] = None, *, repair: bool = False) -> dict[str, str]:
+def commands(
+    variant: contract.BuildVariant,
+    base: str,
+    torch_version: Optional[str] = None,
+    torch_accel: Optional[str] = None,
+    *,
+    repair: bool = False,
+) -> dict[str, str]:
     """The install commands for this machine's variant: torch (pinned to the running one) and our
     wheel together, from PyTorch's index of that accelerator and the variant's index. ``variant`` may
     be the stable-ABI family page's build; ``torch_accel`` then names the running torch's accelerator.
@@ -389,8 +420,10 @@ def collect(check_index: bool = True) -> dict[str, Any]:
         problems.append(f"import causal_conv1d fails: {report['import']['error']}")
     nv = report["nvcc"]
     if t.get("cuda") and nv.get("version") and nv["version"].split(".")[0] != str(t["cuda"]).split(".")[0]:
-        problems.append(f"nvcc {nv['version']} and torch's CUDA {t['cuda']} differ in the major version "
-                        "(a local build would fail; prebuilt wheels are unaffected)")
+        problems.append(
+            f"nvcc {nv['version']} and torch's CUDA {t['cuda']} differ in the major version "
+            "(a local build would fail; prebuilt wheels are unaffected)"
+        )
     report["index_base"] = base
     broken = installed and bool(rec["mismatches"] or rec["status"] == "damaged" or not report["import"]["ok"])
     if t.get("importable") and not t.get("hip"):
@@ -410,14 +443,19 @@ def collect(check_index: bool = True) -> dict[str, Any]:
             report["commands"] = commands(page, base, t["version"], torch_accel=variant.accel, repair=broken)
         else:
             report["commands"] = {"from_source": commands(variant, base)["from_source"]}
-            problems.append(f"variant {variant.name}: this torch's C++ ABI differs from PyTorch's official build; "
-                            "no prebuilt wheels exist for it (build from source)")
+            problems.append(
+                f"variant {variant.name}: this torch's C++ ABI differs from PyTorch's official build; "
+                "no prebuilt wheels exist for it (build from source)"
+            )
         if rec["mismatches"]:
             problems.append(_guard.fix_instructions(rec["record"], t["version"], t["cuda"], t["cxx11_abi"], base=base))
         if rec.get("limitation"):  # a valid install (the CPU wheel on a CUDA torch): a note, not a problem
             cmds = report["commands"]
-            how = (f"for the CUDA kernels install the {wanted.name} wheel:  {cmds['pip_exact']}" if "pip_exact" in cmds
-                   else f"for the CUDA kernels build from source:  {cmds['from_source']}")
+            how = (
+                f"for the CUDA kernels install the {wanted.name} wheel:  {cmds['pip_exact']}"
+                if "pip_exact" in cmds
+                else f"for the CUDA kernels build from source:  {cmds['from_source']}"
+            )
             report["notes"].append(f"{rec['limitation']}; {how}")
     return report
 
@@ -438,8 +476,12 @@ def format_text(r: dict[str, Any]) -> str:
     lines = [f"python      {r['python']} on {r['platform']}"]
     if t.get("importable"):
         accel = f"ROCm/HIP {t['hip']}" if t.get("hip") else (f"CUDA {t['cuda']}" if t.get("cuda") else "CPU only")
-        lines.append(f"torch       {t['version']} ({accel}, _GLIBCXX_USE_CXX11_ABI={int(bool(t['cxx11_abi']))}) at {t['location']}")
-        gpus = ", ".join(f"{g['name']} (sm {g['capability']})" for g in t["gpus"]) or t.get("gpu_error") or "none visible"
+        lines.append(
+            f"torch       {t['version']} ({accel}, _GLIBCXX_USE_CXX11_ABI={int(bool(t['cxx11_abi']))}) at {t['location']}"
+        )
+        gpus = (
+            ", ".join(f"{g['name']} (sm {g['capability']})" for g in t["gpus"]) or t.get("gpu_error") or "none visible"
+        )
         lines.append(f"GPUs        {gpus}")
     else:
         lines.append(f"torch       not importable: {t.get('error')}")
@@ -453,9 +495,11 @@ def format_text(r: dict[str, Any]) -> str:
         lines.append(f"            kind: {rec['kind']}")
     if rec["record"]:
         b = rec["record"]
-        lines.append(f"            {b.get('version')} variant {b.get('variant')}, torch {b.get('torch_version')}, "
-                     f"CUDA {b.get('cuda_version') or '-'}, archs {','.join(b.get('cuda_archs') or []) or '-'}, "
-                     f"platform {b.get('platform')}")
+        lines.append(
+            f"            {b.get('version')} variant {b.get('variant')}, torch {b.get('torch_version')}, "
+            f"CUDA {b.get('cuda_version') or '-'}, archs {','.join(b.get('cuda_archs') or []) or '-'}, "
+            f"platform {b.get('platform')}"
+        )
     inst = r["installed"]
     if inst["installed_version"]:
         src = f" (prebuilt {inst['prebuilt']['filename']})" if inst.get("prebuilt") else ""

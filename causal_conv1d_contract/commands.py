@@ -34,8 +34,15 @@ from causal_conv1d_contract.layout import UV_SOURCE_INDEX_NAME, source_index_url
 from causal_conv1d_contract.project import PACKAGE_VERSION, PROJECT_NAME
 from causal_conv1d_contract.variants import BuildVariant
 
-__all__ = ["PYTORCH_INDEX_URL", "torch_index_url", "install_commands", "sdist_commands", "source_commands",
-           "repair_commands", "no_torch_advice"]
+__all__ = [
+    "PYTORCH_INDEX_URL",
+    "torch_index_url",
+    "install_commands",
+    "sdist_commands",
+    "source_commands",
+    "repair_commands",
+    "no_torch_advice",
+]
 
 #: PyTorch's package index; ``<this><accel>/`` holds the torch builds of one accelerator.
 PYTORCH_INDEX_URL = "https://download.pytorch.org/whl/"
@@ -47,9 +54,15 @@ def torch_index_url(accel: str, pytorch_index: str = PYTORCH_INDEX_URL) -> str:
     return f"{base}{accel}/"
 
 
-def install_commands(base: str, variant: BuildVariant, torch_spec: str, *,
-                     version: Optional[str] = None, torch_accel: Optional[str] = None,
-                     pytorch_index: str = PYTORCH_INDEX_URL) -> dict[str, str]:
+def install_commands(
+    base: str,
+    variant: BuildVariant,
+    torch_spec: str,
+    *,
+    version: Optional[str] = None,
+    torch_accel: Optional[str] = None,
+    pytorch_index: str = PYTORCH_INDEX_URL,
+) -> dict[str, str]:
     """pip / uv / uv-project commands installing torch ``torch_spec`` and causal-conv1d of ``variant``.
 
     ``version``: pin causal-conv1d to this exact version (``1.7.0+cpu.torch2.13``); None: the newest.
@@ -68,8 +81,9 @@ def install_commands(base: str, variant: BuildVariant, torch_spec: str, *,
     ours = f'"{PROJECT_NAME}=={version}"' if version else PROJECT_NAME
     torch = f'"torch{torch_spec}"'
     return {
-        "pip": (f"pip install {torch} {ours} --only-binary {PROJECT_NAME} "
-                f"--index-url {torch_url} --extra-index-url {url}"),
+        "pip": (
+            f"pip install {torch} {ours} --only-binary {PROJECT_NAME} --index-url {torch_url} --extra-index-url {url}"
+        ),
         "uv": f"uv pip install {torch} {ours} --index {name}={url} --index {torch_name}={torch_url}",
         "uv_pyproject": (
             f'[project]\ndependencies = ["torch{torch_spec}", "{PROJECT_NAME}"]\n\n'
@@ -91,15 +105,20 @@ def sdist_commands(base: str, *, version: str = PACKAGE_VERSION) -> dict[str, st
     url = source_index_url(base)
     pin = f'"{PROJECT_NAME}=={version}"'
     return {
-        "pip": (f"pip install --no-cache-dir --force-reinstall --no-deps --no-binary {PROJECT_NAME} {pin} "
-                f"--extra-index-url {url}"),
-        "uv": (f"uv pip install --reinstall-package {PROJECT_NAME} --no-deps --no-binary {PROJECT_NAME} "
-               f"--no-build-isolation-package {PROJECT_NAME} {pin} --index {UV_SOURCE_INDEX_NAME}={url}"),
+        "pip": (
+            f"pip install --no-cache-dir --force-reinstall --no-deps --no-binary {PROJECT_NAME} {pin} "
+            f"--extra-index-url {url}"
+        ),
+        "uv": (
+            f"uv pip install --reinstall-package {PROJECT_NAME} --no-deps --no-binary {PROJECT_NAME} "
+            f"--no-build-isolation-package {PROJECT_NAME} {pin} --index {UV_SOURCE_INDEX_NAME}={url}"
+        ),
     }
 
 
-def source_commands(accel: str, torch_spec: str, *, base: str, version: str = PACKAGE_VERSION,
-                    pytorch_index: str = PYTORCH_INDEX_URL) -> dict[str, str]:
+def source_commands(
+    accel: str, torch_spec: str, *, base: str, version: str = PACKAGE_VERSION, pytorch_index: str = PYTORCH_INDEX_URL
+) -> dict[str, str]:
     """No wheel for the combination: the matching torch first, then this project's sdist
     (:func:`sdist_commands`), which looks up the index and else compiles against that torch."""
     torch_url = torch_index_url(accel, pytorch_index)
@@ -119,8 +138,7 @@ def repair_commands(base: str, variant: BuildVariant, version: str) -> dict[str,
     url = variant_index_url(base, variant)
     pin = f'"{PROJECT_NAME}=={version}"'
     return {
-        "pip": (f"pip install --force-reinstall --no-deps {pin} --only-binary {PROJECT_NAME} "
-                f"--extra-index-url {url}"),
+        "pip": (f"pip install --force-reinstall --no-deps {pin} --only-binary {PROJECT_NAME} --extra-index-url {url}"),
         "uv": f"uv pip install --reinstall-package {PROJECT_NAME} --no-deps {pin} --index {uv_index_name(variant)}={url}",
     }
 
@@ -129,7 +147,9 @@ def no_torch_advice(base: str, *, pytorch_index: str = PYTORCH_INDEX_URL) -> str
     """What to do without torch (the import guard and doctor say it): torch from PyTorch's index of the
     build wanted -- a plain ``pip install torch`` gets PyPI's torch, a CUDA build on Linux -- then
     causal-conv1d for it (the landing page and doctor print the exact commands)."""
-    return (f"Install torch first, from PyTorch's index of the build you want: pip install torch --index-url "
-            f"{torch_index_url('cpu', pytorch_index)} (CPU) or --index-url {torch_index_url('cu130', pytorch_index)} "
-            f"(CUDA 13.0), not a plain `pip install torch` (on Linux PyPI's torch is a CUDA build); then "
-            f"python -m causal_conv1d doctor, or the chooser at {base}index.html, prints the causal-conv1d command")
+    return (
+        f"Install torch first, from PyTorch's index of the build you want: pip install torch --index-url "
+        f"{torch_index_url('cpu', pytorch_index)} (CPU) or --index-url {torch_index_url('cu130', pytorch_index)} "
+        f"(CUDA 13.0), not a plain `pip install torch` (on Linux PyPI's torch is a CUDA build); then "
+        f"python -m causal_conv1d doctor, or the chooser at {base}index.html, prints the causal-conv1d command"
+    )

@@ -51,8 +51,10 @@ def index_base(environ: Optional[Mapping[str, str]] = None) -> str:
     if not raw:
         return DEFAULT_INDEX_URL
     parts = urllib.parse.urlsplit(raw)
-    expected = (f"expected the site's base URL, the folder that holds {WHEELS_DIR}/ and index.html: "
-                "http(s)://HOST/PATH/ or file:///PATH/")
+    expected = (
+        f"expected the site's base URL, the folder that holds {WHEELS_DIR}/ and index.html: "
+        "http(s)://HOST/PATH/ or file:///PATH/"
+    )
     if parts.scheme not in ("http", "https", "file") or (parts.scheme != "file" and not parts.netloc):
         hint = f"; for a folder give file://{os.path.abspath(raw)}/" if parts.scheme in ("", "c", "d") else ""
         raise InvalidSetting(f"Invalid value for {ENV_INDEX_URL} ({expected}): {raw!r}{hint}")
@@ -61,8 +63,10 @@ def index_base(environ: Optional[Mapping[str, str]] = None) -> str:
         # whl/<variant>/... (a variant page) or source/causal-conv1d/ (the sdist page): a page, not the site
         if (segment == WHEELS_DIR and _is_variant_name(after)) or (segment == SOURCE_DIR and after == PROJECT_NAME):
             root = urllib.parse.urlunsplit(parts._replace(path="/".join(segments[:i]) + "/", query="", fragment=""))
-            raise InvalidSetting(f"Invalid value for {ENV_INDEX_URL} ({expected}): {raw!r} is a page inside the "
-                                 f"site; give the site's base URL, {root!r}")
+            raise InvalidSetting(
+                f"Invalid value for {ENV_INDEX_URL} ({expected}): {raw!r} is a page inside the "
+                f"site; give the site's base URL, {root!r}"
+            )
     return site_base(raw)
 
 

@@ -98,12 +98,15 @@ def timeout_from_env(environ: Optional[Mapping[str, str]] = None, default: float
     except ValueError:
         value = -1.0
     if not value > 0:
-        raise InvalidSetting(f"{ENV_INDEX_TIMEOUT}={raw!r} is not a positive number of seconds; "
-                             f"unset it or use e.g. {ENV_INDEX_TIMEOUT}=30")
+        raise InvalidSetting(
+            f"{ENV_INDEX_TIMEOUT}={raw!r} is not a positive number of seconds; "
+            f"unset it or use e.g. {ENV_INDEX_TIMEOUT}=30"
+        )
     return value
 
 
 # --- fetching ------------------------------------------------------------------------------------
+
 
 @dataclasses.dataclass
 class _FileResponse:
@@ -134,8 +137,14 @@ def _file_path(url: str) -> Path:
     return path / "index.html" if url.endswith("/") or path.is_dir() else path
 
 
-def open_url(url: str, *, accept: Optional[str] = None, timeout: float = DEFAULT_TIMEOUT_S,
-             user_agent: str = "causal-conv1d", proxies: Optional[Mapping[str, str]] = None) -> Any:
+def open_url(
+    url: str,
+    *,
+    accept: Optional[str] = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    user_agent: str = "causal-conv1d",
+    proxies: Optional[Mapping[str, str]] = None,
+) -> Any:
     """An open response (``read``, ``headers``, ``geturl``; a context manager) for ``http(s)://`` or
     ``file://`` (a directory: its ``index.html``). ``proxies``: None = the environment's settings.
 
@@ -155,8 +164,9 @@ def open_url(url: str, *, accept: Optional[str] = None, timeout: float = DEFAULT
     return urllib.request.build_opener(handler).open(urllib.request.Request(url, headers=headers), timeout=timeout)
 
 
-def read_all(resp: Any, deadline: float, limit: Optional[int] = None,
-             sink: Optional[Callable[[bytes], None]] = None) -> bytes:
+def read_all(
+    resp: Any, deadline: float, limit: Optional[int] = None, sink: Optional[Callable[[bytes], None]] = None
+) -> bytes:
     """Read to the end by chunks: IndexClientError past ``deadline`` (``time.monotonic()``), TooLarge past
     ``limit`` bytes (the chunk that crossed it still goes to ``sink``). With ``sink`` returns b""."""
     chunks: list[bytes] = []
@@ -213,10 +223,18 @@ class Response:
     url: str  # after redirects; a directory URL ends with "/"
 
 
-def fetch_page(url: str, *, accept: str = ACCEPT_ANY, timeout: float = DEFAULT_TIMEOUT_S,
-               deadline_s: float = 30.0, retries: int = 3, limit: int = PAGE_LIMIT,
-               user_agent: str = "causal-conv1d", proxies: Optional[Mapping[str, str]] = None,
-               sleep: Callable[[float], None] = time.sleep) -> Response:
+def fetch_page(
+    url: str,
+    *,
+    accept: str = ACCEPT_ANY,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    deadline_s: float = 30.0,
+    retries: int = 3,
+    limit: int = PAGE_LIMIT,
+    user_agent: str = "causal-conv1d",
+    proxies: Optional[Mapping[str, str]] = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Response:
     """GET one index page (or read it from ``file://``). Raises IndexClientError with one line: the
     last attempt's failure (``status`` set when the server answered an HTTP error)."""
     scheme = urllib.parse.urlsplit(url).scheme
@@ -246,6 +264,7 @@ def fetch_page(url: str, *, accept: str = ACCEPT_ANY, timeout: float = DEFAULT_T
 
 
 # --- parsing -------------------------------------------------------------------------------------
+
 
 @dataclasses.dataclass
 class Anchor:
@@ -379,13 +398,20 @@ def _parse_json(body: bytes, page_url: str) -> Page:
         raw_hashes = f.get("hashes")
         hashes: dict[str, Any] = raw_hashes if isinstance(raw_hashes, dict) else {}
         size, yanked = f.get("size"), f.get("yanked")
-        links.append(Link(
-            f["filename"], url, (hashes.get("sha256") or frag.get("sha256") or None),
-            f.get("requires-python"),
-            None if yanked in (None, False) else ("" if yanked is True else str(yanked)),
-            _json_metadata(f.get("core-metadata")), _json_metadata(f.get("dist-info-metadata")),
-            size if isinstance(size, int) else None, f["url"], f,
-        ))
+        links.append(
+            Link(
+                f["filename"],
+                url,
+                (hashes.get("sha256") or frag.get("sha256") or None),
+                f.get("requires-python"),
+                None if yanked in (None, False) else ("" if yanked is True else str(yanked)),
+                _json_metadata(f.get("core-metadata")),
+                _json_metadata(f.get("dist-info-metadata")),
+                size if isinstance(size, int) else None,
+                f["url"],
+                f,
+            )
+        )
     raw_meta = doc.get("meta") if isinstance(doc, dict) else None
     meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
     return Page(page_url, links, dict(meta))
@@ -404,9 +430,20 @@ def _parse_html(body: bytes, page_url: str) -> Page:
             continue
         url, frag = split_fragment(urllib.parse.urljoin(base, a.href))
         yanked = (a.attrs["data-yanked"] or "") if "data-yanked" in a.attrs else None
-        links.append(Link(filename_of(url), url, frag.get("sha256"), a.attrs.get("data-requires-python"), yanked,
-                          a.attrs.get("data-core-metadata"), a.attrs.get("data-dist-info-metadata"), None,
-                          a.href, a.attrs))
+        links.append(
+            Link(
+                filename_of(url),
+                url,
+                frag.get("sha256"),
+                a.attrs.get("data-requires-python"),
+                yanked,
+                a.attrs.get("data-core-metadata"),
+                a.attrs.get("data-dist-info-metadata"),
+                None,
+                a.href,
+                a.attrs,
+            )
+        )
     return Page(page_url, links, meta)
 
 

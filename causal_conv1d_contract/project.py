@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-__all__ = ["PROJECT_NAME", "DIST_NAME", "TOPLEVEL_ENTRIES", "PACKAGE_VERSION", "PYTHON_TAG", "ABI_TAG", "REQUIRES_PYTHON"]
+__all__ = [
+    "PROJECT_NAME",
+    "DIST_NAME",
+    "TOPLEVEL_ENTRIES",
+    "PACKAGE_VERSION",
+    "PYTHON_TAG",
+    "ABI_TAG",
+    "REQUIRES_PYTHON",
+]
 
 PROJECT_NAME = "causal-conv1d"  #: the distribution name as pip sees it (PEP 503 normalised)
 DIST_NAME = "causal_conv1d"  #: the name in wheel files and the import name

@@ -16,7 +16,9 @@ __all__ = ["SDIST_SUFFIX", "InvalidSdistName", "sdist_filename", "parse_sdist_na
 SDIST_SUFFIX = ".tar.gz"
 
 # PEP 625: {normalised name}-{version}.tar.gz; a public version only (an index takes no local label)
-_SDIST_RE = re.compile(rf"^{DIST_NAME}-(?P<version>\d+(?:\.\d+)*(?:(?:a|b|rc)\d+)?(?:\.post\d+)?(?:\.dev\d+)?)\.tar\.gz$")
+_SDIST_RE = re.compile(
+    rf"^{DIST_NAME}-(?P<version>\d+(?:\.\d+)*(?:(?:a|b|rc)\d+)?(?:\.post\d+)?(?:\.dev\d+)?)\.tar\.gz$"
+)
 
 
 class InvalidSdistName(ValueError):

@@ -39,9 +39,7 @@ STABLE_TARGET = (2, 10)
 #: >= STABLE_TARGET of that family (CUDA minor versions of one major share a runtime ABI).
 ACCEL_FAMILIES = ("cpu", "cu12", "cu13")
 
-_VARIANT_RE = re.compile(
-    r"^torch(?P<major>\d+)\.(?P<minor>\d+)-(?P<accel>cpu|cu\d{3,4})(?:-cxx11abi(?P<abi>[01]))?$"
-)
+_VARIANT_RE = re.compile(r"^torch(?P<major>\d+)\.(?P<minor>\d+)-(?P<accel>cpu|cu\d{3,4})(?:-cxx11abi(?P<abi>[01]))?$")
 _LOCAL_RE = re.compile(r"^(?P<accel>cpu|cu\d{3,4})\.torch(?P<major>\d+)\.(?P<minor>\d+)(?:\.cxx11abi(?P<abi>[01]))?$")
 _STABLE_NAME_RE = re.compile(r"^stable(?P<major>\d+)\.(?P<minor>\d+)-(?P<family>cpu|cu\d{2})$")
 _STABLE_LOCAL_RE = re.compile(r"^(?P<family>cpu|cu\d{2})\.stable(?P<major>\d+)\.(?P<minor>\d+)$")
@@ -49,7 +47,6 @@ _STABLE_LOCAL_RE = re.compile(r"^(?P<family>cpu|cu\d{2})\.stable(?P<major>\d+)\.
 
 class InvalidVariant(ValueError):
     """A variant name, accelerator or torch version that breaks the variant contract."""
-
 
 
 def accel_from_cuda(cuda_version: Optional[str]) -> str:
@@ -106,7 +103,9 @@ class Variant:
     @classmethod
     def from_torch(cls, torch_version: str, cuda_version: Optional[str], cxx11_abi: Optional[bool] = None) -> Variant:
         """The variant of a torch build, e.g. ``("2.7.1+cu128", "12.8", True)``."""
-        m = re.match(r"^(\d+)\.(\d+)(?:\.\d+)*(?:(?:a|b|rc|\.dev|\.post)\d+)*(?:\+[A-Za-z0-9.]+)?$", torch_version.strip())
+        m = re.match(
+            r"^(\d+)\.(\d+)(?:\.\d+)*(?:(?:a|b|rc|\.dev|\.post)\d+)*(?:\+[A-Za-z0-9.]+)?$", torch_version.strip()
+        )
         if not m:
             raise InvalidVariant(f"Invalid torch version (expected 'X.Y.Z[+local]'): {torch_version!r}")
         return cls((int(m.group(1)), int(m.group(2))), accel_from_cuda(cuda_version), cxx11_abi)
@@ -116,9 +115,7 @@ class Variant:
         """Parse ``torch2.7-cu128`` / ``torch2.5-cpu-cxx11abi1``."""
         m = _VARIANT_RE.match(name)
         if not m:
-            raise InvalidVariant(
-                f"Invalid variant name (expected 'torchX.Y-cuXYZ' or 'torchX.Y-cpu'): {name!r}"
-            )
+            raise InvalidVariant(f"Invalid variant name (expected 'torchX.Y-cuXYZ' or 'torchX.Y-cpu'): {name!r}")
         abi = None if m.group("abi") is None else m.group("abi") == "1"
         return cls((int(m.group("major")), int(m.group("minor"))), m.group("accel"), abi)
 
@@ -147,7 +144,6 @@ class Variant:
 
     def __str__(self) -> str:
         return self.name
-
 
 
 def local_version(variant: BuildVariant) -> str:
@@ -225,7 +221,9 @@ class StableVariant:
         """Parse ``stable2.10-cu13`` / ``stable2.10-cpu``."""
         m = _STABLE_NAME_RE.match(name)
         if not m:
-            raise InvalidVariant(f"Invalid stable variant name (expected 'stableX.Y-cuNN' or 'stableX.Y-cpu'): {name!r}")
+            raise InvalidVariant(
+                f"Invalid stable variant name (expected 'stableX.Y-cuNN' or 'stableX.Y-cpu'): {name!r}"
+            )
         return cls(m.group("family"), (int(m.group("major")), int(m.group("minor"))))
 
     @property
@@ -256,8 +254,9 @@ class StableVariant:
         those it serves and, for the CPU wheel, every torch >= target, CPU or CUDA (CPU kernels only)."""
         return self.serves(variant) or (self.family == "cpu" and variant.torch_minor >= self.target)
 
-    def _why_not(self, torch_version: str, cuda_version: Optional[str],
-                 accepted: Callable[[Variant], bool]) -> Optional[str]:
+    def _why_not(
+        self, torch_version: str, cuda_version: Optional[str], accepted: Callable[[Variant], bool]
+    ) -> Optional[str]:
         try:
             running = Variant.from_torch(torch_version, cuda_version)
         except InvalidVariant as exc:
@@ -265,9 +264,7 @@ class StableVariant:
         if accepted(running):
             return None
         if running.torch_minor < self.target:
-            return (
-                f"this stable-ABI build needs torch >= {self.torch}, but torch {torch_version} is installed"
-            )
+            return f"this stable-ABI build needs torch >= {self.torch}, but torch {torch_version} is installed"
         family = accel_family(running.accel)
         built = "CPU" if self.family == "cpu" else f"CUDA {self.cuda_major}"
         have = "a CPU build" if family == "cpu" else f"a CUDA {family[2:]} build ({cuda_version})"

@@ -28,7 +28,6 @@ class InvalidWheelName(ValueError):
     """A wheel file name that breaks the wheel contract."""
 
 
-
 def torch_requirement(torch_minor: tuple[int, int], stable: bool = False) -> str:
     """The Requires-Dist pin of a wheel: ``torch>=2.7,<2.8``; a stable-ABI wheel: ``torch>=2.10``
     (no upper bound: it loads on torch releases that do not exist yet)."""

@@ -44,8 +44,10 @@ _INIT = '''"""The causal-conv1d doctor as served by the site (doctor.pyz): causa
 def run_command(site_url: str) -> str:
     """The command that downloads and runs it (Python only: no curl needed, Windows included)."""
     url = contract.site_base(site_url) + DOCTOR_APP_NAME
-    return (f"python -c \"import urllib.request as u; u.urlretrieve('{url}', '{DOCTOR_APP_NAME}')\" && "
-            f"python {DOCTOR_APP_NAME}")
+    return (
+        f"python -c \"import urllib.request as u; u.urlretrieve('{url}', '{DOCTOR_APP_NAME}')\" && "
+        f"python {DOCTOR_APP_NAME}"
+    )
 
 
 def _add(zf: zipfile.ZipFile, name: str, data: bytes) -> None:
@@ -68,8 +70,10 @@ def doctor_app(site_url: str) -> bytes:
         for path in sorted((_ROOT / "causal_conv1d_contract").glob("*.py")):
             files[f"causal_conv1d_contract/{path.name}"] = path.read_bytes()
     except OSError as exc:
-        raise IndexSiteError(f"cannot read the doctor's sources for {DOCTOR_APP_NAME} ({exc}); run index_site "
-                             "from a checkout of causal-conv1d") from None
+        raise IndexSiteError(
+            f"cannot read the doctor's sources for {DOCTOR_APP_NAME} ({exc}); run index_site "
+            "from a checkout of causal-conv1d"
+        ) from None
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
         for name in sorted(files):

@@ -188,9 +188,16 @@ class SdistEntry:
 
     def to_json(self) -> dict[str, Any]:
         yanked: Union[bool, str] = False if self.yanked is None else (self.yanked or True)
-        return {"filename": self.filename, "version": self.version, "url": self.url, "sha256": self.sha256,
-                "size": self.size, "requires_python": self.requires_python, "upload_time": self.upload_time,
-                "yanked": yanked}
+        return {
+            "filename": self.filename,
+            "version": self.version,
+            "url": self.url,
+            "sha256": self.sha256,
+            "size": self.size,
+            "requires_python": self.requires_python,
+            "upload_time": self.upload_time,
+            "yanked": yanked,
+        }
 
     @classmethod
     def from_json(cls, data: Any) -> SdistEntry:
@@ -217,9 +224,16 @@ class SdistEntry:
         yanked = data.get("yanked", False)
         if not isinstance(yanked, (bool, str)):
             raise ValueError(f"field 'yanked' must be false, true or a reason: {yanked!r}")
-        return cls(filename, version, _field(data, "url", str), data["sha256"], size,
-                   _field(data, "requires_python", str, optional=True), upload_time,
-                   None if yanked is False else ("" if yanked is True else yanked))
+        return cls(
+            filename,
+            version,
+            _field(data, "url", str),
+            data["sha256"],
+            size,
+            _field(data, "requires_python", str, optional=True),
+            upload_time,
+            None if yanked is False else ("" if yanked is True else yanked),
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -304,13 +318,17 @@ class Manifest:
                     raise PublishConflict(
                         f"{sd.filename!r} is already published with sha256 {old.sha256} (uploaded {old.upload_time}), "
                         f"and {str(sd.path)!r} has sha256 {sd.sha256}. Publishing is append-only: a published file "
-                        "is never replaced. Give the new sdist a new version (docs/release.md, \"Version scheme\")."
+                        'is never replaced. Give the new sdist a new version (docs/release.md, "Version scheme").'
                     )
                 continue
             if sd.filename in raw_names:
-                raise PublishConflict(f"{sd.filename!r} has an unreadable entry in the manifest; fix that entry by hand "
-                                      "before publishing this file again")
-            entry = SdistEntry(sd.filename, sd.version, url_for(sd.filename), sd.sha256, sd.size, sd.requires_python, now)
+                raise PublishConflict(
+                    f"{sd.filename!r} has an unreadable entry in the manifest; fix that entry by hand "
+                    "before publishing this file again"
+                )
+            entry = SdistEntry(
+                sd.filename, sd.version, url_for(sd.filename), sd.sha256, sd.size, sd.requires_python, now
+            )
             existing[sd.filename] = entry
             added.append(entry)
         return dataclasses.replace(self, sdists=tuple(existing[k] for k in sorted(existing))), added
@@ -387,8 +405,13 @@ def parse_manifest(text: str, source: str) -> tuple[Manifest, list[Problem]]:
             bad_sdists.append(raw)
             continue
         sdists[sd.filename] = sd
-    return Manifest(tuple(entries[k] for k in sorted(entries)), tuple(unreadable), site_url,
-                    tuple(sdists[k] for k in sorted(sdists)), tuple(bad_sdists)), problems
+    return Manifest(
+        tuple(entries[k] for k in sorted(entries)),
+        tuple(unreadable),
+        site_url,
+        tuple(sdists[k] for k in sorted(sdists)),
+        tuple(bad_sdists),
+    ), problems
 
 
 def load_manifest(path: Path) -> tuple[Manifest, list[Problem]]:

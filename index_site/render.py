@@ -109,8 +109,17 @@ def _source_pages(sdists: list[SdistEntry]) -> dict[str, bytes]:
     root = contract.source_path()
     to_root = "../" * (root + contract.PROJECT_NAME + "/").count("/")
     href = {e.filename: (e.url if not e.is_relative else to_root + e.url) for e in sdists}
-    files = [{"filename": e.filename, "href": href[e.filename], "sha256": e.sha256, "requires_python": e.requires_python,
-              "metadata_sha256": None, "yanked": e.yanked} for e in sdists]
+    files = [
+        {
+            "filename": e.filename,
+            "href": href[e.filename],
+            "sha256": e.sha256,
+            "requires_python": e.requires_python,
+            "metadata_sha256": None,
+            "yanked": e.yanked,
+        }
+        for e in sdists
+    ]
     env = _env()
     page = root + contract.PROJECT_NAME + "/"
     label = "source distributions"
@@ -119,19 +128,27 @@ def _source_pages(sdists: list[SdistEntry]) -> dict[str, bytes]:
         "name": contract.PROJECT_NAME,
         "versions": sorted({e.version for e in sdists}, key=Version),
         "files": [
-            {"filename": e.filename, "url": href[e.filename], "hashes": {"sha256": e.sha256},
-             **({"requires-python": e.requires_python} if e.requires_python else {}),
-             "yanked": _yanked_json(e), "size": e.size, "upload-time": e.upload_time}
+            {
+                "filename": e.filename,
+                "url": href[e.filename],
+                "hashes": {"sha256": e.sha256},
+                **({"requires-python": e.requires_python} if e.requires_python else {}),
+                "yanked": _yanked_json(e),
+                "size": e.size,
+                "upload-time": e.upload_time,
+            }
             for e in sdists
         ],
     }
     roots = {"meta": {"api-version": JSON_API_VERSION}, "projects": [{"name": contract.PROJECT_NAME}]}
     return {
-        root + "index.html": env.get_template("root.html").render(
-            api_version=HTML_API_VERSION, project=contract.PROJECT_NAME, variant=label).encode("utf-8"),
+        root + "index.html": env.get_template("root.html")
+        .render(api_version=HTML_API_VERSION, project=contract.PROJECT_NAME, variant=label)
+        .encode("utf-8"),
         root + "index.json": _json(roots),
-        page + "index.html": env.get_template("project.html").render(
-            api_version=HTML_API_VERSION, project=contract.PROJECT_NAME, variant=label, files=files).encode("utf-8"),
+        page + "index.html": env.get_template("project.html")
+        .render(api_version=HTML_API_VERSION, project=contract.PROJECT_NAME, variant=label, files=files)
+        .encode("utf-8"),
         page + "index.json": _json(doc),
     }
 
@@ -180,7 +197,9 @@ def _pytorch_accel(sv: contract.StableVariant, per_minor: list[str]) -> str:
     return max(of_family, key=lambda a: -1 if a == "cpu" else int(a[2:]))
 
 
-def _default_selection(cells: dict[tuple[str, str], Cell], platforms: list[str], per_minor: list[str]) -> dict[str, str]:
+def _default_selection(
+    cells: dict[tuple[str, str], Cell], platforms: list[str], per_minor: list[str]
+) -> dict[str, str]:
     """What the page opens on: the newest torch minor the site knows (newest torch, then newest CUDA,
     CPU last) that has a wheel -- its own or a stable-ABI one on its page -- on the first platform
     (Linux x86_64 first) that has it; with no wheel at all, the newest variant. Never the "X.Y or
@@ -250,13 +269,21 @@ def _landing(entries: list[Entry], rows: list[CoverageRow], site_url: str, sdist
                 families.add(contract.accel_family(v.accel))
         for sv in sorted((contract.StableVariant(f) for f in families), key=lambda sv: _variant_sort_key(sv.name)):
             pytorch = _pytorch_accel(sv, per_minor)
-            torch_accels[newer].append({"id": sv.family, "label": _family_label(sv.family) + " (stable ABI)",
-                                        "variant": sv.name, "pytorch": pytorch, "stable": True})
+            torch_accels[newer].append(
+                {
+                    "id": sv.family,
+                    "label": _family_label(sv.family) + " (stable ABI)",
+                    "variant": sv.name,
+                    "pytorch": pytorch,
+                    "stable": True,
+                }
+            )
             commands[sv.name] = _stable_commands(site_url, sv, newer, pytorch)
     for name in per_minor:
         v = contract.Variant.parse(name)
         torch_accels.setdefault(v.torch, []).append(
-            {"id": v.accel, "label": _accel_label(v.accel), "variant": name, "pytorch": v.accel, "stable": False})
+            {"id": v.accel, "label": _accel_label(v.accel), "variant": name, "pytorch": v.accel, "stable": False}
+        )
         commands[name] = _variant_commands(site_url, name)
     reasons = _reason_keys(cells, platforms, variants)
     table = []
@@ -264,8 +291,14 @@ def _landing(entries: list[Entry], rows: list[CoverageRow], site_url: str, sdist
         row = [{"cell": cells[(p, name)], "key": reasons.get(cells[(p, name)].reason or "")} for p in platforms]
         bv = contract.parse_build_variant(name)
         if isinstance(bv, contract.StableVariant):
-            table.append({"variant": name, "torch": f"\u2265 {bv.torch} (any)",
-                          "accel": _family_label(bv.family) + " (stable ABI)", "cells": row})
+            table.append(
+                {
+                    "variant": name,
+                    "torch": f"\u2265 {bv.torch} (any)",
+                    "accel": _family_label(bv.family) + " (stable ABI)",
+                    "cells": row,
+                }
+            )
         else:
             table.append({"variant": name, "torch": bv.torch, "accel": _accel_label(bv.accel), "cells": row})
     notes: dict[str, str] = {}  # torch minor -> what its low-confidence build data assumes
@@ -277,8 +310,13 @@ def _landing(entries: list[Entry], rows: list[CoverageRow], site_url: str, sdist
         "project": contract.PROJECT_NAME,
         "platforms": [{"id": p, "label": PLATFORMS.get(p, p)} for p in platforms],
         "torch": [
-            {"version": t, "label": f"{t} or newer" if t == newer else t, "newer": t == newer, "accels": accels,
-             "low_confidence": notes.get(t)}
+            {
+                "version": t,
+                "label": f"{t} or newer" if t == newer else t,
+                "newer": t == newer,
+                "accels": accels,
+                "low_confidence": notes.get(t),
+            }
             for t, accels in torch_accels.items()
         ],
         "cells": {

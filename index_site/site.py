@@ -164,7 +164,11 @@ def _is_file_with(path: Path, sha256: str) -> bool:
 
 
 def _add_files(
-    files: Path, manifest: Manifest, new: dict[str, Union[WheelFile, SdistFile]], added: set[str], *,
+    files: Path,
+    manifest: Manifest,
+    new: dict[str, Union[WheelFile, SdistFile]],
+    added: set[str],
+    *,
     fresh_dir: bool = False,
 ) -> list[Problem]:
     """Put new wheels and their .metadata into ``files/``. A published file is never changed; a file of
@@ -212,13 +216,19 @@ def _add_files(
             elif not target.is_file() or (sd.filename in added and not _is_file_with(target, sd.sha256)):
                 _copy_verified(source, target)
         elif sd.is_relative and not target.is_file():
-            problems.append(Problem(sd.filename, f"published but missing from {str(files)!r} and not among the "
-                                                 "inputs; its link is dead"))
+            problems.append(
+                Problem(
+                    sd.filename, f"published but missing from {str(files)!r} and not among the inputs; its link is dead"
+                )
+            )
     return problems
 
 
 def _write_site(
-    out: Path, manifest: Manifest, rows: list[CoverageRow], new: dict[str, Union[WheelFile, SdistFile]],
+    out: Path,
+    manifest: Manifest,
+    rows: list[CoverageRow],
+    new: dict[str, Union[WheelFile, SdistFile]],
     added: set[str],
 ) -> list[Problem]:
     """Write the site so that a reader -- and a process killed at any point -- never sees a half-written one.
@@ -315,8 +325,9 @@ def build_site(opts: BuildOptions) -> BuildResult:
     fresh = {e.filename for e in added} | {e.filename for e in added_sdists}
     site_problems = _write_site_checked(out, merged, rows, opts, new, fresh)
     problems += site_problems
-    return BuildResult(out, added, len(merged.entries), len({e.variant for e in merged.entries}), problems,
-                       added_sdists)
+    return BuildResult(
+        out, added, len(merged.entries), len({e.variant for e in merged.entries}), problems, added_sdists
+    )
 
 
 def _no_wheels_message(wheels_dir: Path, problems: list[Problem], out: Path) -> str:
@@ -387,8 +398,9 @@ def _missing_files(out: Path, manifest: Manifest, new: dict[str, Union[WheelFile
     return problems
 
 
-def yank_file(out: Path, filename: str, reason: str, *,
-              strict: bool = False) -> tuple[Union[Entry, SdistEntry], list[Problem]]:
+def yank_file(
+    out: Path, filename: str, reason: str, *, strict: bool = False
+) -> tuple[Union[Entry, SdistEntry], list[Problem]]:
     """Mark a published file yanked and rewrite the pages (atomically); returns the entry and problems."""
     out = out.resolve()
     manifest_path = out / MANIFEST_NAME

@@ -211,7 +211,9 @@ def verify_site(target: str) -> tuple[int, list[Problem]]:
             if entry is None:
                 problems.append(Problem(page_url, f"links {name!r}, which is not in the manifest"))
             elif entry not in expected[variant]:
-                problems.append(Problem(page_url, f"links {name!r} of variant {entry.variant!r}, which does not serve {variant}"))
+                problems.append(
+                    Problem(page_url, f"links {name!r} of variant {entry.variant!r}, which does not serve {variant}")
+                )
             else:
                 seen.add(name)
                 if (attrs.get("data-requires-python") or None) != entry.requires_python:
@@ -227,7 +229,9 @@ def verify_site(target: str) -> tuple[int, list[Problem]]:
                 checked += 1
         for e in expected[variant]:
             if e.filename not in links:
-                problems.append(Problem(page_url, f"does not link {e.filename!r} (variant {e.variant!r} serves {variant})"))
+                problems.append(
+                    Problem(page_url, f"does not link {e.filename!r} (variant {e.variant!r} serves {variant})")
+                )
         _check_json(fetcher, page_url, links, page_url, problems)
     for name in sorted(set(by_name) - seen):
         problems.append(Problem(base + MANIFEST_NAME, f"{name!r} is in the manifest but on no project page"))

@@ -152,11 +152,16 @@ def _parser() -> argparse.ArgumentParser:
     rr.add_argument("--out", type=Path, required=True, metavar="DIR")
 
     cv = sub.add_parser(
-        "check-version", allow_abbrev=False,
+        "check-version",
+        allow_abbrev=False,
         help="refuse to release a version the package index (PyPI) already holds under this project's name",
     )
-    cv.add_argument("--index-url", default=None, metavar="URL",
-                    help="the index's simple API root (default https://pypi.org/simple/)")
+    cv.add_argument(
+        "--index-url",
+        default=None,
+        metavar="URL",
+        help="the index's simple API root (default https://pypi.org/simple/)",
+    )
 
     sm = sub.add_parser(
         "summary", allow_abbrev=False, help="Markdown table of built/failed jobs ($GITHUB_STEP_SUMMARY)"
@@ -173,8 +178,9 @@ def _cmd_local(args: argparse.Namespace) -> int:
     from release.commands import SubprocessRunner
     from release.local import LocalOptions, LocalRelease
 
-    options = options_from_args(LocalOptions, args, cpu_torch_spec=args.cpu_torch_spec or None,
-                                cuda_torch_spec=args.cuda_torch_spec or None)
+    options = options_from_args(
+        LocalOptions, args, cpu_torch_spec=args.cpu_torch_spec or None, cuda_torch_spec=args.cuda_torch_spec or None
+    )
     result = LocalRelease(options, SubprocessRunner(echo=not args.quiet), machine.detect()).run()
     return 0 if result.ok else EXIT_STEP
 

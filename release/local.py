@@ -366,7 +366,11 @@ class LocalRelease:
         for wheel in self.wheels.values():
             variant = contract.parse_wheel_name(wheel.name).variant
             pages = [variant.name]
-            if isinstance(variant, contract.StableVariant) and variant.family == "cpu" and _pinned_minor(self.o.cpu_torch_spec):
+            if (
+                isinstance(variant, contract.StableVariant)
+                and variant.family == "cpu"
+                and _pinned_minor(self.o.cpu_torch_spec)
+            ):
                 pages.append(f"torch{_pinned_minor(self.o.cpu_torch_spec)}-cpu")  # the page we install from
             for name in pages:
                 page = self.site_dir / contract.project_path(name) / "index.html"

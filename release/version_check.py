@@ -48,8 +48,10 @@ def versions_on_index(index_url: str, *, timeout: float = 20.0) -> set[Version]:
     except net.IndexClientError as exc:
         if exc.status == 404:
             return set()
-        raise ReleaseError(f"cannot ask {url} which versions it holds ({exc}); the release does not go ahead "
-                           "unverified: retry, or pass --index-url for a mirror of the index") from None
+        raise ReleaseError(
+            f"cannot ask {url} which versions it holds ({exc}); the release does not go ahead "
+            "unverified: retry, or pass --index-url for a mirror of the index"
+        ) from None
     try:
         page = net.parse_page(resp.body, resp.content_type, resp.url)
     except net.IndexClientError as exc:
@@ -78,6 +80,8 @@ def check_version(index_url: str = PYPI_SIMPLE, version: str = contract.PACKAGE_
             f"{contract.PROJECT_NAME} {version} is already on {index_url} (it holds {len(held)} version(s), newest "
             f"{newest}): an index never takes a version twice, and a pinned install would get that file instead of "
             f"this project's. Give the release a version the index does not hold: the next post release of the "
-            f"upstream version (PACKAGE_VERSION in causal_conv1d_contract/project.py, docs/release.md \"Version scheme\")"
+            f'upstream version (PACKAGE_VERSION in causal_conv1d_contract/project.py, docs/release.md "Version scheme")'
         )
-    return f"{contract.PROJECT_NAME} {version} is not on {index_url} ({len(held)} other version(s) there): free to release"
+    return (
+        f"{contract.PROJECT_NAME} {version} is not on {index_url} ({len(held)} other version(s) there): free to release"
+    )

@@ -70,8 +70,18 @@ def requirements(cuda: str, *, math_headers: bool) -> list[str]:
 
 
 def pip_install(reqs: list[str], target: Path, python: str) -> None:
-    cmd = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--upgrade",
-           "--target", str(target), *reqs]
+    cmd = [
+        python,
+        "-m",
+        "pip",
+        "install",
+        "--disable-pip-version-check",
+        "--no-input",
+        "--upgrade",
+        "--target",
+        str(target),
+        *reqs,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
@@ -159,13 +169,25 @@ def nvcc_version(home: Path) -> Optional[str]:
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("cuda", help="CUDA major.minor, e.g. 13.0")
-    parser.add_argument("--prefix", type=Path, required=True,
-                        help="where to install (PREFIX/site) and assemble the CUDA_HOME (PREFIX/cuda)")
+    parser.add_argument(
+        "--prefix",
+        type=Path,
+        required=True,
+        help="where to install (PREFIX/site) and assemble the CUDA_HOME (PREFIX/cuda)",
+    )
     parser.add_argument("--python", default=sys.executable, help="interpreter whose pip installs the wheels")
-    parser.add_argument("--math-headers", action="store_true",
-                        help="also install the cuBLAS/cuSPARSE/cuSOLVER wheels (large; a CUDA torch already brings them)")
-    parser.add_argument("--assemble-only", nargs="+", type=Path, metavar="ROOT",
-                        help="no pip: merge these existing toolkit roots (each with bin/include/lib) into PREFIX/cuda")
+    parser.add_argument(
+        "--math-headers",
+        action="store_true",
+        help="also install the cuBLAS/cuSPARSE/cuSOLVER wheels (large; a CUDA torch already brings them)",
+    )
+    parser.add_argument(
+        "--assemble-only",
+        nargs="+",
+        type=Path,
+        metavar="ROOT",
+        help="no pip: merge these existing toolkit roots (each with bin/include/lib) into PREFIX/cuda",
+    )
     parser.add_argument("--quiet", action="store_true", help="print only the CUDA_HOME")
     args = parser.parse_args(argv)
     try:
@@ -188,7 +210,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if not args.quiet:
-        print(f"CUDA {args.cuda} toolkit assembled; use: export CUDA_HOME={home} PATH={home}/bin:$PATH", file=sys.stderr)
+        print(
+            f"CUDA {args.cuda} toolkit assembled; use: export CUDA_HOME={home} PATH={home}/bin:$PATH", file=sys.stderr
+        )
     print(home)
     return 0
 

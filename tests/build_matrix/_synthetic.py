@@ -36,7 +36,7 @@ _NON_ABI3_SOURCE = r"""
 extern "C" int causal_conv1d_peek(void* obj) { return PyFrame_GetLineNumber((PyFrameObject*)obj); }
 """
 
-_CUDA_STUB = "extern \"C\" int cuInit(unsigned int flags) { return (int)flags; }\n"
+_CUDA_STUB = 'extern "C" int cuInit(unsigned int flags) { return (int)flags; }\n'
 
 #: Imports of torch's API, left undefined in the library (resolved by torch's libraries at load):
 #: "c_shims" as a stable-ABI build makes them (C functions only), "torch_cxx" as an ATen build does.
@@ -81,15 +81,31 @@ def compile_extension(
     src.write_text(body + _IMPORTS[imports])
     out = workdir / "_C.abi3.so"
     cmd = [
-        "g++", "-shared", "-fPIC", "-O0", f"-D_GLIBCXX_USE_CXX11_ABI={int(cxx11_abi)}", *defines,
-        f"-I{sysconfig.get_paths()['include']}", str(src), "-o", str(out),
+        "g++",
+        "-shared",
+        "-fPIC",
+        "-O0",
+        f"-D_GLIBCXX_USE_CXX11_ABI={int(cxx11_abi)}",
+        *defines,
+        f"-I{sysconfig.get_paths()['include']}",
+        str(src),
+        "-o",
+        str(out),
     ]
     if link_libcuda:
         stub_dir = workdir / "stub"
         stub_dir.mkdir(exist_ok=True)
         (stub_dir / "cuda.c").write_text(_CUDA_STUB.replace('extern "C" ', ""))
         subprocess.run(
-            ["gcc", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", str(stub_dir / "cuda.c"), "-o", str(stub_dir / "libcuda.so")],
+            [
+                "gcc",
+                "-shared",
+                "-fPIC",
+                "-Wl,-soname,libcuda.so.1",
+                str(stub_dir / "cuda.c"),
+                "-o",
+                str(stub_dir / "libcuda.so"),
+            ],
             check=True,
         )
         cmd += [f"-L{stub_dir}", "-Wl,--no-as-needed", "-lcuda"]
@@ -124,22 +140,34 @@ def make_wheel(
     v = contract.parse_build_variant(variant)
     stable = isinstance(v, contract.StableVariant)
     if stable:  # the torch a stable wheel was compiled against: the newest of its family we plan
-        build = contract.Variant.parse(build_torch or {"cpu": "torch2.13-cpu", "cu12": "torch2.11-cu128"}.get(v.family, "torch2.14-cu130"))
+        build = contract.Variant.parse(
+            build_torch or {"cpu": "torch2.13-cpu", "cu12": "torch2.11-cu128"}.get(v.family, "torch2.14-cu130")
+        )
     else:
         build = v
     abi = build.abi if cxx11_abi is None else cxx11_abi
     version = f"{contract.PACKAGE_VERSION}+{contract.local_version(v)}"
     name = filename or contract.wheel_filename(version, v, platform)
     so = compile_extension(
-        dest_dir / f"build-{name[:-len('.whl')]}", cxx11_abi=abi, link_libcuda=link_libcuda, non_abi3=non_abi3,
+        dest_dir / f"build-{name[: -len('.whl')]}",
+        cxx11_abi=abi,
+        link_libcuda=link_libcuda,
+        non_abi3=non_abi3,
         imports=imports,
     )
     pin = contract.torch_requirement(v.target, stable=True) if stable else contract.torch_requirement(v.torch_minor)
     reqs = [pin] if requires is None else requires
     dist_info = f"{contract.DIST_NAME}-{version}.dist-info"
     metadata = "\n".join(
-        ["Metadata-Version: 2.1", f"Name: {contract.PROJECT_NAME}", f"Version: {version}",
-         f"Requires-Python: {contract.REQUIRES_PYTHON}", *[f"Requires-Dist: {r}" for r in reqs], "", ""]
+        [
+            "Metadata-Version: 2.1",
+            f"Name: {contract.PROJECT_NAME}",
+            f"Version: {version}",
+            f"Requires-Python: {contract.REQUIRES_PYTHON}",
+            *[f"Requires-Dist: {r}" for r in reqs],
+            "",
+            "",
+        ]
     )
     record = {
         "version": version,

@@ -72,6 +72,7 @@ def cli(capsys: pytest.CaptureFixture[str]):
 
 # --- a local PyTorch-like wheel index ---------------------------------------------------------
 
+
 @dataclass
 class Route:
     """What the server answers for one path."""
@@ -91,15 +92,21 @@ def render_html(accel: str, filenames: list[str]) -> str:
     for i, name in enumerate(filenames):
         href = f"/whl/{accel}/{urllib.parse.quote(name)}#sha256={i:064x}"
         links.append(f'    <a href="{href}" data-dist-info-metadata="sha256={i:064x}">{name}</a><br/>')
-    return "<!DOCTYPE html>\n<html>\n  <body>\n    <h1>Links for torch</h1>\n" + "\n".join(links) + "\n  </body>\n</html>\n"
+    return (
+        "<!DOCTYPE html>\n<html>\n  <body>\n    <h1>Links for torch</h1>\n"
+        + "\n".join(links)
+        + "\n  </body>\n</html>\n"
+    )
 
 
 def render_json(accel: str, filenames: list[str]) -> str:
-    return json.dumps({
-        "meta": {"api-version": "1.1"},
-        "name": "torch",
-        "files": [{"filename": n, "url": f"/whl/{accel}/{urllib.parse.quote(n)}", "hashes": {}} for n in filenames],
-    })
+    return json.dumps(
+        {
+            "meta": {"api-version": "1.1"},
+            "name": "torch",
+            "files": [{"filename": n, "url": f"/whl/{accel}/{urllib.parse.quote(n)}", "hashes": {}} for n in filenames],
+        }
+    )
 
 
 class IndexServer:
@@ -203,8 +210,14 @@ def make_wheel(tmp_path: Path) -> Callable[..., Path]:
 
 
 def _run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "build_matrix", *args], capture_output=True, text=True,
-                          cwd=REPO, env=env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "build_matrix", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture()
@@ -236,8 +249,11 @@ def cuda_wheel(timings: dict[str, float]) -> Path:
 def _fresh_venv(path: Path, *requirements: str) -> Path:
     subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
     py = path / "bin" / "python"
-    proc = subprocess.run([str(py), "-m", "pip", "install", "--disable-pip-version-check", "-q", *requirements],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [str(py), "-m", "pip", "install", "--disable-pip-version-check", "-q", *requirements],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return py
 

@@ -18,7 +18,9 @@ def test_install_script_knows_every_planned_cuda(data) -> None:
     jobs = [j for j in make_plan(data).jobs if j.os == "linux" and j.cuda]
     needed = {j.cuda for j in jobs}
     missing = {c: [j.id for j in jobs if j.cuda == c][:3] for c in sorted(needed - known)}
-    assert not missing, f"CUDA versions the plan installs with scripts/install-cuda-manylinux.sh but it does not know: {missing}"
+    assert not missing, (
+        f"CUDA versions the plan installs with scripts/install-cuda-manylinux.sh but it does not know: {missing}"
+    )
     for job in jobs:
         assert job.environment["CIBW_BEFORE_ALL"] == f"bash scripts/install-cuda-manylinux.sh {job.cuda}"
         if job.manylinux == "manylinux2014":  # EL7: NVIDIA ships no packages after CUDA 12.4

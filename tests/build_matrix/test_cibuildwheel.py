@@ -26,7 +26,10 @@ def identifiers(job: Job) -> list[str]:
     env.update(job.environment)
     proc = subprocess.run(
         [sys.executable, "-m", "cibuildwheel", "--print-build-identifiers", "--platform", job.os, str(REPO)],
-        env=env, capture_output=True, text=True, timeout=120,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, f"{job.id}: cibuildwheel failed:\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout.split()

@@ -30,7 +30,9 @@ def validator():
     v = validate_pyproject_api.Validator()
     # The cibuildwheel plugin (entry point of the cibuildwheel package) must be among the tool schemas,
     # otherwise [tool.cibuildwheel] would be accepted unchecked.
-    assert "cibuildwheel" in [getattr(p, "tool", None) for p in v._plugins], "cibuildwheel's schema plugin is not loaded"
+    assert "cibuildwheel" in [getattr(p, "tool", None) for p in v._plugins], (
+        "cibuildwheel's schema plugin is not loaded"
+    )
     return v
 
 
@@ -75,14 +77,20 @@ def test_build_frontend_has_no_isolation_and_audit_runs_the_check(pyproject: dic
         assert tool in cfg["audit-requires"]
 
 
-@pytest.mark.parametrize(("platform", "identifier", "archs"),
-                         [("linux", "cp310-manylinux_x86_64", "x86_64"), ("windows", "cp310-win_amd64", "AMD64")])
+@pytest.mark.parametrize(
+    ("platform", "identifier", "archs"),
+    [("linux", "cp310-manylinux_x86_64", "x86_64"), ("windows", "cp310-win_amd64", "AMD64")],
+)
 def test_cibuildwheel_reads_the_configuration(tmp_path: Path, platform: str, identifier: str, archs: str) -> None:
     """cibuildwheel itself loads pyproject.toml (its options parser) with a job-style CIBW_BUILD."""
     env = dict(os.environ, CIBW_BUILD=identifier, CIBW_ARCHS=archs)
     proc = subprocess.run(
         [sys.executable, "-m", "cibuildwheel", "--print-build-identifiers", "--platform", platform, str(REPO)],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.split() == [identifier]

@@ -11,8 +11,19 @@ import pytest
 from build_matrix import errors
 
 REPO = Path(__file__).resolve().parents[2]
-COMMANDS = [[], ["plan"], ["emit"], ["emit", "matrix"], ["emit", "env"], ["coverage"], ["diff"], ["refresh"],
-            ["validate"], ["build"], ["check"]]
+COMMANDS = [
+    [],
+    ["plan"],
+    ["emit"],
+    ["emit", "matrix"],
+    ["emit", "env"],
+    ["coverage"],
+    ["diff"],
+    ["refresh"],
+    ["validate"],
+    ["build"],
+    ["check"],
+]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "top")
@@ -28,30 +39,36 @@ def test_help_lists_all_commands(cli) -> None:
         assert name in out
 
 
-@pytest.mark.parametrize("args,hint", [
-    (["plna"], "Perhaps you meant 'plan'?"),  # a typo'd subcommand
-    (["plan", "--fromat", "json"], "Perhaps you meant '--format'"),  # a typo'd option
-    (["plan", "--acel", "cpu"], "Perhaps you meant '--accel'"),
-    (["plan", "--format", "jsn"], "Perhaps you meant 'json'?"),  # a typo'd choice
-    (["emit", "matirx"], "Perhaps you meant 'matrix'?"),
-    (["coverage", "--format", "markdwon"], "Perhaps you meant 'markdown'?"),
-])
+@pytest.mark.parametrize(
+    "args,hint",
+    [
+        (["plna"], "Perhaps you meant 'plan'?"),  # a typo'd subcommand
+        (["plan", "--fromat", "json"], "Perhaps you meant '--format'"),  # a typo'd option
+        (["plan", "--acel", "cpu"], "Perhaps you meant '--accel'"),
+        (["plan", "--format", "jsn"], "Perhaps you meant 'json'?"),  # a typo'd choice
+        (["emit", "matirx"], "Perhaps you meant 'matrix'?"),
+        (["coverage", "--format", "markdwon"], "Perhaps you meant 'markdown'?"),
+    ],
+)
 def test_typos_get_suggestions(cli, args: list[str], hint: str) -> None:
     res = cli(*args)
     assert res.code == errors.EXIT_USAGE
     assert hint in res.err
 
 
-@pytest.mark.parametrize("args,code,text", [
-    (["plan", "--torch", "2.99"], 3, "Unknown torch: '2.99'"),
-    (["plan", "--accel", "cu12.8"], 3, "Perhaps you meant 'cu128'"),
-    (["plan", "--platform", "linux-amd64"], 3, "'linux-x86_64'"),
-    (["plan", "--python", "3.13T"], 3, "Perhaps you meant '3.13t'"),
-    (["coverage", "--accel", "rocm6.4"], 3, "Unknown accel: 'rocm6.4'"),
-    (["emit", "env", "--job", "torch2.7-cu128"], 3, "Unknown job"),
-    (["plan", "--data", "/nonexistent/compat.toml"], 4, "file not found"),
-    (["diff", "/nonexistent.json", "current"], 6, "Plan file not found"),
-])
+@pytest.mark.parametrize(
+    "args,code,text",
+    [
+        (["plan", "--torch", "2.99"], 3, "Unknown torch: '2.99'"),
+        (["plan", "--accel", "cu12.8"], 3, "Perhaps you meant 'cu128'"),
+        (["plan", "--platform", "linux-amd64"], 3, "'linux-x86_64'"),
+        (["plan", "--python", "3.13T"], 3, "Perhaps you meant '3.13t'"),
+        (["coverage", "--accel", "rocm6.4"], 3, "Unknown accel: 'rocm6.4'"),
+        (["emit", "env", "--job", "torch2.7-cu128"], 3, "Unknown job"),
+        (["plan", "--data", "/nonexistent/compat.toml"], 4, "file not found"),
+        (["diff", "/nonexistent.json", "current"], 6, "Plan file not found"),
+    ],
+)
 def test_exit_codes(cli, args: list[str], code: int, text: str) -> None:
     res = cli(*args)
     assert res.code == code, res.err
@@ -95,8 +112,14 @@ def test_broken_build_module_does_not_break_the_rest(cli, monkeypatch: pytest.Mo
 
 
 def test_distinct_exit_codes() -> None:
-    classes = [errors.UnknownValue, errors.DataError, errors.FetchError, errors.PlanFileError, errors.BuildError,
-               errors.CheckError]
+    classes = [
+        errors.UnknownValue,
+        errors.DataError,
+        errors.FetchError,
+        errors.PlanFileError,
+        errors.BuildError,
+        errors.CheckError,
+    ]
     codes = [c.exit_code for c in classes]
     assert len(set(codes)) == len(codes)
     assert not {errors.EXIT_OK, errors.EXIT_INTERNAL, errors.EXIT_USAGE, errors.EXIT_DIFFERENT} & set(codes)
@@ -104,11 +127,19 @@ def test_distinct_exit_codes() -> None:
 
 
 def test_python_dash_m_entry_point(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "build_matrix", "plan", "--format", "jobs", "--torch", "2.13",
-                           "--accel", "cpu"], cwd=REPO, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "build_matrix", "plan", "--format", "jobs", "--torch", "2.13", "--accel", "cpu"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["stable2.10-cpu-linux-x86_64", "stable2.10-cpu-linux-aarch64",
-                                   "stable2.10-cpu-windows-amd64"]
-    proc = subprocess.run([sys.executable, "-m", "build_matrix", "plan", "--accel", "cuda"], cwd=REPO,
-                          capture_output=True, text=True)
+    assert proc.stdout.split() == [
+        "stable2.10-cpu-linux-x86_64",
+        "stable2.10-cpu-linux-aarch64",
+        "stable2.10-cpu-windows-amd64",
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "build_matrix", "plan", "--accel", "cuda"], cwd=REPO, capture_output=True, text=True
+    )
     assert proc.returncode == 3 and "Unknown accel: 'cuda'" in proc.stderr

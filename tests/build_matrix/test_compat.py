@@ -32,7 +32,8 @@ def test_every_entry_names_its_source(data: compat.CompatData) -> None:
 def test_known_facts(data: compat.CompatData) -> None:
     # C++20 from 2.13 (RELEASE.md), C++17 before.
     assert {m: r.cpp_std for m, r in data.torch.items() if compat.minor_key(m) < (2, 13)} == {
-        m: "17" for m in data.torch if compat.minor_key(m) < (2, 13)}
+        m: "17" for m in data.torch if compat.minor_key(m) < (2, 13)
+    }
     assert data.torch["2.13"].cpp_std == data.torch["2.14"].cpp_std == "20"
     assert data.torch["2.14"].latest == "2.14.1"
     assert "cu118" not in data.torch["2.8"].builds
@@ -78,33 +79,58 @@ BAD = [
     # latest patch of another minor
     ('latest = "2.13.0"', 'latest = "2.12.0"', 'torch."2.13".latest', "'2.12.0'"),
     # a C++ standard that does not exist for torch
-    ('cpp_std = "20"\npythons = ["3.10", "3.11", "3.12", "3.13", "3.14", "3.14t"]\nsource = "RM: Python >=3.10 (3.15/3.15t experimental), C++20, CUDA 12.6, 13.0, 13.2',
-     'cpp_std = "23"\npythons = ["3.10", "3.11", "3.12", "3.13", "3.14", "3.14t"]\nsource = "RM: Python >=3.10 (3.15/3.15t experimental), C++20, CUDA 12.6, 13.0, 13.2',
-     'torch."2.14".cpp_std', "'23'"),
+    (
+        'cpp_std = "20"\npythons = ["3.10", "3.11", "3.12", "3.13", "3.14", "3.14t"]\nsource = "RM: Python >=3.10 (3.15/3.15t experimental), C++20, CUDA 12.6, 13.0, 13.2',
+        'cpp_std = "23"\npythons = ["3.10", "3.11", "3.12", "3.13", "3.14", "3.14t"]\nsource = "RM: Python >=3.10 (3.15/3.15t experimental), C++20, CUDA 12.6, 13.0, 13.2',
+        'torch."2.14".cpp_std',
+        "'23'",
+    ),
     # a Python version that is not one
     ('pythons = ["3.8", "3.9"', 'pythons = ["3.8", "3.x"', 'torch."2.4".pythons[1]', "'3.x'"),
     # a platform name with a typo
-    ('[torch."2.4".builds]\ncpu = ["linux-x86_64", "linux-aarch64"',
-     '[torch."2.4".builds]\ncpu = ["linux-x86_64", "linux-arm64"', 'torch."2.4".builds.cpu[1]', "'linux-arm64'"),
+    (
+        '[torch."2.4".builds]\ncpu = ["linux-x86_64", "linux-aarch64"',
+        '[torch."2.4".builds]\ncpu = ["linux-x86_64", "linux-arm64"',
+        'torch."2.4".builds.cpu[1]',
+        "'linux-arm64'",
+    ),
     # an accelerator that breaks the variant contract
-    ('cu121 = ["linux-x86_64", "windows-amd64"]\ncu124', 'cu12 = ["linux-x86_64", "windows-amd64"]\ncu124',
-     'torch."2.4".builds.cu12', "'cu12'"),
+    (
+        'cu121 = ["linux-x86_64", "windows-amd64"]\ncu124',
+        'cu12 = ["linux-x86_64", "windows-amd64"]\ncu124',
+        'torch."2.4".builds.cu12',
+        "'cu12'",
+    ),
     # a CUDA build without an arch list
     ('[cuda."12.9"]', '[cuda."12.99"]', 'torch."2.8".builds.cu129', "'cu129'"),
     # CUDA 13 cannot compile for sm_70
-    ('archs = "7.5;8.0;8.6;9.0;10.0;12.0+PTX"\narchs_aarch64 = "8.0;9.0;10.0;11.0;12.0+PTX"\nsource = "RM \'PyTorch CUDA Support Matrix\' 13.0.2',
-     'archs = "7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX"\narchs_aarch64 = "8.0;9.0;10.0;11.0;12.0+PTX"\nsource = "RM \'PyTorch CUDA Support Matrix\' 13.0.2',
-     'cuda."13.0".archs', "'7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX'"),
+    (
+        'archs = "7.5;8.0;8.6;9.0;10.0;12.0+PTX"\narchs_aarch64 = "8.0;9.0;10.0;11.0;12.0+PTX"\nsource = "RM \'PyTorch CUDA Support Matrix\' 13.0.2',
+        'archs = "7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX"\narchs_aarch64 = "8.0;9.0;10.0;11.0;12.0+PTX"\nsource = "RM \'PyTorch CUDA Support Matrix\' 13.0.2',
+        'cuda."13.0".archs',
+        "'7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX'",
+    ),
     # sm_100 with CUDA 12.6
-    ('archs = "5.3;6.0;7.0;7.5;8.0;8.6;9.0+PTX"\narchs_aarch64 = "8.0;9.0+PTX"\nsource = "RM',
-     'archs = "5.3;6.0;7.0;7.5;8.0;8.6;9.0;10.0"\narchs_aarch64 = "8.0;9.0+PTX"\nsource = "RM', 'cuda."12.6".archs', "10.0"),
+    (
+        'archs = "5.3;6.0;7.0;7.5;8.0;8.6;9.0+PTX"\narchs_aarch64 = "8.0;9.0+PTX"\nsource = "RM',
+        'archs = "5.3;6.0;7.0;7.5;8.0;8.6;9.0;10.0"\narchs_aarch64 = "8.0;9.0+PTX"\nsource = "RM',
+        'cuda."12.6".archs',
+        "10.0",
+    ),
     # +PTX on an arch that is not the last one
-    ('archs_aarch64 = "8.0;9.0;10.0;12.0+PTX"\nsource = ".ci/manywheel/build_cuda.sh (torch 2.8-2.10): 12.8',
-     'archs_aarch64 = "8.0+PTX;9.0;10.0;12.0"\nsource = ".ci/manywheel/build_cuda.sh (torch 2.8-2.10): 12.8',
-     'cuda."12.8".archs_aarch64', "8.0+PTX"),
+    (
+        'archs_aarch64 = "8.0;9.0;10.0;12.0+PTX"\nsource = ".ci/manywheel/build_cuda.sh (torch 2.8-2.10): 12.8',
+        'archs_aarch64 = "8.0+PTX;9.0;10.0;12.0"\nsource = ".ci/manywheel/build_cuda.sh (torch 2.8-2.10): 12.8',
+        'cuda."12.8".archs_aarch64',
+        "8.0+PTX",
+    ),
     # an override for a build that does not exist
-    ('"*/linux-aarch64" = ["3.9", "3.10", "3.11", "3.12"]', '"cu118/linux-aarch64" = ["3.9"]',
-     'torch."2.5".python_overrides."cu118/linux-aarch64"', "cu118/linux-aarch64"),
+    (
+        '"*/linux-aarch64" = ["3.9", "3.10", "3.11", "3.12"]',
+        '"cu118/linux-aarch64" = ["3.9"]',
+        'torch."2.5".python_overrides."cu118/linux-aarch64"',
+        "cu118/linux-aarch64",
+    ),
     # a misspelt key in a torch table
     ('latest = "2.10.0"', 'latest = "2.10.0"\nlatset = "2.10.0"', 'torch."2.10".latset', "'2.10.0'"),
     # a confidence level that does not exist

@@ -23,7 +23,9 @@ def test_new_release_shows_up(cli, tmp_path: Path) -> None:
     # torch 2.15 adds no job: the stable-ABI jobs serve it; they change only in what they serve
     assert d["jobs"]["added"] == [] and d["jobs"]["removed"] == []
     assert d["jobs"]["changed"] and all(j.startswith("stable2.10-") for j in d["jobs"]["changed"])
-    assert all(set(fields) <= {"serves", "covers_pythons"} for fields in d["jobs"]["changed"].values()), d["jobs"]["changed"]
+    assert all(set(fields) <= {"serves", "covers_pythons"} for fields in d["jobs"]["changed"].values()), d["jobs"][
+        "changed"
+    ]
     # 2.15's combinations are new rows; the other minors gain unavailable CPython 3.15 rows.
     added_covered = [c for c in d["combinations"]["added"] if c["status"] == "covered"]
     assert added_covered and {c["torch"] for c in added_covered} == {"2.15"}

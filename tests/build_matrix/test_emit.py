@@ -38,16 +38,40 @@ def test_ids_are_stable_when_the_plan_grows(data) -> None:
 
 def test_matrix_entry(plan) -> None:
     entry = emit.matrix_entry(plan.job("torch2.9-cu130-linux-aarch64"))
-    assert entry == {"id": "torch2.9-cu130-linux-aarch64", "variant": "torch2.9-cu130", "torch": "2.9",
-                     "accel": "cu130", "cuda": "13.0", "platform": "linux-aarch64", "os": "linux",
-                     "arch": "aarch64", "runs_on": "ubuntu-24.04-arm", "python": "3.10",
-                     "oldest_torch": "2.9", "oldest_accel": "cu130", "stable_abi": "false", "family": "cu13"}
+    assert entry == {
+        "id": "torch2.9-cu130-linux-aarch64",
+        "variant": "torch2.9-cu130",
+        "torch": "2.9",
+        "accel": "cu130",
+        "cuda": "13.0",
+        "platform": "linux-aarch64",
+        "os": "linux",
+        "arch": "aarch64",
+        "runs_on": "ubuntu-24.04-arm",
+        "python": "3.10",
+        "oldest_torch": "2.9",
+        "oldest_accel": "cu130",
+        "stable_abi": "false",
+        "family": "cu13",
+    }
     # a stable job: torch/accel/cuda of the torch it compiles against (accel: the index to test with)
     entry = emit.matrix_entry(plan.job("stable2.10-cu13-linux-aarch64"))
-    assert entry == {"id": "stable2.10-cu13-linux-aarch64", "variant": "stable2.10-cu13", "torch": "2.14",
-                     "accel": "cu132", "cuda": "13.2", "platform": "linux-aarch64", "os": "linux",
-                     "arch": "aarch64", "runs_on": "ubuntu-24.04-arm", "python": "3.10",
-                     "oldest_torch": "2.10", "oldest_accel": "cu130", "stable_abi": "true", "family": "cu13"}
+    assert entry == {
+        "id": "stable2.10-cu13-linux-aarch64",
+        "variant": "stable2.10-cu13",
+        "torch": "2.14",
+        "accel": "cu132",
+        "cuda": "13.2",
+        "platform": "linux-aarch64",
+        "os": "linux",
+        "arch": "aarch64",
+        "runs_on": "ubuntu-24.04-arm",
+        "python": "3.10",
+        "oldest_torch": "2.10",
+        "oldest_accel": "cu130",
+        "stable_abi": "true",
+        "family": "cu13",
+    }
     cu12 = emit.matrix_entry(plan.job("stable2.10-cu12-windows-amd64"))
     assert (cu12["oldest_torch"], cu12["oldest_accel"]) == ("2.10", "cu128")  # torch 2.10 ships cu126 and cu128
 
@@ -77,7 +101,9 @@ def test_env_shell_format_round_trips_through_bash(plan, tmp_path) -> None:
     script = tmp_path / "env.sh"
     script.write_text(emit.format_env(job.environment, "shell"))
     for key, value in job.environment.items():
-        got = subprocess.run(["bash", "-c", f'source "{script}"; printf %s "${key}"'], capture_output=True, text=True, check=True)
+        got = subprocess.run(
+            ["bash", "-c", f'source "{script}"; printf %s "${key}"'], capture_output=True, text=True, check=True
+        )
         assert got.stdout == value, key
 
 
@@ -86,7 +112,7 @@ def _parse_github_env(text: str) -> dict[str, str]:
     while i < len(lines) and lines[i]:
         name, delim = lines[i].split("<<", 1)
         end = lines.index(delim, i + 1)
-        out[name] = "\n".join(lines[i + 1:end])
+        out[name] = "\n".join(lines[i + 1 : end])
         i = end + 1
     return out
 

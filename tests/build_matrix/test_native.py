@@ -72,7 +72,9 @@ def test_verify_torch_of_a_stable_job(tmp_path: Path) -> None:
         build_venv.verify_torch(job, {"version": "2.14.1+cu130", "cuda": "13.0", "cxx11_abi": True}, _opts(tmp_path))
     cu13 = make_plan().job("stable2.10-cu13-linux-x86_64")
     build_venv.verify_torch(cu13, {"version": "2.14.1+cu130", "cuda": "13.0", "cxx11_abi": True}, _opts(tmp_path))
-    with pytest.raises(native.BuildError, match="for CUDA 13 torch, but the installed torch 2.14.1\\+cu126 is a CUDA 12"):
+    with pytest.raises(
+        native.BuildError, match="for CUDA 13 torch, but the installed torch 2.14.1\\+cu126 is a CUDA 12"
+    ):
         build_venv.verify_torch(cu13, {"version": "2.14.1+cu126", "cuda": "12.6", "cxx11_abi": True}, _opts(tmp_path))
 
 

@@ -143,32 +143,78 @@ def test_bad_cuda_archs(run_cli, tmp_path: Path) -> None:
 
 def test_torch_not_installable(run_cli, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    proc = run_cli("build", "--job", CPU_JOB, "--native", "--out", str(out),
-                   "--torch-spec", "torch==0.0.1", "--torch-index-url", "")
+    proc = run_cli(
+        "build",
+        "--job",
+        CPU_JOB,
+        "--native",
+        "--out",
+        str(out),
+        "--torch-spec",
+        "torch==0.0.1",
+        "--torch-index-url",
+        "",
+    )
     _assert_failed_cleanly(proc, out, 10, "installing torch==0.0.1 failed", "--torch-spec")
 
 
 def test_compiler_missing(cpu_wheel: Path, run_cli, tmp_path: Path, clean_env: dict[str, str]) -> None:
     out = tmp_path / "out"
     env = dict(clean_env, CXX=str(tmp_path / "no-such-c++"))
-    proc = run_cli("build", "--job", CPU_JOB, "--native", "--out", str(out), "--venv", str(VENVS / CPU_JOB),
-                   "--torch-index-url", "", env=env)
+    proc = run_cli(
+        "build",
+        "--job",
+        CPU_JOB,
+        "--native",
+        "--out",
+        str(out),
+        "--venv",
+        str(VENVS / CPU_JOB),
+        "--torch-index-url",
+        "",
+        env=env,
+    )
     _assert_failed_cleanly(proc, out, 10, "no C++ compiler found")
 
 
 def test_wrong_torch_for_the_job(cuda_wheel: Path, run_cli, tmp_path: Path) -> None:
     # the CUDA build venv holds torch 2.14.1+cu130: the CPU 2.14 job must refuse it before compiling
     out = tmp_path / "out"
-    proc = run_cli("build", "--job", "torch2.14-cpu-linux-x86_64", "--native", "--out", str(out),
-                   "--venv", str(VENVS / CUDA_JOB), "--torch-spec", "torch==2.14.1", "--torch-index-url", "")
+    proc = run_cli(
+        "build",
+        "--job",
+        "torch2.14-cpu-linux-x86_64",
+        "--native",
+        "--out",
+        str(out),
+        "--venv",
+        str(VENVS / CUDA_JOB),
+        "--torch-spec",
+        "torch==2.14.1",
+        "--torch-index-url",
+        "",
+    )
     _assert_failed_cleanly(proc, out, 10, "is a cu130 build, the job needs cpu")
 
 
 def test_no_cuda_toolkit(cuda_wheel: Path, run_cli, tmp_path: Path, clean_env: dict[str, str]) -> None:
     out = tmp_path / "out"
     env = dict(clean_env, CUDA_HOME=str(tmp_path / "no-cuda"))
-    proc = run_cli("build", "--job", CUDA_JOB, "--native", "--out", str(out), "--venv", str(VENVS / CUDA_JOB),
-                   "--cuda-archs", "9.0", "--torch-index-url", "", env=env)
+    proc = run_cli(
+        "build",
+        "--job",
+        CUDA_JOB,
+        "--native",
+        "--out",
+        str(out),
+        "--venv",
+        str(VENVS / CUDA_JOB),
+        "--cuda-archs",
+        "9.0",
+        "--torch-index-url",
+        "",
+        env=env,
+    )
     _assert_failed_cleanly(proc, out, 10, f"CUDA_HOME={tmp_path / 'no-cuda'} does not exist")
 
 

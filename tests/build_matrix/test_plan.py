@@ -63,13 +63,18 @@ def test_combination_keys_and_values(plan) -> None:
 
 
 def _combo(plan, torch, accel, python, abi, platform):
-    [c] = [c for c in plan.combinations
-           if (c.torch, c.accel, c.python, c.abi, c.platform) == (torch, accel, python, abi, platform)]
+    [c] = [
+        c
+        for c in plan.combinations
+        if (c.torch, c.accel, c.python, c.abi, c.platform) == (torch, accel, python, abi, platform)
+    ]
     return c
 
 
 def test_reasons(plan) -> None:
-    assert _combo(plan, "2.8", "cu118", "3.12", "cxx11", "linux-x86_64").reason.startswith("torch 2.8 has no cu118 build")
+    assert _combo(plan, "2.8", "cu118", "3.12", "cxx11", "linux-x86_64").reason.startswith(
+        "torch 2.8 has no cu118 build"
+    )
     assert "no cu118 build for linux-aarch64" in _combo(plan, "2.7", "cu118", "3.12", "cxx11", "linux-aarch64").reason
     assert "does not ship for CPython 3.14" in _combo(plan, "2.8", "cpu", "3.14", "cxx11", "linux-x86_64").reason
     assert "free-threaded" in _combo(plan, "2.9", "cu128", "3.13t", "cxx11", "linux-x86_64").reason
@@ -83,8 +88,10 @@ def test_reasons(plan) -> None:
     assert _combo(plan, "2.9", "cu130", "3.14", "msvc", "windows-amd64").job == "torch2.9-cu130-windows-amd64"
     stable = _combo(plan, "2.12", "cu126", "3.12", "cxx11", "linux-aarch64")
     assert stable.job == "stable2.10-cu12-linux-aarch64"
-    assert stable.reason == ("served by causal_conv1d-1.7.0.post1+cu12.stable2.10-cp39-abi3-manylinux_2_28_aarch64.whl "
-                             "(stable ABI: every torch >= 2.10 with CUDA 12)")
+    assert stable.reason == (
+        "served by causal_conv1d-1.7.0.post1+cu12.stable2.10-cp39-abi3-manylinux_2_28_aarch64.whl "
+        "(stable ABI: every torch >= 2.10 with CUDA 12)"
+    )
     # the stable ABI changes which job serves a combination, never whether one does
     assert _combo(plan, "2.12", "cu126", "3.12", "pre-cxx11", "linux-aarch64").status == "unavailable"
 
@@ -124,7 +131,10 @@ def test_cpu_job_fields(per_minor) -> None:
     assert "TORCH_CUDA_ARCH_LIST" not in env["CIBW_ENVIRONMENT"]
     assert env["CIBW_REPAIR_WHEEL_COMMAND"].startswith("auditwheel repair ")
     assert "--exclude 'libtorch.so'" in env["CIBW_REPAIR_WHEEL_COMMAND"]
-    assert "python -m build_matrix check --job torch2.13-cpu-linux-x86_64 {dest_dir}/*.whl" in env["CIBW_REPAIR_WHEEL_COMMAND"]
+    assert (
+        "python -m build_matrix check --job torch2.13-cpu-linux-x86_64 {dest_dir}/*.whl"
+        in env["CIBW_REPAIR_WHEEL_COMMAND"]
+    )
     assert "import torch, causal_conv1d" in env["CIBW_TEST_COMMAND"]
 
 
@@ -195,16 +205,19 @@ def test_unknown_job_suggests(plan) -> None:
     assert "torch2.9" not in str(info.value)
 
 
-@pytest.mark.parametrize("spec,expected", [
-    ("2.7", ["2.7"]),
-    ("2.6-2.9", ["2.6", "2.7", "2.8", "2.9"]),
-    ("2.6..2.7", ["2.6", "2.7"]),
-    ("2.13-", ["2.13", "2.14", "2.15"]),
-    ("-2.5", ["2.4", "2.5"]),
-    (">=2.12,<2.14", ["2.12", "2.13"]),
-    ("2.4,2.10", ["2.4", "2.10"]),
-    (["2.4", "2.10-2.11"], ["2.4", "2.10", "2.11"]),
-])
+@pytest.mark.parametrize(
+    "spec,expected",
+    [
+        ("2.7", ["2.7"]),
+        ("2.6-2.9", ["2.6", "2.7", "2.8", "2.9"]),
+        ("2.6..2.7", ["2.6", "2.7"]),
+        ("2.13-", ["2.13", "2.14", "2.15"]),
+        ("-2.5", ["2.4", "2.5"]),
+        (">=2.12,<2.14", ["2.12", "2.13"]),
+        ("2.4,2.10", ["2.4", "2.10"]),
+        (["2.4", "2.10-2.11"], ["2.4", "2.10", "2.11"]),
+    ],
+)
 def test_torch_filter(data: compat.CompatData, spec, expected) -> None:
     plan = make_plan(data, torch=spec)
     assert sorted({c.torch for c in plan.combinations}, key=compat.minor_key) == expected
@@ -217,17 +230,20 @@ def test_torch_filter(data: compat.CompatData, spec, expected) -> None:
     assert {j.torch for j in make_plan(data, torch=spec, stable_abi=False).jobs} == set(expected)
 
 
-@pytest.mark.parametrize("kwargs,kind,value,suggestion", [
-    ({"torch": "2.44"}, "torch", "2.44", "2.4"),  # typo in a minor
-    ({"torch": "2.6-2.99"}, "torch", "2.99", "2.9"),  # unknown range end
-    ({"torch": ">=3.0"}, "torch", ">=3.0", None),  # selects nothing
-    ({"torch": "latest"}, "torch", "latest", None),  # not a spec at all
-    ({"accels": "cu1288"}, "accel", "cu1288", "cu128"),
-    ({"accels": ["cpu", "CPU"]}, "accel", "CPU", "cpu"),
-    ({"platforms": "linux-x86-64"}, "platform", "linux-x86-64", "linux-x86_64"),
-    ({"platforms": "windows"}, "platform", "windows", "windows-amd64"),
-    ({"pythons": "3.1"}, "python", "3.1", "3.11"),
-])
+@pytest.mark.parametrize(
+    "kwargs,kind,value,suggestion",
+    [
+        ({"torch": "2.44"}, "torch", "2.44", "2.4"),  # typo in a minor
+        ({"torch": "2.6-2.99"}, "torch", "2.99", "2.9"),  # unknown range end
+        ({"torch": ">=3.0"}, "torch", ">=3.0", None),  # selects nothing
+        ({"torch": "latest"}, "torch", "latest", None),  # not a spec at all
+        ({"accels": "cu1288"}, "accel", "cu1288", "cu128"),
+        ({"accels": ["cpu", "CPU"]}, "accel", "CPU", "cpu"),
+        ({"platforms": "linux-x86-64"}, "platform", "linux-x86-64", "linux-x86_64"),
+        ({"platforms": "windows"}, "platform", "windows", "windows-amd64"),
+        ({"pythons": "3.1"}, "python", "3.1", "3.11"),
+    ],
+)
 def test_unknown_filter_values(data: compat.CompatData, kwargs, kind, value, suggestion) -> None:
     with pytest.raises(UnknownValue) as info:
         make_plan(data, **kwargs)
@@ -241,8 +257,12 @@ def test_filters_combine(data: compat.CompatData) -> None:
     plan = make_plan(data, torch="2.7", accels="cpu,cu128", platforms=["windows-amd64"], pythons="3.12,3.13t")
     assert [j.id for j in plan.jobs] == ["torch2.7-cpu-windows-amd64", "torch2.7-cu128-windows-amd64"]
     assert len(plan.combinations) == 2 * 2  # accels x pythons, one platform with one ABI
-    assert plan.filters == {"torch": ["2.7"], "accels": ["cpu", "cu128"], "platforms": ["windows-amd64"],
-                            "pythons": ["3.12", "3.13t"]}
+    assert plan.filters == {
+        "torch": ["2.7"],
+        "accels": ["cpu", "cu128"],
+        "platforms": ["windows-amd64"],
+        "pythons": ["3.12", "3.13t"],
+    }
 
 
 def test_index_url_override(data: compat.CompatData, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -260,8 +280,22 @@ def test_plan_json_schema(cli) -> None:
     assert {"schema_version", "abi3", "summary", "jobs", "combinations", "filters", "data", "generator"} <= set(doc)
     assert doc["summary"]["covered"] == sum(c["status"] == "covered" for c in doc["combinations"])
     job = doc["jobs"][0]
-    for key in ("id", "variant", "platform", "python", "environment", "torch_version", "torch_index_url", "cuda",
-                "cuda_archs", "cxx11_abi", "manylinux", "cpp_std", "covers_pythons", "wheel_filename"):
+    for key in (
+        "id",
+        "variant",
+        "platform",
+        "python",
+        "environment",
+        "torch_version",
+        "torch_index_url",
+        "cuda",
+        "cuda_archs",
+        "cxx11_abi",
+        "manylinux",
+        "cpp_std",
+        "covers_pythons",
+        "wheel_filename",
+    ):
         assert key in job
     assert "cp39-abi3" in doc["abi3"]
 
@@ -282,12 +316,16 @@ def test_job_count_before_and_after(plan, per_minor) -> None:
     assert len(per_minor.jobs) == 133  # one job per torch minor x accel x platform (the data of 2026-11-30)
     assert len(stable) == 9 and len(plan.jobs) == 70
     assert [j.id for j in legacy] == [j.id for j in per_minor.jobs if j.build_variant.torch_minor < (2, 10)]
-    assert [j.id for j in stable] == [f"stable2.10-{f}-{p}" for f in ("cpu", "cu12", "cu13")
-                                      for p in ("linux-x86_64", "linux-aarch64", "windows-amd64")]
+    assert [j.id for j in stable] == [
+        f"stable2.10-{f}-{p}"
+        for f in ("cpu", "cu12", "cu13")
+        for p in ("linux-x86_64", "linux-aarch64", "windows-amd64")
+    ]
     assert plan.summary()["covered"] == per_minor.summary()["covered"] == 651
     # same combinations, same statuses: the stable ABI changes only which job serves them
-    assert [(c.torch, c.accel, c.python, c.abi, c.platform, c.status) for c in plan.combinations] == \
-        [(c.torch, c.accel, c.python, c.abi, c.platform, c.status) for c in per_minor.combinations]
+    assert [(c.torch, c.accel, c.python, c.abi, c.platform, c.status) for c in plan.combinations] == [
+        (c.torch, c.accel, c.python, c.abi, c.platform, c.status) for c in per_minor.combinations
+    ]
 
 
 def test_every_torch_2_10_plus_combination_is_covered_by_its_family(plan) -> None:
@@ -311,8 +349,12 @@ def test_stable_cuda_job_fields(plan, data: compat.CompatData) -> None:
     assert cu13.torch_index_url.endswith("/cu132")
     assert cu13.cuda_archs == "7.5;8.0;8.6;9.0;10.0;12.0+PTX"
     assert cu13.wheel_filename == "causal_conv1d-1.7.0.post1+cu13.stable2.10-cp39-abi3-manylinux_2_28_x86_64.whl"
-    assert set(cu13.serves) == {f"torch{m}-{a}" for m in ("2.10", "2.11", "2.12", "2.13", "2.14", "2.15")
-                                for a in ("cu130", "cu132") if a in data.torch[m].builds}
+    assert set(cu13.serves) == {
+        f"torch{m}-{a}"
+        for m in ("2.10", "2.11", "2.12", "2.13", "2.14", "2.15")
+        for a in ("cu130", "cu132")
+        if a in data.torch[m].builds
+    }
     d = cu13.to_dict()
     assert d["stable_abi"] is True and d["family"] == "cu13" and d["requires_torch"] == "torch>=2.10"
     assert d["variant"] == "stable2.10-cu13" and "torch2.10-cu130" in d["serves"]
@@ -353,10 +395,11 @@ def test_stable_build_choice_ignores_filters(plan, data: compat.CompatData) -> N
 
 def test_a_new_torch_release_adds_no_job(data: compat.CompatData, tmp_path) -> None:
     text = compat.DEFAULT_DATA_PATH.read_text()
-    entry = text[text.index('[torch."2.15"]'):]
+    entry = text[text.index('[torch."2.15"]') :]
     newer = tmp_path / "newer.toml"
-    newer.write_text(text + "\n" + entry.replace('"2.15"', '"2.16"').replace('"2.15.0"', '"2.16.0"')
-                     .replace("2.15.0", "2.16.0"))
+    newer.write_text(
+        text + "\n" + entry.replace('"2.15"', '"2.16"').replace('"2.15.0"', '"2.16.0"').replace("2.15.0", "2.16.0")
+    )
     grown = make_plan(compat.load(newer))
     now = make_plan(data)
     assert [j.id for j in grown.jobs] == [j.id for j in now.jobs]
@@ -379,7 +422,11 @@ def test_stable_toolkit_prefers_known_torch(tmp_path) -> None:
     text = compat.DEFAULT_DATA_PATH.read_text()
     # mark 2.14 inferred too: 2.13 (high) is then the newest well-known minor with cu132
     f = tmp_path / "d.toml"
-    f.write_text(text.replace('IDX: torch-2.14.1+cu126 for win_amd64 and manylinux_2_28_aarch64 quoted"\nconfidence = "high"',
-                              'IDX: torch-2.14.1+cu126 for win_amd64 and manylinux_2_28_aarch64 quoted"\nconfidence = "low"'))
+    f.write_text(
+        text.replace(
+            'IDX: torch-2.14.1+cu126 for win_amd64 and manylinux_2_28_aarch64 quoted"\nconfidence = "high"',
+            'IDX: torch-2.14.1+cu126 for win_amd64 and manylinux_2_28_aarch64 quoted"\nconfidence = "low"',
+        )
+    )
     job = make_plan(compat.load(f)).job("stable2.10-cu13-linux-x86_64")
     assert (job.torch_version, job.cuda) == ("2.13.0", "13.2")

@@ -11,8 +11,11 @@ from build_matrix import compat, refresh
 from build_matrix.errors import FetchError
 
 FIXTURES = Path(__file__).parent / "fixtures"
-PLAT_TAGS = {"linux-x86_64": "manylinux_2_28_x86_64", "linux-aarch64": "manylinux_2_28_aarch64",
-             "windows-amd64": "win_amd64"}
+PLAT_TAGS = {
+    "linux-x86_64": "manylinux_2_28_x86_64",
+    "linux-aarch64": "manylinux_2_28_aarch64",
+    "windows-amd64": "win_amd64",
+}
 PY_27 = ["3.9", "3.10", "3.11", "3.12", "3.13", "3.13t"]
 PY_29 = ["3.10", "3.11", "3.12", "3.13", "3.13t", "3.14", "3.14t"]
 ALL = list(PLAT_TAGS)
@@ -36,14 +39,31 @@ def wheels(version: str, accel: str, pythons: list[str], platforms: list[str]) -
 def serve_current(server, *, json: bool = True) -> None:
     """The index as the tests' 'today': 2.7.1 out, 2.8 cu126 gained aarch64, 2.9 is new."""
     other = real_names("other-flavours.txt")
-    server.page("cpu", other + wheels("2.7.0", "cpu", PY_27, ALL) + wheels("2.7.1", "cpu", PY_27, ALL)
-                + wheels("2.8.0", "cpu", PY_27, ALL) + wheels("2.9.0", "cpu", PY_29, ALL), json=json)
-    server.page("cu126", wheels("2.7.1", "cu126", PY_27, ["linux-x86_64", "windows-amd64"])
-                + wheels("2.8.0", "cu126", PY_27, ALL) + wheels("2.9.0", "cu126", PY_29, ALL), json=json)
-    server.page("cu128", real_names("torch-2.7.0-cu128.txt") + wheels("2.7.1", "cu128", PY_27, ALL)
-                + wheels("2.8.0", "cu128", PY_27, ALL)
-                + wheels("2.9.0", "cu128", PY_29, ["linux-x86_64", "linux-aarch64"])
-                + wheels("2.9.0", "cu128", [p for p in PY_29 if p != "3.13t"], ["windows-amd64"]), json=json)
+    server.page(
+        "cpu",
+        other
+        + wheels("2.7.0", "cpu", PY_27, ALL)
+        + wheels("2.7.1", "cpu", PY_27, ALL)
+        + wheels("2.8.0", "cpu", PY_27, ALL)
+        + wheels("2.9.0", "cpu", PY_29, ALL),
+        json=json,
+    )
+    server.page(
+        "cu126",
+        wheels("2.7.1", "cu126", PY_27, ["linux-x86_64", "windows-amd64"])
+        + wheels("2.8.0", "cu126", PY_27, ALL)
+        + wheels("2.9.0", "cu126", PY_29, ALL),
+        json=json,
+    )
+    server.page(
+        "cu128",
+        real_names("torch-2.7.0-cu128.txt")
+        + wheels("2.7.1", "cu128", PY_27, ALL)
+        + wheels("2.8.0", "cu128", PY_27, ALL)
+        + wheels("2.9.0", "cu128", PY_29, ["linux-x86_64", "linux-aarch64"])
+        + wheels("2.9.0", "cu128", [p for p in PY_29 if p != "3.13t"], ["windows-amd64"]),
+        json=json,
+    )
     server.page("cu129", wheels("2.8.0", "cu129", PY_27, ALL), json=json)
     server.page("cu130", wheels("2.9.0", "cu130", PY_29, ALL), json=json)
 
@@ -55,23 +75,40 @@ def small(tmp_path: Path) -> Path:
     return target
 
 
-@pytest.mark.parametrize("name,accel,expected", [
-    ("torch-2.7.0+cu128-cp313-cp313t-manylinux_2_28_aarch64.whl", "cu128",
-     refresh.Observation("2.7", "cu128", "3.13t", "linux-aarch64", "2.7.0")),
-    ("torch-2.7.0+cu128-cp39-cp39-win_amd64.whl", "cu128", refresh.Observation("2.7", "cu128", "3.9", "windows-amd64", "2.7.0")),
-    # no local label: the page's accel (torch <= 2.5 aarch64 CPU wheels)
-    ("torch-2.4.1-cp310-cp310-manylinux_2_17_aarch64.manylinux2014_aarch64.whl", "cpu",
-     refresh.Observation("2.4", "cpu", "3.10", "linux-aarch64", "2.4.1")),
-    ("torch-2.4.1+cpu-cp310-cp310-linux_x86_64.whl", "cpu", refresh.Observation("2.4", "cpu", "3.10", "linux-x86_64", "2.4.1")),
-    ("torch-2.4.1+cpu.cxx11.abi-cp310-cp310-linux_x86_64.whl", "cpu", None),  # another flavour
-    ("torch-2.7.0+cu126-cp312-cp312-win_amd64.whl", "cu128", None),  # another accel's wheel
-    ("torch-2.7.0-cp312-none-macosx_11_0_arm64.whl", "cpu", None),  # a platform we do not build
-    ("torch-2.8.0+cpu-cp312-cp312-win_arm64.whl", "cpu", None),
-    ("torch-2.9.0rc3+cpu-cp312-cp312-win_amd64.whl", "cpu", None),  # a pre-release
-    ("torchvision-0.22.0+cpu-cp312-cp312-win_amd64.whl", "cpu", None),  # another project
-    ("torch-2.7.0.tar.gz", "cpu", None),  # not a wheel
-    ("torch-2.7.0+cpu-cp312.whl", "cpu", None),  # a broken name
-])
+@pytest.mark.parametrize(
+    "name,accel,expected",
+    [
+        (
+            "torch-2.7.0+cu128-cp313-cp313t-manylinux_2_28_aarch64.whl",
+            "cu128",
+            refresh.Observation("2.7", "cu128", "3.13t", "linux-aarch64", "2.7.0"),
+        ),
+        (
+            "torch-2.7.0+cu128-cp39-cp39-win_amd64.whl",
+            "cu128",
+            refresh.Observation("2.7", "cu128", "3.9", "windows-amd64", "2.7.0"),
+        ),
+        # no local label: the page's accel (torch <= 2.5 aarch64 CPU wheels)
+        (
+            "torch-2.4.1-cp310-cp310-manylinux_2_17_aarch64.manylinux2014_aarch64.whl",
+            "cpu",
+            refresh.Observation("2.4", "cpu", "3.10", "linux-aarch64", "2.4.1"),
+        ),
+        (
+            "torch-2.4.1+cpu-cp310-cp310-linux_x86_64.whl",
+            "cpu",
+            refresh.Observation("2.4", "cpu", "3.10", "linux-x86_64", "2.4.1"),
+        ),
+        ("torch-2.4.1+cpu.cxx11.abi-cp310-cp310-linux_x86_64.whl", "cpu", None),  # another flavour
+        ("torch-2.7.0+cu126-cp312-cp312-win_amd64.whl", "cu128", None),  # another accel's wheel
+        ("torch-2.7.0-cp312-none-macosx_11_0_arm64.whl", "cpu", None),  # a platform we do not build
+        ("torch-2.8.0+cpu-cp312-cp312-win_arm64.whl", "cpu", None),
+        ("torch-2.9.0rc3+cpu-cp312-cp312-win_amd64.whl", "cpu", None),  # a pre-release
+        ("torchvision-0.22.0+cpu-cp312-cp312-win_amd64.whl", "cpu", None),  # another project
+        ("torch-2.7.0.tar.gz", "cpu", None),  # not a wheel
+        ("torch-2.7.0+cpu-cp312.whl", "cpu", None),  # a broken name
+    ],
+)
 def test_classify(name: str, accel: str, expected) -> None:
     assert refresh.classify(name, accel) == expected
 
@@ -157,12 +194,15 @@ def test_timeout_writes_nothing(index_server, small: Path) -> None:
     _assert_untouched(small, before)
 
 
-@pytest.mark.parametrize("body,ctype,match", [
-    (b"<html><body>Service temporarily unavailable</body></html>", "text/html", "lists no torch wheels"),
-    (b"{not json", "application/vnd.pypi.simple.v1+json", "Unparseable index page"),
-    (b'{"files": "nope"}', "application/vnd.pypi.simple.v1+json", "no 'files' list"),
-    (b"\x89PNG\r\n", "image/png", "Unexpected content type 'image/png'"),
-])
+@pytest.mark.parametrize(
+    "body,ctype,match",
+    [
+        (b"<html><body>Service temporarily unavailable</body></html>", "text/html", "lists no torch wheels"),
+        (b"{not json", "application/vnd.pypi.simple.v1+json", "Unparseable index page"),
+        (b'{"files": "nope"}', "application/vnd.pypi.simple.v1+json", "no 'files' list"),
+        (b"\x89PNG\r\n", "image/png", "Unexpected content type 'image/png'"),
+    ],
+)
 def test_garbage_writes_nothing(index_server, small: Path, body: bytes, ctype: str, match: str) -> None:
     serve_current(index_server)
     index_server.page("cpu", [], body=body, content_type=ctype)
@@ -210,12 +250,15 @@ def test_session_retries_and_proxies() -> None:
     assert session.trust_env
 
 
-@pytest.mark.parametrize("url, match", [
-    # nothing listens on port 9 (discard) of the loopback: refused at once, not a timeout
-    ("http://127.0.0.1:9/whl", r"Cannot fetch http://127\.0\.0\.1:9/whl/.*: the connection was refused"),
-    # .invalid never resolves (RFC 2606): a DNS failure, not a timeout
-    ("http://no-such-host.invalid/whl", r"the host name 'no-such-host\.invalid' does not resolve \(DNS\)"),
-])
+@pytest.mark.parametrize(
+    "url, match",
+    [
+        # nothing listens on port 9 (discard) of the loopback: refused at once, not a timeout
+        ("http://127.0.0.1:9/whl", r"Cannot fetch http://127\.0\.0\.1:9/whl/.*: the connection was refused"),
+        # .invalid never resolves (RFC 2606): a DNS failure, not a timeout
+        ("http://no-such-host.invalid/whl", r"the host name 'no-such-host\.invalid' does not resolve \(DNS\)"),
+    ],
+)
 def test_connection_failures_are_not_called_timeouts(small: Path, url: str, match: str) -> None:
     before = small.read_text()
     with pytest.raises(FetchError, match=match) as info:

@@ -61,7 +61,11 @@ def test_pre_cxx11_variant_with_pre_cxx11_binary_passes(make_wheel) -> None:
         # no build record
         ({"drop_record": True}, {"build-record"}, "_build_info.json is missing"),
         # a stray file at the top level of the wheel
-        ({"extra_files": {"stray.py": b"x = 1\n"}}, {"contents"}, "W202: Wheel library has undeclared toplevel entry: stray.py"),
+        (
+            {"extra_files": {"stray.py": b"x = 1\n"}},
+            {"contents"},
+            "W202: Wheel library has undeclared toplevel entry: stray.py",
+        ),
     ],
 )
 def test_broken_wheel_fails_the_named_check(make_wheel, kwargs: dict, failing: set[str], message: str) -> None:
@@ -146,9 +150,23 @@ def cuda_object(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("cu")
     (d / "k.cu").write_text("__global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n")
     out = d / "k.o"
-    subprocess.run([nvcc, "-c", "-Xcompiler", "-fPIC", "-gencode", "arch=compute_80,code=sm_80",
-                    "-gencode", "arch=compute_90,code=[sm_90,compute_90]", str(d / "k.cu"), "-o", str(out)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            nvcc,
+            "-c",
+            "-Xcompiler",
+            "-fPIC",
+            "-gencode",
+            "arch=compute_80,code=sm_80",
+            "-gencode",
+            "arch=compute_90,code=[sm_90,compute_90]",
+            str(d / "k.cu"),
+            "-o",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+    )
     return out
 
 
@@ -163,8 +181,21 @@ def _cuda_wheel_from_object(make_wheel, obj: Path, archs: list[str]) -> Path:
     wheel = make_wheel(variant="torch2.14-cu130", record_overrides={"cuda_archs": archs, "cuda_version": "13.0"})
     so = wheel.parent / "with-cuda.so"
     build = next(wheel.parent.glob("build-*"))
-    subprocess.run(["g++", "-shared", "-fPIC", "-DPy_LIMITED_API=0x03090000", f"-I{__import__('sysconfig').get_paths()['include']}",
-                    str(build / "ext.cpp"), str(obj), "-o", str(so)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "g++",
+            "-shared",
+            "-fPIC",
+            "-DPy_LIMITED_API=0x03090000",
+            f"-I{__import__('sysconfig').get_paths()['include']}",
+            str(build / "ext.cpp"),
+            str(obj),
+            "-o",
+            str(so),
+        ],
+        check=True,
+        capture_output=True,
+    )
     rewritten = wheel.with_suffix(".tmp")
     with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(rewritten, "w") as dst:
         for item in src.infolist():
@@ -239,8 +270,12 @@ def test_cli_check_stable_job(make_wheel, run_cli) -> None:
 
 
 def test_stable_wheel_passes_every_check(make_wheel) -> None:
-    for variant, build in (("stable2.10-cpu", "torch2.13-cpu"), ("stable2.10-cpu", "torch2.10-cpu"),
-                           ("stable2.10-cu13", "torch2.14-cu130"), ("stable2.10-cu12", "torch2.11-cu128")):
+    for variant, build in (
+        ("stable2.10-cpu", "torch2.13-cpu"),
+        ("stable2.10-cpu", "torch2.10-cpu"),
+        ("stable2.10-cu13", "torch2.14-cu130"),
+        ("stable2.10-cu12", "torch2.11-cu128"),
+    ):
         wheel = make_wheel(variant=variant, build_torch=build)
         assert "stable2.10" in wheel.name
         results = wheelcheck.check_wheel(wheel, wheelcheck.Expectation(variant=contract.StableVariant.parse(variant)))
@@ -314,7 +349,9 @@ def test_stable_abi_check_fails_a_legacy_linked_binary(make_wheel) -> None:
     (result,) = wheelcheck.check_wheel(wheel, only=["stable-abi"])
     assert result.status == "fail"
     assert "imports 2 torch C++ symbol(s)" in result.detail
-    assert "c10::causal_conv1d_probe(c10::TensorImpl*)" in result.detail and "at::causal_conv1d_threads()" in result.detail
+    assert (
+        "c10::causal_conv1d_probe(c10::TensorImpl*)" in result.detail and "at::causal_conv1d_threads()" in result.detail
+    )
 
 
 def test_torch_cxx_imports_without_cxxfilt(make_wheel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

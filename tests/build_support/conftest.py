@@ -36,10 +36,16 @@ CPU_LABEL = "cpu.torch2.13"
 CPU_VARIANT = "torch2.13-cpu"
 
 
-def run(cmd: list[str], env: Optional[dict[str, str]] = None, timeout: float = 900, cwd: Optional[Path] = None,
-        check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env, timeout=timeout,
-                          cwd=cwd, check=False)
+def run(
+    cmd: list[str],
+    env: Optional[dict[str, str]] = None,
+    timeout: float = 900,
+    cwd: Optional[Path] = None,
+    check: bool = True,
+) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [str(c) for c in cmd], capture_output=True, text=True, env=env, timeout=timeout, cwd=cwd, check=False
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"{cmd} failed ({proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}")
     return proc
@@ -47,23 +53,31 @@ def run(cmd: list[str], env: Optional[dict[str, str]] = None, timeout: float = 9
 
 def clean_env(**extra: str) -> dict[str, str]:
     """The environment minus anything of ours or of an outer pip that would change a test's meaning."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("CAUSAL_CONV1D_") and k not in ("PYTHONPATH", "PIP_REQUIRE_VIRTUALENV", "VIRTUAL_ENV")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("CAUSAL_CONV1D_") and k not in ("PYTHONPATH", "PIP_REQUIRE_VIRTUALENV", "VIRTUAL_ENV")
+    }
     env.update(extra)
     return env
 
 
 # --- the real CPU wheel --------------------------------------------------------------------------
 
+
 def _build_cpu_wheel(out: Path) -> Path:
     """CAUSAL_CONV1D_LOCAL_VERSION=cpu.torch2.13 pip wheel --no-build-isolation --no-deps (a copy of the tree)."""
     src = out / "src"
-    ignore = shutil.ignore_patterns("build", ".git", "*.so", "_build_info.json", "__pycache__", "*.egg-info",
-                                    ".venv*", "site", "wheelhouse", "out")
+    ignore = shutil.ignore_patterns(
+        "build", ".git", "*.so", "_build_info.json", "__pycache__", "*.egg-info", ".venv*", "site", "wheelhouse", "out"
+    )
     shutil.copytree(REPO, src, ignore=ignore)
     env = clean_env(**{contract.ENV_LOCAL_VERSION: CPU_LABEL, "MAX_JOBS": os.environ.get("MAX_JOBS", "1")})
-    run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", out / "dist", src],
-        env=env, timeout=3600)
+    run(
+        [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", out / "dist", src],
+        env=env,
+        timeout=3600,
+    )
     wheels = sorted((out / "dist").glob("causal_conv1d-*.whl"))
     assert len(wheels) == 1, wheels
     return wheels[0]
@@ -86,6 +100,7 @@ def real_cpu_wheel(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
 
 # --- the index -----------------------------------------------------------------------------------
 
+
 def _minimal_site(wheel: Path, site: Path) -> None:
     """A PEP 503 site for one wheel (used only when index_site cannot build one)."""
     variant = contract.parse_wheel_name(wheel.name).variant
@@ -97,7 +112,8 @@ def _minimal_site(wheel: Path, site: Path) -> None:
     page.mkdir(parents=True, exist_ok=True)
     href = f"../../../files/{contract.quote_path(wheel.name)}#sha256={sha}"
     (page / "index.html").write_text(
-        f'<!DOCTYPE html><html><body><a href="{href}" data-requires-python="&gt;=3.9">{wheel.name}</a></body></html>\n')
+        f'<!DOCTYPE html><html><body><a href="{href}" data-requires-python="&gt;=3.9">{wheel.name}</a></body></html>\n'
+    )
 
 
 @pytest.fixture(scope="session")
@@ -107,8 +123,12 @@ def site_dir(real_cpu_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     wheels, site = root / "wheels", root / "site"
     wheels.mkdir()
     shutil.copy2(real_cpu_wheel, wheels / real_cpu_wheel.name)
-    proc = run([sys.executable, "-m", "index_site", "build", wheels, "--out", site], cwd=REPO, check=False,
-               env=clean_env(PYTHONPATH=str(REPO)))
+    proc = run(
+        [sys.executable, "-m", "index_site", "build", wheels, "--out", site],
+        cwd=REPO,
+        check=False,
+        env=clean_env(PYTHONPATH=str(REPO)),
+    )
     page = site / "whl" / CPU_VARIANT / contract.PROJECT_NAME / "index.html"
     if proc.returncode != 0 or not page.exists():
         shutil.rmtree(site, ignore_errors=True)
@@ -145,7 +165,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args: Any) -> None:
         pass
 
-    def _send(self, code: int, body: bytes, ctype: str = "text/html; charset=utf-8", length: Optional[int] = None) -> None:
+    def _send(
+        self, code: int, body: bytes, ctype: str = "text/html; charset=utf-8", length: Optional[int] = None
+    ) -> None:
         self.send_response(code)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body) if length is None else length))
@@ -174,7 +196,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self.end_headers()
                 return None
             accept = self.headers.get("Accept", "")
-            if mode in ("json", "badsize") and "application/vnd.pypi.simple.v1+json" in accept and (target / "index.json").exists():
+            if (
+                mode in ("json", "badsize")
+                and "application/vnd.pypi.simple.v1+json" in accept
+                and (target / "index.json").exists()
+            ):
                 body = (target / "index.json").read_bytes()
                 if mode == "badsize":  # the JSON page says the wheel is one byte longer than it is
                     doc = json.loads(body)
@@ -193,7 +219,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 text = body.decode()
                 i = text.find("#sha256=")
                 if i >= 0:
-                    text = text[: i + 8] + "0" * 64 + text[i + 8 + 64:]
+                    text = text[: i + 8] + "0" * 64 + text[i + 8 + 64 :]
                 return self._send(200, text.encode())
             return self._send(200, body)
         if mode == "bigger" and target.suffix == ".whl":  # the server appends bytes (and says so)
@@ -236,12 +262,14 @@ def refused_url() -> str:
 
 # --- sdist, build deps, venv ---------------------------------------------------------------------
 
+
 @pytest.fixture(scope="session")
 def sdist_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("sdist")
     src = out / "src"
-    ignore = shutil.ignore_patterns("build", ".git", "*.so", "_build_info.json", "__pycache__", "*.egg-info",
-                                    ".venv*", "site", "wheelhouse", "out")
+    ignore = shutil.ignore_patterns(
+        "build", ".git", "*.so", "_build_info.json", "__pycache__", "*.egg-info", ".venv*", "site", "wheelhouse", "out"
+    )
     shutil.copytree(REPO, src, ignore=ignore)
     run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "-o", out / "dist", src], env=clean_env())
     sdists = list((out / "dist").glob("causal_conv1d-*.tar.gz"))
@@ -255,8 +283,22 @@ def build_deps(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Wheels of the [build-system] requires, so pip can install with --no-index (no PyPI sdist of
     another causal-conv1d 1.7.0 can win)."""
     out = tmp_path_factory.mktemp("build_deps")
-    run([sys.executable, "-m", "pip", "download", "--only-binary", ":all:", "-d", out,
-         "setuptools>=77.0.3,<85", "packaging>=24", "ninja"], env=clean_env())
+    run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--only-binary",
+            ":all:",
+            "-d",
+            out,
+            "setuptools>=77.0.3,<85",
+            "packaging>=24",
+            "ninja",
+        ],
+        env=clean_env(),
+    )
     return out
 
 
@@ -266,11 +308,14 @@ class Venv:
         self.bin = path / ("Scripts" if os.name == "nt" else "bin")
         self.python = self.bin / ("python.exe" if os.name == "nt" else "python")
 
-    def pip(self, *args: str, env: Optional[dict[str, str]] = None, check: bool = True,
-            timeout: float = 1800) -> subprocess.CompletedProcess[str]:
+    def pip(
+        self, *args: str, env: Optional[dict[str, str]] = None, check: bool = True, timeout: float = 1800
+    ) -> subprocess.CompletedProcess[str]:
         return run([self.python, "-m", "pip", *args], env=env or clean_env(), check=check, timeout=timeout)
 
-    def py(self, code: str, env: Optional[dict[str, str]] = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def py(
+        self, code: str, env: Optional[dict[str, str]] = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
         return run([self.python, "-c", code], env=env or clean_env(), check=check, cwd=self.path)
 
     def uninstall(self) -> None:
@@ -297,13 +342,27 @@ def venv_clean(torch_venv: Venv) -> Iterator[Venv]:
 
 def install_env(tmp_path: Path, index_url: str, **extra: str) -> dict[str, str]:
     """pip environment for one install: our index, a private pip cache (no cached wheel reuse)."""
-    return clean_env(**{contract.ENV_INDEX_URL: index_url, "PIP_CACHE_DIR": str(tmp_path / "pip-cache"),
-                        "CAUSAL_CONV1D_INDEX_TIMEOUT": "3", **extra})
+    return clean_env(
+        **{
+            contract.ENV_INDEX_URL: index_url,
+            "PIP_CACHE_DIR": str(tmp_path / "pip-cache"),
+            "CAUSAL_CONV1D_INDEX_TIMEOUT": "3",
+            **extra,
+        }
+    )
 
 
 def pip_install_sdist_args(sdist_dir: Path, build_deps: Path, verbose: bool = True) -> list[str]:
-    return ["install", *(["-v"] if verbose else []), "--no-index", "--find-links", str(sdist_dir),
-            "--find-links", str(build_deps), f"{contract.PROJECT_NAME}=={contract.PACKAGE_VERSION}"]
+    return [
+        "install",
+        *(["-v"] if verbose else []),
+        "--no-index",
+        "--find-links",
+        str(sdist_dir),
+        "--find-links",
+        str(build_deps),
+        f"{contract.PROJECT_NAME}=={contract.PACKAGE_VERSION}",
+    ]
 
 
 @pytest.fixture(scope="session")
@@ -321,8 +380,9 @@ def wheel_record(wheel: Path) -> dict[str, Any]:
         return json.loads(zf.read(f"{contract.DIST_NAME}/{contract.BUILD_INFO_FILENAME}"))
 
 
-def run_in_pty(cmd: list[str], env: dict[str, str], timeout: float = 900,
-               until: Optional[str] = None) -> tuple[Optional[int], str]:
+def run_in_pty(
+    cmd: list[str], env: dict[str, str], timeout: float = 900, until: Optional[str] = None
+) -> tuple[Optional[int], str]:
     """Run ``cmd`` with a pseudo-terminal as its controlling terminal and stdout/stderr (what a user at
     a terminal sees): (exit status, everything written to the terminal, ANSI escapes removed).
 

@@ -50,7 +50,9 @@ def _doctor(python: Path | str, app: Path, *args: str, **env: str) -> tuple[int,
 def test_doctor_app_is_reproducible_and_names_its_site() -> None:
     assert doctor_app("http://127.0.0.1:8000/") == doctor_app("http://127.0.0.1:8000")
     assert doctor_app("http://127.0.0.1:8000/") != doctor_app("https://example.org/site/")
-    assert run_command("http://h/s").endswith("python doctor.pyz") and "http://h/s/doctor.pyz" in run_command("http://h/s")
+    assert run_command("http://h/s").endswith("python doctor.pyz") and "http://h/s/doctor.pyz" in run_command(
+        "http://h/s"
+    )
 
 
 def test_doctor_before_anything_is_installed(tmp_path: Path, bare_python: Path) -> None:
@@ -88,13 +90,17 @@ def test_the_guard_without_torch_points_at_pytorchs_index(unpacked: Path, bare_p
     assert "Install torch first: pip install torch\n" not in proc.stderr + "\n"
 
 
-def test_doctor_repairs_a_build_for_another_torch(tmp_path: Path, venv_clean: Venv, real_cpu_wheel: Path,
-                                                  index) -> None:
+def test_doctor_repairs_a_build_for_another_torch(
+    tmp_path: Path, venv_clean: Venv, real_cpu_wheel: Path, index
+) -> None:
     """A build record for another torch under the same version: a plain install says "Requirement already
     satisfied"; doctor's first command replaces the build, torch untouched, and the import works."""
     venv_clean.pip("install", "--no-deps", str(real_cpu_wheel))
-    installed = Path(venv_clean.py("import importlib.util as u; print(u.find_spec('causal_conv1d').submodule_search_"
-                                   "locations[0])").stdout.strip())
+    installed = Path(
+        venv_clean.py(
+            "import importlib.util as u; print(u.find_spec('causal_conv1d').submodule_search_locations[0])"
+        ).stdout.strip()
+    )
     version = wheel_record(real_cpu_wheel)["version"]
     (installed / contract.BUILD_INFO_FILENAME).write_text(json.dumps({**MISMATCHED, "version": version}))
     assert venv_clean.py("import causal_conv1d", check=False).returncode != 0
@@ -114,9 +120,9 @@ def test_doctor_repairs_a_build_for_another_torch(tmp_path: Path, venv_clean: Ve
 
 
 @pytest.mark.slow
-def test_the_printed_from_source_command_builds_this_projects_sdist(tmp_path: Path, venv_clean: Venv,
-                                                                   real_cpu_wheel: Path, sdist_dir: Path,
-                                                                   build_deps: Path) -> None:
+def test_the_printed_from_source_command_builds_this_projects_sdist(
+    tmp_path: Path, venv_clean: Venv, real_cpu_wheel: Path, sdist_dir: Path, build_deps: Path
+) -> None:
     """doctor's from-source command, in a venv with only torch, against the served local site (127.0.0.1):
     the install is this project's sdist (its version, and the build record it brings), not upstream's."""
     wheels = tmp_path / "in"
@@ -129,10 +135,18 @@ def test_the_printed_from_source_command_builds_this_projects_sdist(tmp_path: Pa
     port = probe.getsockname()[1]
     probe.close()
     base = f"http://127.0.0.1:{port}/"
-    run([sys.executable, "-m", "index_site", "build", str(wheels), "--out", str(site), "--site-url", base],
-        env=clean_env(), cwd=REPO)
-    server = subprocess.Popen([sys.executable, "-m", "index_site", "serve", str(site), "--port", str(port)], cwd=REPO,
-                              env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run(
+        [sys.executable, "-m", "index_site", "build", str(wheels), "--out", str(site), "--site-url", base],
+        env=clean_env(),
+        cwd=REPO,
+    )
+    server = subprocess.Popen(
+        [sys.executable, "-m", "index_site", "serve", str(site), "--port", str(port)],
+        cwd=REPO,
+        env=clean_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         for _ in range(100):
             try:
@@ -144,9 +158,13 @@ def test_the_printed_from_source_command_builds_this_projects_sdist(tmp_path: Pa
         urllib.request.urlretrieve(base + "doctor.pyz", app)  # what the landing page tells the user to run
         _rc, r, _text = _doctor(venv_clean.python, app)
         command = r["commands"]["from_source"].split("  #", 1)[0]
-        assert f"--extra-index-url {base}source/" in command and f'"causal-conv1d=={contract.PACKAGE_VERSION}"' in command
+        assert (
+            f"--extra-index-url {base}source/" in command and f'"causal-conv1d=={contract.PACKAGE_VERSION}"' in command
+        )
         landing = (site / "index.html").read_text()
-        data = json.loads(landing.split('<script id="site-data" type="application/json">', 1)[1].split("</script>", 1)[0])
+        data = json.loads(
+            landing.split('<script id="site-data" type="application/json">', 1)[1].split("</script>", 1)[0]
+        )
         assert {c["source"]["pip"] for c in data["commands"].values()} == {command}  # the landing page's is the same
         args = shlex.split(command)
         env = clean_env(PIP_CACHE_DIR=str(tmp_path / "cache"), PIP_FIND_LINKS=str(build_deps))
@@ -155,7 +173,9 @@ def test_the_printed_from_source_command_builds_this_projects_sdist(tmp_path: Pa
     finally:
         server.terminate()
         server.wait(timeout=30)
-    code = ("import causal_conv1d, json, pathlib; "
-            "print(json.dumps(json.loads((pathlib.Path(causal_conv1d.__file__).parent / '_build_info.json').read_text())))")
+    code = (
+        "import causal_conv1d, json, pathlib; "
+        "print(json.dumps(json.loads((pathlib.Path(causal_conv1d.__file__).parent / '_build_info.json').read_text())))"
+    )
     record = json.loads(venv_clean.py(code).stdout)
     assert record["version"].split("+", 1)[0] == contract.PACKAGE_VERSION and tuple(record) == contract.BUILD_INFO_KEYS

@@ -89,17 +89,23 @@ def test_guard_fires_on_mismatched_record_before_the_extension_loads(unpacked: P
     assert "CUDA 12.8 build of torch, but the running torch is a CPU (no CUDA) build" in err
     assert "_GLIBCXX_USE_CXX11_ABI=0" in err
     url = contract.variant_index_url("http://mirror.example/", contract.Variant.parse(CPU_VARIANT))
-    assert url in py(unpacked, ["-c", "import causal_conv1d"], **{contract.ENV_INDEX_URL: "http://mirror.example/"}).stderr
+    assert (
+        url in py(unpacked, ["-c", "import causal_conv1d"], **{contract.ENV_INDEX_URL: "http://mirror.example/"}).stderr
+    )
     # torch 2.13 >= 2.10: the stable-ABI wheel of its family (also linked from the torch minor's page),
     # installed together with the running torch from PyTorch's CPU index
     public = MISMATCHED["version"].split("+", 1)[0]
     family = f"{contract.DEFAULT_INDEX_URL}whl/stable2.10-cpu/"
-    assert (f'Install the matching build:  pip install "torch==2.13.0" "causal-conv1d=={public}+cpu.stable2.10" '
-            f"--only-binary causal-conv1d --index-url https://download.pytorch.org/whl/cpu/ "
-            f"--extra-index-url {family}") in err
-    assert (f'(uv:  uv pip install "torch==2.13.0" "causal-conv1d=={public}+cpu.stable2.10" '
-            f"--index causal-conv1d-stable2-10-cpu={family} "
-            f"--index pytorch-cpu=https://download.pytorch.org/whl/cpu/)") in err
+    assert (
+        f'Install the matching build:  pip install "torch==2.13.0" "causal-conv1d=={public}+cpu.stable2.10" '
+        f"--only-binary causal-conv1d --index-url https://download.pytorch.org/whl/cpu/ "
+        f"--extra-index-url {family}"
+    ) in err
+    assert (
+        f'(uv:  uv pip install "torch==2.13.0" "causal-conv1d=={public}+cpu.stable2.10" '
+        f"--index causal-conv1d-stable2-10-cpu={family} "
+        f"--index pytorch-cpu=https://download.pytorch.org/whl/cpu/)"
+    ) in err
     assert f"{contract.DEFAULT_INDEX_URL}whl/{CPU_VARIANT}/, links the same wheel" in err
     assert "undefined symbol:" not in err and "invalid ELF header" not in err  # no loader error
 
@@ -112,8 +118,17 @@ def test_guard_without_packaging_still_names_the_mismatch(unpacked: Path, torch_
     assert "does not match the installed torch" in proc.stderr and "torch 2.7.1+cu128" in proc.stderr
     ok = unpacked.parent / "ok"
     shutil.copytree(unpacked, ok)
-    set_record(ok, {**MISMATCHED, "version": "1.7.0.post1+cpu.torch2.13", "variant": CPU_VARIANT,
-                    "torch_version": "2.13.0+cpu", "cuda_version": None, "cxx11_abi": True})
+    set_record(
+        ok,
+        {
+            **MISMATCHED,
+            "version": "1.7.0.post1+cpu.torch2.13",
+            "variant": CPU_VARIANT,
+            "torch_version": "2.13.0+cpu",
+            "cuda_version": None,
+            "cxx11_abi": True,
+        },
+    )
     proc = py(ok, ["-c", "import causal_conv1d as c; print(c.__version__)"], python=str(torch_venv.python))
     assert proc.returncode == 0 and proc.stdout.strip().endswith("1.7.0.post1+cpu.torch2.13"), proc.stderr
 
@@ -144,12 +159,18 @@ def test_doctor_healthy_with_index(unpacked: Path, index) -> None:
     assert r["build_record"]["status"] == "ok" and r["build_record"]["record"]["variant"] == CPU_VARIANT
     assert r["import"]["ok"] is True
     assert r["variant"] == CPU_VARIANT
-    assert r["index"]["has_wheel"] is True and r["index"]["wheel"].startswith("causal_conv1d-1.7.0.post1+cpu.torch2.13-")
+    assert r["index"]["has_wheel"] is True and r["index"]["wheel"].startswith(
+        "causal_conv1d-1.7.0.post1+cpu.torch2.13-"
+    )
     url = f"{index.url}whl/{CPU_VARIANT}/"
-    assert r["commands"]["pip"] == ('pip install "torch==2.13.0" causal-conv1d --only-binary causal-conv1d '
-                                    f"--index-url https://download.pytorch.org/whl/cpu/ --extra-index-url {url}")
-    assert r["commands"]["uv"] == (f'uv pip install "torch==2.13.0" causal-conv1d --index causal-conv1d-torch2-13-cpu={url} '
-                                   "--index pytorch-cpu=https://download.pytorch.org/whl/cpu/")
+    assert r["commands"]["pip"] == (
+        'pip install "torch==2.13.0" causal-conv1d --only-binary causal-conv1d '
+        f"--index-url https://download.pytorch.org/whl/cpu/ --extra-index-url {url}"
+    )
+    assert r["commands"]["uv"] == (
+        f'uv pip install "torch==2.13.0" causal-conv1d --index causal-conv1d-torch2-13-cpu={url} '
+        "--index pytorch-cpu=https://download.pytorch.org/whl/cpu/"
+    )
     assert r["commands"]["uv_pyproject"].count("explicit = true") == 2
     # torch 2.13: the stable family page first (this index has the per-minor wheel only), then the minor's page
     assert r["wheel_variant"] == "stable2.10-cpu" and r["index"]["url"] == f"{url}{contract.PROJECT_NAME}/"
@@ -197,13 +218,16 @@ def test_doctor_without_packaging(unpacked: Path, torch_venv) -> None:
 
 # --- doctor in a venv made the way a user makes it: python -m venv, pip install torch, pip install our wheel
 
+
 @pytest.fixture
 def user_venv(torch_venv, real_cpu_wheel: Path):
     """torch_venv (torch only: no packaging) + our real wheel installed by pip; this tree's Python files
     over the installed ones (the wheel may be a build of an older tree; its extension and record stay)."""
     torch_venv.uninstall()
     torch_venv.pip("install", "--no-deps", "-q", str(real_cpu_wheel))
-    site = Path(run([torch_venv.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip())
+    site = Path(
+        run([torch_venv.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
+    )
     for package in (contract.DIST_NAME, contract.__name__):  # the package and the contracts it imports
         (site / package).mkdir(exist_ok=True)
         for src in (REPO / package).glob("*.py"):
@@ -214,8 +238,7 @@ def user_venv(torch_venv, real_cpu_wheel: Path):
 
 
 def user_doctor(venv, *args: str, **env: str):
-    return run([venv.python, "-m", "causal_conv1d", "doctor", *args], env=clean_env(**env), check=False,
-               cwd=venv.path)
+    return run([venv.python, "-m", "causal_conv1d", "doctor", *args], env=clean_env(**env), check=False, cwd=venv.path)
 
 
 @pytest.mark.parametrize("mode", ["offline", "unreachable", "answering", "garbage"])
@@ -244,8 +267,12 @@ def test_doctor_in_a_users_venv_without_packaging(user_venv, index, refused_url:
     else:
         out = proc.stdout
         assert "variant     torch2.13-cpu" in out and "no problems found" in out, out
-        expect = {"offline": None, "unreachable": "index       unknown (index unreachable",
-                  "answering": "index       yes: causal_conv1d-1.7.0.post1+cpu.torch2.13-", "garbage": "index       no ("}[mode]
+        expect = {
+            "offline": None,
+            "unreachable": "index       unknown (index unreachable",
+            "answering": "index       yes: causal_conv1d-1.7.0.post1+cpu.torch2.13-",
+            "garbage": "index       no (",
+        }[mode]
         assert (expect is None and "index  " not in out) or (expect is not None and expect in out), out
 
 

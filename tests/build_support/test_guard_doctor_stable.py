@@ -50,7 +50,9 @@ def stable_record(family: str = "cpu", **over: Any) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def guard():
     """_guard.py loaded by path, as test_guard_contract_agreement does (no package import)."""
-    spec = importlib.util.spec_from_file_location("_g_stable", Path(__file__).resolve().parents[2] / "causal_conv1d" / "_guard.py")
+    spec = importlib.util.spec_from_file_location(
+        "_g_stable", Path(__file__).resolve().parents[2] / "causal_conv1d" / "_guard.py"
+    )
     assert spec and spec.loader
     g = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(g)
@@ -63,8 +65,12 @@ def test_stable_record_accepts_any_torch_of_its_family(guard) -> None:
     assert guard.mismatches(cpu, "2.10.0", None, True) == []
     assert guard.mismatches(cpu, "2.15.0+cpu", None, False) == []  # a newer torch, the other C++ ABI: fine
     assert guard.mismatches(cpu, "2.21.3", None, None) == []  # a torch nobody has seen yet
-    for torch, cuda in (("2.10.0+cu126", "12.6"), ("2.12.1+cu126", "12.6"), ("2.11.0+cu128", "12.8"),
-                        ("2.15.0+cu129", "12.9")):
+    for torch, cuda in (
+        ("2.10.0+cu126", "12.6"),
+        ("2.12.1+cu126", "12.6"),
+        ("2.11.0+cu128", "12.8"),
+        ("2.15.0+cu129", "12.9"),
+    ):
         assert guard.mismatches(cu12, torch, cuda, True) == [], torch
     assert guard.mismatches(cu13, "2.11.0+cu130", "13.0", True) == []
     assert guard.mismatches(cu13, "2.16.0+cu132", "13.2", False) == []
@@ -73,8 +79,16 @@ def test_stable_record_accepts_any_torch_of_its_family(guard) -> None:
         assert guard.limitation(cu13 if cuda.startswith("13") else cu12, torch, cuda) is None
 
 
-@pytest.mark.parametrize(("torch", "cuda"), [("2.10.0+cu126", "12.6"), ("2.11.0+cu130", "13.0"),
-                                             ("2.12.1+cu126", "12.6"), ("2.14.1+cu130", "13.0"), ("2.16.0+cu132", "13.2")])
+@pytest.mark.parametrize(
+    ("torch", "cuda"),
+    [
+        ("2.10.0+cu126", "12.6"),
+        ("2.11.0+cu130", "13.0"),
+        ("2.12.1+cu126", "12.6"),
+        ("2.14.1+cu130", "13.0"),
+        ("2.16.0+cu132", "13.2"),
+    ],
+)
 def test_cpu_stable_record_loads_on_a_cuda_torch_with_cpu_kernels_only(guard, torch: str, cuda: str) -> None:
     """The CPU wheel is accepted on a CUDA torch (a CPU-only runner with PyPI's default torch); the
     guard says nothing at import, ``limitation`` (doctor's note) names what is missing."""
@@ -93,13 +107,31 @@ def test_cpu_stable_record_loads_on_a_cuda_torch_with_cpu_kernels_only(guard, to
     ("family", "torch", "cuda", "sentence"),
     [
         ("cpu", "2.9.1+cpu", None, "this stable-ABI build needs torch >= 2.10, but torch 2.9.1+cpu is installed"),
-        ("cu12", "2.13.0+cpu", None, "this build is for CUDA 12 torch, but the installed torch 2.13.0+cpu is a CPU build"),
-        ("cu13", "2.13.0+cpu", None, "this build is for CUDA 13 torch, but the installed torch 2.13.0+cpu is a CPU build"),
-        ("cu12", "2.13.0+cu130", "13.0",
-         "this build is for CUDA 12 torch, but the installed torch 2.13.0+cu130 is a CUDA 13 build (13.0)"),
+        (
+            "cu12",
+            "2.13.0+cpu",
+            None,
+            "this build is for CUDA 12 torch, but the installed torch 2.13.0+cpu is a CPU build",
+        ),
+        (
+            "cu13",
+            "2.13.0+cpu",
+            None,
+            "this build is for CUDA 13 torch, but the installed torch 2.13.0+cpu is a CPU build",
+        ),
+        (
+            "cu12",
+            "2.13.0+cu130",
+            "13.0",
+            "this build is for CUDA 12 torch, but the installed torch 2.13.0+cu130 is a CUDA 13 build (13.0)",
+        ),
         ("cpu", "2.9.1+cu128", "12.8", "this stable-ABI build needs torch >= 2.10, but torch 2.9.1+cu128 is installed"),
-        ("cu13", "2.13.0+cu128", "12.8",
-         "this build is for CUDA 13 torch, but the installed torch 2.13.0+cu128 is a CUDA 12 build (12.8)"),
+        (
+            "cu13",
+            "2.13.0+cu128",
+            "12.8",
+            "this build is for CUDA 13 torch, but the installed torch 2.13.0+cu128 is a CUDA 12 build (12.8)",
+        ),
         ("cu13", "2.9.1+cu130", "13.0", "needs torch >= 2.10"),
     ],
 )
@@ -115,13 +147,17 @@ def test_fix_names_the_family_index_for_any_torch_2_10_plus(guard) -> None:
     url = f"{contract.DEFAULT_INDEX_URL}whl/stable2.10-cu13/"
     assert "served by the stable-ABI wheel stable2.10-cu13" in fix and url in fix
     # torch and the wheel together: torch 2.15.0 from PyTorch's cu130 index, the wheel from the family page
-    assert (f'pip install "torch==2.15.0" "causal-conv1d==1.7.0.post1+cu13.stable2.10" --only-binary causal-conv1d '
-            f"--index-url https://download.pytorch.org/whl/cu130/ --extra-index-url {url}") in fix
+    assert (
+        f'pip install "torch==2.15.0" "causal-conv1d==1.7.0.post1+cu13.stable2.10" --only-binary causal-conv1d '
+        f"--index-url https://download.pytorch.org/whl/cu130/ --extra-index-url {url}"
+    ) in fix
     assert "Or install a torch this build serves: torch >= 2.10, CUDA 12." in fix
     # an unofficial C++ ABI on torch >= 2.10 is served by the stable wheel too
     assert url.replace("cu13", "cpu") in guard.fix_instructions(record, "2.13.0+cpu", None, False)
     # torch 2.9 on a stable wheel: the per-minor index of that torch
-    assert f"{contract.DEFAULT_INDEX_URL}whl/torch2.9-cu128/" in guard.fix_instructions(record, "2.9.1+cu128", "12.8", True)
+    assert f"{contract.DEFAULT_INDEX_URL}whl/torch2.9-cu128/" in guard.fix_instructions(
+        record, "2.9.1+cu128", "12.8", True
+    )
     assert guard.record_kind(record) == "stable ABI (torch >= 2.10, CUDA 12)"
     assert guard.record_kind(stable_record("cpu")) == "stable ABI (torch >= 2.10, CPU)"
     legacy = {**record, "stable_abi_target": None, "torch_version": "2.9.1+cu128", "cuda_version": "12.8"}
@@ -146,7 +182,9 @@ def test_cuda_stable_wheel_on_a_cpu_torch_is_refused(unpacked: Path, torch_venv,
         assert f"variant stable2.10-{family}) does not match the installed torch" in err
         assert f"this build is for CUDA {family[2:]} torch, but the installed torch 2.13.0+cpu is a CPU build" in err
         assert f"{contract.DEFAULT_INDEX_URL}whl/stable2.10-cpu/" in err
-        assert 'pip install "torch==2.13.0" "causal-conv1d==1.7.0.post1+cpu.stable2.10" --only-binary causal-conv1d' in err
+        assert (
+            'pip install "torch==2.13.0" "causal-conv1d==1.7.0.post1+cpu.stable2.10" --only-binary causal-conv1d' in err
+        )
         assert "invalid ELF header" not in err
 
 
@@ -173,7 +211,10 @@ def test_cpu_stable_wheel_imports_on_a_cuda_torch(unpacked: Path) -> None:  # no
     assert proc.returncode == 0, proc.stderr
     assert "BuildMismatch" not in proc.stderr and proc.stderr.strip() == "", proc.stderr  # no warning at import
     assert "version 1.7.0.post1+cpu.stable2.10" in proc.stdout
-    assert "causal_conv1d was built without CUDA kernels (CPU-only build): causal_conv1d::fwd got CUDA tensors" in proc.stdout
+    assert (
+        "causal_conv1d was built without CUDA kernels (CPU-only build): causal_conv1d::fwd got CUDA tensors"
+        in proc.stdout
+    )
     assert "`python -m causal_conv1d doctor` prints the command" in proc.stdout
     # the CUDA wheels keep their family: cu12 on this (pretended) cu13 torch is refused before _C loads
     set_record(unpacked, stable_record("cu12"))
@@ -185,22 +226,30 @@ def test_doctor_says_cpu_kernels_only_and_names_the_cuda_wheel(unpacked: Path) -
     set_record(unpacked, stable_record("cpu"))
     base = "http://mirror.example/"
     doctor = "from causal_conv1d.doctor import main; raise SystemExit(main({args}))"
-    proc = py(unpacked, ["-c", AS_CUDA_TORCH + doctor.format(args="['--json', '--offline']")],
-              **{contract.ENV_INDEX_URL: base})
+    proc = py(
+        unpacked,
+        ["-c", AS_CUDA_TORCH + doctor.format(args="['--json', '--offline']")],
+        **{contract.ENV_INDEX_URL: base},
+    )
     r = json.loads(proc.stdout)
     assert proc.returncode == 0 and r["problems"] == [], r["problems"]  # a valid install, not a problem
     assert r["import"]["ok"] is True and r["build_record"]["status"] == "ok"
     assert r["build_record"]["limitation"] == contract.StableVariant("cpu").limitation("2.14.1+cu130", "13.0")
     # what is recommended stays the CUDA family of this torch
     assert r["variant"] == "torch2.14-cu130" and r["wheel_variant"] == "stable2.10-cu13"
-    cuda_cmd = ('pip install "torch==2.14.1" "causal-conv1d==1.7.0.post1+cu13.stable2.10" --only-binary causal-conv1d '
-                f"--index-url https://download.pytorch.org/whl/cu130/ --extra-index-url {base}whl/stable2.10-cu13/")
+    cuda_cmd = (
+        'pip install "torch==2.14.1" "causal-conv1d==1.7.0.post1+cu13.stable2.10" --only-binary causal-conv1d '
+        f"--index-url https://download.pytorch.org/whl/cu130/ --extra-index-url {base}whl/stable2.10-cu13/"
+    )
     assert r["commands"]["pip_exact"] == cuda_cmd
     assert r["notes"] == [
         "only CPU kernels are present: this is the CPU wheel (stable2.10-cpu) and the installed torch 2.14.1+cu130 is "
         "a CUDA 13 build; CUDA tensors raise 'built without CUDA kernels'; for the CUDA kernels install the "
-        f"stable2.10-cu13 wheel:  {cuda_cmd}"]
-    text = py(unpacked, ["-c", AS_CUDA_TORCH + doctor.format(args="['--offline']")], **{contract.ENV_INDEX_URL: base}).stdout
+        f"stable2.10-cu13 wheel:  {cuda_cmd}"
+    ]
+    text = py(
+        unpacked, ["-c", AS_CUDA_TORCH + doctor.format(args="['--offline']")], **{contract.ENV_INDEX_URL: base}
+    ).stdout
     assert "notes:\n  - only CPU kernels are present: this is the CPU wheel (stable2.10-cpu)" in text, text
     assert cuda_cmd in text and "no problems found" in text
     # on the CPU torch it serves: no note
@@ -226,13 +275,21 @@ def test_doctor_reports_the_stable_kind_and_finds_the_wheel(unpacked: Path, tmp_
     assert r["build_record"]["kind"] == "stable ABI (torch >= 2.10, CPU)"
     assert r["variant"] == "torch2.13-cpu" and r["wheel_variant"] == "stable2.10-cpu"
     assert r["wheel_kind"] == "stable ABI: one wheel for every torch >= 2.10 with CPU"
-    assert r["index"]["has_wheel"] is True and r["index"]["wheel"].startswith("causal_conv1d-1.7.0.post1+cpu.stable2.10-")
-    assert r["commands"]["pip_exact"] == ('pip install "torch==2.13.0" "causal-conv1d==1.7.0.post1+cpu.stable2.10" '
-                                          "--only-binary causal-conv1d --index-url https://download.pytorch.org/whl/cpu/ "
-                                          f"--extra-index-url {index}whl/stable2.10-cpu/")
+    assert r["index"]["has_wheel"] is True and r["index"]["wheel"].startswith(
+        "causal_conv1d-1.7.0.post1+cpu.stable2.10-"
+    )
+    assert r["commands"]["pip_exact"] == (
+        'pip install "torch==2.13.0" "causal-conv1d==1.7.0.post1+cpu.stable2.10" '
+        "--only-binary causal-conv1d --index-url https://download.pytorch.org/whl/cpu/ "
+        f"--extra-index-url {index}whl/stable2.10-cpu/"
+    )
     text = py(unpacked, ["-m", "causal_conv1d", "doctor"], **{contract.ENV_INDEX_URL: index}).stdout
-    for needle in ("kind: stable ABI (torch >= 2.10, CPU)", "wheel       stable2.10-cpu (stable ABI",
-                   "index       yes: causal_conv1d-1.7.0.post1+cpu.stable2.10", "no problems found"):
+    for needle in (
+        "kind: stable ABI (torch >= 2.10, CPU)",
+        "wheel       stable2.10-cpu (stable ABI",
+        "index       yes: causal_conv1d-1.7.0.post1+cpu.stable2.10",
+        "no problems found",
+    ):
         assert needle in text, text
 
 
@@ -244,9 +301,20 @@ def test_doctor_for_torch_2_15_finds_the_family_wheel(tmp_path: Path, monkeypatc
     index = _stable_site(tmp_path, "cu13")
     monkeypatch.setenv(contract.ENV_INDEX_URL, index)
     for version, cuda in (("2.15.0+cu130", "13.0"), ("2.16.0+cu132", "13.2")):
-        monkeypatch.setattr(doctor, "torch_section", lambda v=version, cu=cuda: {
-            "importable": True, "version": v, "cuda": cu, "hip": None, "build": "cuda", "cxx11_abi": True,
-            "location": "/nowhere", "gpus": []})
+        monkeypatch.setattr(
+            doctor,
+            "torch_section",
+            lambda v=version, cu=cuda: {
+                "importable": True,
+                "version": v,
+                "cuda": cu,
+                "hip": None,
+                "build": "cuda",
+                "cxx11_abi": True,
+                "location": "/nowhere",
+                "gpus": [],
+            },
+        )
         r = doctor.collect()
         assert r["variant"] == f"torch{version[:4]}-{contract.accel_from_cuda(cuda)}"
         assert r["wheel_variant"] == "stable2.10-cu13"
@@ -255,9 +323,20 @@ def test_doctor_for_torch_2_15_finds_the_family_wheel(tmp_path: Path, monkeypatc
         assert r["commands"]["pip"].endswith(f"--extra-index-url {index}whl/stable2.10-cu13/")
         assert "wheel       stable2.10-cu13" in doctor.format_text(r)
     # torch 2.9 keeps its per-minor page
-    monkeypatch.setattr(doctor, "torch_section", lambda: {
-        "importable": True, "version": "2.9.1+cu130", "cuda": "13.0", "hip": None, "build": "cuda",
-        "cxx11_abi": True, "location": "/nowhere", "gpus": []})
+    monkeypatch.setattr(
+        doctor,
+        "torch_section",
+        lambda: {
+            "importable": True,
+            "version": "2.9.1+cu130",
+            "cuda": "13.0",
+            "hip": None,
+            "build": "cuda",
+            "cxx11_abi": True,
+            "location": "/nowhere",
+            "gpus": [],
+        },
+    )
     r = doctor.collect(check_index=False)
     assert r["wheel_variant"] == "torch2.9-cu130" and r["wheel_kind"] == "per torch minor: torch 2.9 only"
     assert json.dumps(r)  # the --json form serialises

@@ -48,7 +48,9 @@ def shim_env(tmp_path: Path, base: dict[str, str]) -> tuple[dict[str, str], Path
     return env, marker
 
 
-def test_sdist_install_takes_prebuilt_wheel_compiles_nothing(venv_clean, index, sdist_dir, build_deps, tmp_path, capsys):
+def test_sdist_install_takes_prebuilt_wheel_compiles_nothing(
+    venv_clean, index, sdist_dir, build_deps, tmp_path, capsys
+):
     """Also the isolation case: torch is only in the target venv, not in pip's build env."""
     env, marker = shim_env(tmp_path, install_env(tmp_path, index.url))
     t0 = time.monotonic()
@@ -78,20 +80,29 @@ def test_sdist_install_takes_prebuilt_wheel_compiles_nothing(venv_clean, index, 
     assert "Successfully installed causal-conv1d" in proc.stdout, proc.stdout[-3000:]
 
 
-@pytest.mark.parametrize("mode,expect", [
-    ("404", "HTTP 404"), ("500", "HTTP 500"), ("stall", "timed out"), ("garbage", "no wheel"),
-    ("truncate", "truncated"), ("refused", "refused"),
-])
-def test_index_failures_stop_cleanly_when_prebuilt_only(venv_clean, index, refused_url, sdist_dir, build_deps,
-                                                        tmp_path, mode, expect):
+@pytest.mark.parametrize(
+    "mode,expect",
+    [
+        ("404", "HTTP 404"),
+        ("500", "HTTP 500"),
+        ("stall", "timed out"),
+        ("garbage", "no wheel"),
+        ("truncate", "truncated"),
+        ("refused", "refused"),
+    ],
+)
+def test_index_failures_stop_cleanly_when_prebuilt_only(
+    venv_clean, index, refused_url, sdist_dir, build_deps, tmp_path, mode, expect
+):
     """Each index failure reaches the fall-back decision and installs nothing; with
     CAUSAL_CONV1D_PREBUILT_ONLY=TRUE the fall-back is a clear stop instead of a compile
     (test_index_404_falls_back_to_a_local_build runs the compile once)."""
     url = refused_url if mode == "refused" else index.url
     index.mode = "ok" if mode == "refused" else mode
     index.stall_s = 4
-    env, marker = shim_env(tmp_path, install_env(tmp_path, url, CAUSAL_CONV1D_PREBUILT_ONLY="TRUE",
-                                                 CAUSAL_CONV1D_INDEX_TIMEOUT="1.5"))
+    env, marker = shim_env(
+        tmp_path, install_env(tmp_path, url, CAUSAL_CONV1D_PREBUILT_ONLY="TRUE", CAUSAL_CONV1D_INDEX_TIMEOUT="1.5")
+    )
     proc = venv_clean.pip(*pip_install_sdist_args(sdist_dir, build_deps), env=env, check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
@@ -119,8 +130,10 @@ def test_index_404_falls_back_to_a_local_build(venv_clean, index, sdist_dir, bui
     proc = venv_clean.pip(*pip_install_sdist_args(sdist_dir, build_deps), env=env, timeout=3600)
     out = proc.stdout + proc.stderr
     # torch 2.13: the stable family page, then the torch minor's page; both 404
-    assert (f"no wheel for variant {CPU_VARIANT} ({index.url}whl/stable2.10-cpu/{contract.PROJECT_NAME}/: HTTP 404; "
-            f"{index.url}whl/{CPU_VARIANT}/{contract.PROJECT_NAME}/: HTTP 404); building locally") in out
+    assert (
+        f"no wheel for variant {CPU_VARIANT} ({index.url}whl/stable2.10-cpu/{contract.PROJECT_NAME}/: HTTP 404; "
+        f"{index.url}whl/{CPU_VARIANT}/{contract.PROJECT_NAME}/: HTTP 404); building locally"
+    ) in out
     assert "compiling against torch 2.13" in out  # the target torch made visible to the isolated build
     assert "local build" in out and "CPU-only build" in out
     res = venv_clean.py(SMOKE)
@@ -151,9 +164,21 @@ def _frontend_cmd(frontend: str, venv: Any, sdist_dir: Path, build_deps: Path) -
         return [str(venv.python), "-m", "pip", *args]
     if frontend == "pip_new":
         return [*NEW_PIP, "--python", str(venv.python), *args]
-    return [str(UV), "pip", "install", "--python", str(venv.python), "--no-index", "--find-links", str(sdist_dir),
-            "--find-links", str(build_deps), "--no-build-isolation-package", contract.PROJECT_NAME,
-            f"{contract.PROJECT_NAME}=={contract.PACKAGE_VERSION}"]
+    return [
+        str(UV),
+        "pip",
+        "install",
+        "--python",
+        str(venv.python),
+        "--no-index",
+        "--find-links",
+        str(sdist_dir),
+        "--find-links",
+        str(build_deps),
+        "--no-build-isolation-package",
+        contract.PROJECT_NAME,
+        f"{contract.PROJECT_NAME}=={contract.PACKAGE_VERSION}",
+    ]
 
 
 def _frontend_env(tmp_path: Path, url: str, **extra: str) -> dict[str, str]:
@@ -170,8 +195,9 @@ def _venv_for(frontend: str, request: pytest.FixtureRequest) -> Any:
 
 @pytest.mark.parametrize("frontend", ["pip_old", "pip_new", "uv"])
 @pytest.mark.parametrize("mode", ["refused", "garbage"])
-def test_fallback_reason_reaches_the_user_at_default_verbosity(request, index, refused_url, sdist_dir, build_deps,
-                                                               tmp_path, frontend, mode):
+def test_fallback_reason_reaches_the_user_at_default_verbosity(
+    request, index, refused_url, sdist_dir, build_deps, tmp_path, frontend, mode
+):
     """pip and uv hide a build backend's output unless the build fails (pip >= 24.1 relays a backend's
     warnings only for a local directory): the reason for compiling must still be on the user's terminal
     before the compile starts. The install is stopped once it is."""
@@ -184,8 +210,9 @@ def test_fallback_reason_reaches_the_user_at_default_verbosity(request, index, r
     # torch 2.13 >= 2.10: the stable family page is asked first, then the torch minor's page; both named
     family = f"{url}whl/stable2.10-cpu/{contract.PROJECT_NAME}/"
     notice = f"causal-conv1d: no wheel for variant {CPU_VARIANT} ({family}: "
-    status, out = run_in_pty(_frontend_cmd(frontend, venv, sdist_dir, build_deps), env, timeout=600,
-                             until="building locally")
+    status, out = run_in_pty(
+        _frontend_cmd(frontend, venv, sdist_dir, build_deps), env, timeout=600, until="building locally"
+    )
     shown = out
     for marker in _FAILED:
         shown = shown.split(marker, 1)[0]  # only what a successful install would show
@@ -206,8 +233,14 @@ def test_a_tampered_wheel_stops_the_install(request, index, sdist_dir, build_dep
     venv.uninstall()
     index.mode = mode
     env, marker = shim_env(tmp_path, _frontend_env(tmp_path, index.url))
-    proc = subprocess.run(_frontend_cmd(frontend, venv, sdist_dir, build_deps), env=env, capture_output=True,
-                          text=True, timeout=600, check=False)
+    proc = subprocess.run(
+        _frontend_cmd(frontend, venv, sdist_dir, build_deps),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     out = proc.stdout + proc.stderr
     wheel = next((site_dir / "files").glob("*.whl"))
     real = hashlib.sha256(wheel.read_bytes()).hexdigest()
@@ -226,14 +259,27 @@ def test_a_tampered_wheel_stops_the_install(request, index, sdist_dir, build_dep
 def test_uv_isolated_build_blames_the_isolation_not_a_missing_torch(venv_clean, index, sdist_dir, build_deps, tmp_path):
     """torch IS installed in the venv; uv's isolated build cannot see it: the first advice is how to let
     the build see it (or take the wheel), not 'install torch'."""
-    cmd = [str(UV), "pip", "install", "--python", str(venv_clean.python), "--no-index", "--find-links", str(sdist_dir),
-           "--find-links", str(build_deps), f"{contract.PROJECT_NAME}=={contract.PACKAGE_VERSION}"]
+    cmd = [
+        str(UV),
+        "pip",
+        "install",
+        "--python",
+        str(venv_clean.python),
+        "--no-index",
+        "--find-links",
+        str(sdist_dir),
+        "--find-links",
+        str(build_deps),
+        f"{contract.PROJECT_NAME}=={contract.PACKAGE_VERSION}",
+    ]
     env, _marker = shim_env(tmp_path, _frontend_env(tmp_path, index.url))  # the diagnosis fails before compiling
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out[-3000:]
     assert "torch is not importable in this isolated build environment" in out, out[-3000:]
     fix = out.split("torch is not importable in this isolated build environment", 1)[1].split("fix: ", 1)[1]
-    assert fix.startswith("let the build see that torch: uv pip install --no-build-isolation-package causal-conv1d"), fix
+    assert fix.startswith("let the build see that torch: uv pip install --no-build-isolation-package causal-conv1d"), (
+        fix
+    )
     # the error block once: the diagnosis leaves the stopping errors to the stop message
     assert out.count("torch is not importable in this isolated build environment") == 1, out[-3000:]

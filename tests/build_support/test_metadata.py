@@ -52,8 +52,14 @@ def test_setuptools_range_is_bounded_and_supports_pep639() -> None:
 
 def test_every_place_installs_the_same_setuptools() -> None:
     want = str(_setuptools_requirement().specifier)
-    files = ["requirements-dev.txt", "build_matrix/build_venv.py", "build_matrix/data/compat.toml",
-             ".github/workflows/release.yml", "pyproject.toml", "benchmarks/sdist_install_bench.py"]
+    files = [
+        "requirements-dev.txt",
+        "build_matrix/build_venv.py",
+        "build_matrix/data/compat.toml",
+        ".github/workflows/release.yml",
+        "pyproject.toml",
+        "benchmarks/sdist_install_bench.py",
+    ]
     for rel in files:
         text = (REPO / rel).read_text(encoding="utf-8")
         specs = re.findall(r"setuptools((?:[<>=!~]=?[0-9.]+,?)+)", text)
@@ -68,10 +74,13 @@ def test_pips_isolated_build_picks_a_pep639_setuptools_and_the_sdist_carries_the
     requirements) is in range today; building the sdist in isolation (python -m build, through pip)
     gives PEP 639 metadata and no licence deprecation warning."""
     req = str(_setuptools_requirement())
-    proc = run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet", "--report", "-",
-                req], env=clean_env())
-    picked = [i["metadata"]["version"] for i in json.loads(proc.stdout)["install"]
-              if i["metadata"]["name"] == "setuptools"]
+    proc = run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet", "--report", "-", req],
+        env=clean_env(),
+    )
+    picked = [
+        i["metadata"]["version"] for i in json.loads(proc.stdout)["install"] if i["metadata"]["name"] == "setuptools"
+    ]
     assert len(picked) == 1 and Version(picked[0]) in _setuptools_requirement().specifier, picked
     assert Version(picked[0]) >= PEP639_SETUPTOOLS
     proc = run([sys.executable, "-m", "build", "--sdist", "-o", tmp_path, REPO], env=clean_env(), timeout=900)

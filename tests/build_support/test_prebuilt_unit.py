@@ -15,8 +15,12 @@ from build_support import prebuilt
 from build_support.torch_probe import TorchInfo
 
 V = contract.Variant.parse("torch2.13-cpu")
-LINUX = [Tag("cp311", "abi3", "manylinux_2_28_x86_64"), Tag("cp39", "abi3", "manylinux_2_28_x86_64"),
-         Tag("cp39", "abi3", "manylinux2014_x86_64"), Tag("cp39", "abi3", "linux_x86_64")]
+LINUX = [
+    Tag("cp311", "abi3", "manylinux_2_28_x86_64"),
+    Tag("cp39", "abi3", "manylinux_2_28_x86_64"),
+    Tag("cp39", "abi3", "manylinux2014_x86_64"),
+    Tag("cp39", "abi3", "linux_x86_64"),
+]
 
 
 def cand(filename: str, **kw: object) -> prebuilt.Candidate:
@@ -28,9 +32,11 @@ def name(version: str = "1.7.0.post1+cpu.torch2.13", plat: str = "linux_x86_64")
 
 
 def test_html_page_parsing_resolves_relative_urls_and_hashes() -> None:
-    body = (b'<html><a href="../../../files/causal_conv1d-1.7.0.post1%2Bcpu.torch2.13-cp39-abi3-linux_x86_64.whl'
-            b'#sha256=' + b"c" * 64 + b'" data-requires-python="&gt;=3.9">x</a><a href="other.tar.gz">y</a>'
-            b'<a href="y.whl" data-yanked="">z</a></html>')
+    body = (
+        b'<html><a href="../../../files/causal_conv1d-1.7.0.post1%2Bcpu.torch2.13-cp39-abi3-linux_x86_64.whl'
+        b"#sha256=" + b"c" * 64 + b'" data-requires-python="&gt;=3.9">x</a><a href="other.tar.gz">y</a>'
+        b'<a href="y.whl" data-yanked="">z</a></html>'
+    )
     got = prebuilt.parse_page(body, "text/html", "http://h/whl/torch2.13-cpu/causal-conv1d/")
     assert got[0].filename == "causal_conv1d-1.7.0.post1+cpu.torch2.13-cp39-abi3-linux_x86_64.whl"
     assert got[0].url == "http://h/files/causal_conv1d-1.7.0.post1%2Bcpu.torch2.13-cp39-abi3-linux_x86_64.whl"
@@ -40,9 +46,20 @@ def test_html_page_parsing_resolves_relative_urls_and_hashes() -> None:
 
 
 def test_json_page_parsing() -> None:
-    data = {"meta": {"api-version": "1.1"}, "name": "causal-conv1d", "files": [
-        {"filename": name(), "url": "../../../files/a.whl", "hashes": {"sha256": "d" * 64}, "size": 123,
-         "requires-python": ">=3.9", "yanked": False}]}
+    data = {
+        "meta": {"api-version": "1.1"},
+        "name": "causal-conv1d",
+        "files": [
+            {
+                "filename": name(),
+                "url": "../../../files/a.whl",
+                "hashes": {"sha256": "d" * 64},
+                "size": 123,
+                "requires-python": ">=3.9",
+                "yanked": False,
+            }
+        ],
+    }
     got = prebuilt.parse_page(json.dumps(data).encode(), "application/vnd.pypi.simple.v1+json", "http://h/p/q/r/")
     assert got == [prebuilt.Candidate(name(), "http://h/files/a.whl", "d" * 64, 123, ">=3.9", False)]
 
@@ -50,7 +67,9 @@ def test_json_page_parsing() -> None:
 @pytest.mark.parametrize("body", [b"\xff\xfe\x00garbage", b'{"files": 3'])
 def test_garbage_pages_raise_index_error(body: bytes) -> None:
     with pytest.raises(prebuilt.IndexError_):
-        prebuilt.parse_page(body, "application/vnd.pypi.simple.v1+json" if body.startswith(b"{") else "text/html", "http://h/")
+        prebuilt.parse_page(
+            body, "application/vnd.pypi.simple.v1+json" if body.startswith(b"{") else "text/html", "http://h/"
+        )
 
 
 def test_select_exact_version_variant_and_best_tag() -> None:
@@ -100,7 +119,9 @@ def test_target_variant(monkeypatch: pytest.MonkeyPatch) -> None:
     assert prebuilt.target_variant(TorchInfo(True, "2.7.1+cu128", "12.8", None, True)).name == "torch2.7-cu128"
     assert prebuilt.target_variant(TorchInfo(True, "2.5.1", None, None, True)).name == "torch2.5-cpu-cxx11abi1"
     monkeypatch.setenv(contract.ENV_FORCE_CXX11_ABI, "FALSE")
-    assert prebuilt.target_variant(TorchInfo(True, "2.7.1+cu128", "12.8", None, True)).name == "torch2.7-cu128-cxx11abi0"
+    assert (
+        prebuilt.target_variant(TorchInfo(True, "2.7.1+cu128", "12.8", None, True)).name == "torch2.7-cu128-cxx11abi0"
+    )
     with pytest.raises(prebuilt.IndexError_, match="ROCm"):
         prebuilt.target_variant(TorchInfo(True, "2.7.1+rocm6.3", None, "6.3", True))
     with pytest.raises(prebuilt.IndexError_, match="no torch"):
@@ -134,9 +155,14 @@ def test_restamp_keeps_every_file_and_relabels_dist_info(real_cpu_wheel: Path, t
 
 # --- against the live 127.0.0.1 index, each failure mode ----------------------------------------
 
+
 def _fetch(tmp_path: Path, url: str, monkeypatch: pytest.MonkeyPatch) -> prebuilt.Outcome:
-    for var in (contract.ENV_FORCE_BUILD, contract.ENV_LOCAL_VERSION, contract.ENV_SKIP_CUDA_BUILD,
-                contract.ENV_FORCE_CXX11_ABI):
+    for var in (
+        contract.ENV_FORCE_BUILD,
+        contract.ENV_LOCAL_VERSION,
+        contract.ENV_SKIP_CUDA_BUILD,
+        contract.ENV_FORCE_CXX11_ABI,
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv(contract.ENV_INDEX_URL, url)
     monkeypatch.setattr(prebuilt, "TIMEOUT_S", 1.5)
@@ -149,7 +175,9 @@ def _nothing_left(tmp_path: Path) -> bool:
 
 
 @pytest.mark.parametrize("mode", ["ok", "json"])
-def test_fetch_ok(index, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], mode: str) -> None:
+def test_fetch_ok(
+    index, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], mode: str
+) -> None:
     index.mode = mode
     out = _fetch(tmp_path, index.url, monkeypatch)
     assert out.wheel is not None and out.wheel.exists(), out.message
@@ -164,12 +192,19 @@ def test_fetch_file_url(site_dir: Path, tmp_path: Path, monkeypatch: pytest.Monk
     assert out.wheel is not None, out.message
 
 
-@pytest.mark.parametrize("mode,expect", [
-    ("404", "HTTP 404"), ("500", "HTTP 500"), ("stall", "timed out"), ("garbage", "no wheel"),
-    ("truncate", "truncated"),
-])
-def test_fetch_failures_fall_back_and_leave_nothing(index, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                    capsys: pytest.CaptureFixture[str], mode: str, expect: str) -> None:
+@pytest.mark.parametrize(
+    "mode,expect",
+    [
+        ("404", "HTTP 404"),
+        ("500", "HTTP 500"),
+        ("stall", "timed out"),
+        ("garbage", "no wheel"),
+        ("truncate", "truncated"),
+    ],
+)
+def test_fetch_failures_fall_back_and_leave_nothing(
+    index, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], mode: str, expect: str
+) -> None:
     index.mode = mode
     index.stall_s = 5
     monkeypatch.setattr(prebuilt, "RETRIES", 2)
@@ -180,8 +215,9 @@ def test_fetch_failures_fall_back_and_leave_nothing(index, tmp_path: Path, monke
 
 
 @pytest.mark.parametrize("mode,what", [("badhash", "sha256"), ("badsize", "size"), ("bigger", "sha256")])
-def test_a_wheel_that_fails_verification_stops_the_install(index, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                           site_dir: Path, mode: str, what: str) -> None:
+def test_a_wheel_that_fails_verification_stops_the_install(
+    index, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, site_dir: Path, mode: str, what: str
+) -> None:
     """A wrong sha256 or size is a tampered or corrupted download: stop, never compile quietly."""
     index.mode = mode
     wheel = next((site_dir / "files").glob("*.whl"))
@@ -238,7 +274,9 @@ def test_lookups_ask_the_family_page_first_for_torch_2_10_plus() -> None:
     assert prebuilt.lookups(old, base) == [("http://h/whl/torch2.9-cu128/causal-conv1d/", (old,))]
     # torch 2.15 with the other C++ ABI: no per-minor page exists, the stable wheel serves it
     odd = contract.Variant.parse("torch2.15-cu130-cxx11abi0")
-    assert prebuilt.lookups(odd, base) == [("http://h/whl/stable2.10-cu13/causal-conv1d/", (contract.StableVariant("cu13"),))]
+    assert prebuilt.lookups(odd, base) == [
+        ("http://h/whl/stable2.10-cu13/causal-conv1d/", (contract.StableVariant("cu13"),))
+    ]
     assert prebuilt.lookups(contract.Variant.parse("torch2.5-cpu-cxx11abi1"), base) == []
 
 
@@ -269,13 +307,17 @@ def _stable_index(tmp_path: Path, family: str = "cpu") -> Path:
     return site
 
 
-def test_fetch_uses_the_stable_wheel_verified(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_fetch_uses_the_stable_wheel_verified(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     site = _stable_index(tmp_path)
     out = _fetch(tmp_path, site.as_uri() + "/", monkeypatch)  # the torch here: 2.13 CPU
     assert out.wheel is not None, out.message
     assert out.variant == "torch2.13-cpu"
-    assert "using prebuilt wheel causal_conv1d-1.7.0.post1+cpu.stable2.10-cp39-abi3-linux_x86_64.whl" in capsys.readouterr().err
+    assert (
+        "using prebuilt wheel causal_conv1d-1.7.0.post1+cpu.stable2.10-cp39-abi3-linux_x86_64.whl"
+        in capsys.readouterr().err
+    )
     # a file that is not what the index says (sha256, size) stops the install: no local build
     [wheel] = (site / "files").glob("*.whl")
     wheel.write_bytes(wheel.read_bytes() + b"\0")
@@ -294,6 +336,8 @@ def test_fetch_for_a_torch_newer_than_the_data(tmp_path: Path, monkeypatch: pyte
     assert "+cpu.stable2.10" in out.message and out.variant == f"torch{version[:4]}-cpu"
     assert prebuilt.probe(contract.Variant.from_torch(version, None, True), site.as_uri() + "/")[0] is True
     # a CUDA 13 torch finds no CPU wheel: not a wrong wheel, a local build
-    monkeypatch.setattr(prebuilt, "find_target_torch", lambda: (TorchInfo(True, "2.15.0+cu130", "13.0", None, True), "t"))
+    monkeypatch.setattr(
+        prebuilt, "find_target_torch", lambda: (TorchInfo(True, "2.15.0+cu130", "13.0", None, True), "t")
+    )
     out = _fetch(tmp_path / "cu13", site.as_uri() + "/", monkeypatch)
     assert out.wheel is None and "whl/stable2.10-cu13/" in out.message

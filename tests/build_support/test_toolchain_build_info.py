@@ -44,13 +44,15 @@ def cuda_torch_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def fake_nvcc(path: Path, release: str, top: Path | None = None) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     top_line = f'echo "#\\$ TOP={top}"' if top else "true"
-    path.write_text(textwrap.dedent(f"""\
+    path.write_text(
+        textwrap.dedent(f"""\
         #!/bin/sh
         case "$1" in
           --version) echo "Cuda compilation tools, release {release}, V{release}.1" ;;
           -dryrun) {top_line} ;;
         esac
-        """))
+        """)
+    )
     path.chmod(path.stat().st_mode | stat.S_IEXEC)
     return path
 
@@ -193,6 +195,7 @@ def test_diagnose_cuda_torch_without_toolkit_says_what_to_install(cuda_torch_sit
 
 # --- build_info ----------------------------------------------------------------------------------
 
+
 class _Ext:
     def __init__(self, sources: list[str], nvcc: list[str]) -> None:
         self.sources = sources
@@ -236,8 +239,10 @@ def test_record_lands_in_wheels_and_inplace_builds(tmp_path: Path) -> None:
     proj = tmp_path / "proj"
     (proj / "causal_conv1d").mkdir(parents=True)
     (proj / "causal_conv1d" / "__init__.py").write_text("")
-    (proj / "tiny.c").write_text('#include <Python.h>\nstatic struct PyModuleDef m = {PyModuleDef_HEAD_INIT, "_tiny"};\n'
-                                 "PyMODINIT_FUNC PyInit__tiny(void) { return PyModule_Create(&m); }\n")
+    (proj / "tiny.c").write_text(
+        '#include <Python.h>\nstatic struct PyModuleDef m = {PyModuleDef_HEAD_INIT, "_tiny"};\n'
+        "PyMODINIT_FUNC PyInit__tiny(void) { return PyModule_Create(&m); }\n"
+    )
     (proj / "setup.py").write_text(TINY_SETUP.format(repo=str(REPO)))
     env = clean_env()
     run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=proj, env=env)
@@ -256,18 +261,24 @@ def test_real_wheel_carries_a_complete_record(real_cpu_wheel: Path) -> None:
 
     rec = wheel_record(real_cpu_wheel)
     assert tuple(rec) == contract.BUILD_INFO_KEYS
-    assert rec["variant"] == "torch2.13-cpu" and rec["version"] == f"{contract.PACKAGE_VERSION}+cpu.torch2.13" and rec["cuda_archs"] == []
+    assert (
+        rec["variant"] == "torch2.13-cpu"
+        and rec["version"] == f"{contract.PACKAGE_VERSION}+cpu.torch2.13"
+        and rec["cuda_archs"] == []
+    )
 
 
 def test_setup_py_metadata_commands_need_no_torch(tmp_path: Path) -> None:
     """sdist / metadata preparation run without torch (the build env under isolation has none)."""
-    code = ("import sys, builtins; real = builtins.__import__\n"
-            "def imp(name, *a, **k):\n"
-            "    if name == 'torch' or name.startswith('torch.'): raise ImportError('no torch here')\n"
-            "    return real(name, *a, **k)\n"
-            "builtins.__import__ = imp\n"
-            f"sys.argv = ['setup.py', '-q', 'egg_info', '--egg-base', {str(tmp_path)!r}]\n"
-            "exec(compile(open('setup.py').read(), 'setup.py', 'exec'), {'__file__': 'setup.py', '__name__': '__main__'})\n")
+    code = (
+        "import sys, builtins; real = builtins.__import__\n"
+        "def imp(name, *a, **k):\n"
+        "    if name == 'torch' or name.startswith('torch.'): raise ImportError('no torch here')\n"
+        "    return real(name, *a, **k)\n"
+        "builtins.__import__ = imp\n"
+        f"sys.argv = ['setup.py', '-q', 'egg_info', '--egg-base', {str(tmp_path)!r}]\n"
+        "exec(compile(open('setup.py').read(), 'setup.py', 'exec'), {'__file__': 'setup.py', '__name__': '__main__'})\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, env=clean_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     requires = (next(tmp_path.glob("*.egg-info")) / "requires.txt").read_text()
@@ -280,7 +291,12 @@ def test_fast_torch_probe_agrees_with_importing_torch() -> None:
         fast = torch_probe.torch_info(str(py), fast=True)
         full = torch_probe.torch_info(str(py))
         assert full.importable, full.error
-        assert (fast.version, fast.cuda, fast.hip, fast.cxx11_abi) == (full.version, full.cuda, full.hip, full.cxx11_abi)
+        assert (fast.version, fast.cuda, fast.hip, fast.cxx11_abi) == (
+            full.version,
+            full.cuda,
+            full.hip,
+            full.cxx11_abi,
+        )
 
 
 FAKE_TORCH = """

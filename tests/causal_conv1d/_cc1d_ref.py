@@ -25,6 +25,7 @@ def raises_from_op(exc: type, match: str) -> Any:
         return pytest.raises(RuntimeError, match=re.escape(f"[{exc.__name__}] ") + ".*" + match)
     return pytest.raises(exc, match=match)
 
+
 LAYOUTS = ["cf", "cl", "cf_view", "cl_view", "strided"]
 
 # (rtol, atol) for outputs in x's dtype against a float64 reference on the same (rounded) inputs.

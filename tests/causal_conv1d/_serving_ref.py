@@ -69,7 +69,9 @@ def prefill_ref(
             c_in = c_out = ci[i] if ci is not None else i
         if c_in == pad_slot_id:
             continue
-        start = st[c_in, :, :h].double() if hi is not None and hi[i] else torch.zeros(x.shape[0], h, dtype=torch.float64)
+        start = (
+            st[c_in, :, :h].double() if hi is not None and hi[i] else torch.zeros(x.shape[0], h, dtype=torch.float64)
+        )
         seq = torch.cat([start, xd[:, s:e]], 1)  # seq[:, j] is the input at position p0 + j - h
         out[:, s:e] = _conv(seq, weight, bias, silu).to(sdt).double()
         if last is not None:

@@ -107,9 +107,13 @@ def main(peer: Path) -> dict[str, str]:
             first, last, init, done = (None,) * 4 if apc is None else tuple(i32(v) for v in apc)
             block = block if apc is not None else 0
             args = (x, self.weight, self.bias, self.cache, q, ci, hi)
-            want, want_cache = prefill_ref(*args[:3], self.ref, q, ci, hi, True, PAD_SLOT_ID, first, last, init, done, block)
+            want, want_cache = prefill_ref(
+                *args[:3], self.ref, q, ci, hi, True, PAD_SLOT_ID, first, last, init, done, block
+            )
             if who == "vllm":
-                out = V.causal_conv1d_fn(*args, "silu", PAD_SLOT_ID, first, last, init, done, block, metadata=metadata(q))
+                out = V.causal_conv1d_fn(
+                    *args, "silu", PAD_SLOT_ID, first, last, init, done, block, metadata=metadata(q)
+                )
                 for i in range(len(lens)):  # vLLM leaves a skipped request's output unwritten; ours is 0
                     line = table[i][apc[2][i]] if apc is not None else table[i]
                     if line == PAD_SLOT_ID:
@@ -143,7 +147,9 @@ def main(peer: Path) -> dict[str, str]:
                         else:
                             out[b] = 0
             else:
-                out = self.ours.decode(x, self.cache, self.weight, self.bias, True, idx, nacc, PAD_SLOT_ID, qsl, mql, last, init, par)
+                out = self.ours.decode(
+                    x, self.cache, self.weight, self.bias, True, idx, nacc, PAD_SLOT_ID, qsl, mql, last, init, par
+                )
             self._check(out, want, want_cache, f"{who} decode")
 
     def chain_case(lead: str, ours: API) -> None:

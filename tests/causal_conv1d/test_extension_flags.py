@@ -26,7 +26,8 @@ def test_install_requires_of_a_stable_build_has_no_upper_bound(monkeypatch: pyte
 
 
 @pytest.mark.parametrize(
-    "value, stable", [(None, _NEW_TORCH), ("", _NEW_TORCH), ("TRUE", True), ("on", True), ("FALSE", False), ("0", False)]
+    "value, stable",
+    [(None, _NEW_TORCH), ("", _NEW_TORCH), ("TRUE", True), ("on", True), ("FALSE", False), ("0", False)],
 )
 def test_stable_abi_switch(monkeypatch: pytest.MonkeyPatch, value: str, stable: bool) -> None:
     """Unset: stable iff torch >= 2.10; CAUSAL_CONV1D_STABLE_ABI overrides. A stable build defines the
@@ -63,8 +64,21 @@ def test_cpu_extension_for_skip_or_cpu_torch(monkeypatch: pytest.MonkeyPatch) ->
     (ext,) = extension.ext_modules()
     assert ext.name == "causal_conv1d._C" and ext.py_limited_api
     cpp_autograd = [] if extension.stable_abi() else ["csrc/autograd.cpp"]  # stable: autograd in _ops.py
-    cpu = [f"csrc/cpu/{name}.cpp" for name in ("bwd", "dispatch", "fwd", "fwd_scalar", "fwd_simd", "isa", "register",
-                                               "spec_update", "update", "varlen_fwd")]
+    cpu = [
+        f"csrc/cpu/{name}.cpp"
+        for name in (
+            "bwd",
+            "dispatch",
+            "fwd",
+            "fwd_scalar",
+            "fwd_simd",
+            "isa",
+            "register",
+            "spec_update",
+            "update",
+            "varlen_fwd",
+        )
+    ]
     assert sorted(ext.sources) == sorted([*cpp_autograd, *cpu, "csrc/ops.cpp"])
     flags = ext.extra_compile_args["cxx"]
     assert "-DCAUSAL_CONV1D_WITH_CUDA" not in flags and "-fopenmp" in flags

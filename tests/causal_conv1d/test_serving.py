@@ -242,7 +242,9 @@ def test_prefix_caching(device, api: API, width, block, xdt, sdt) -> None:
     args = [_i32(v, device) for v in (table, first, last, init, done)]
     ci, fi, la, ii, nc = args
     hi = torch.tensor(hinit, device=device)
-    want_out, want_cache = prefill_ref(x, weight, bias, cache, _i32(q, device), ci, hi, True, PAD_SLOT_ID, fi, la, ii, nc, block)
+    want_out, want_cache = prefill_ref(
+        x, weight, bias, cache, _i32(q, device), ci, hi, True, PAD_SLOT_ID, fi, la, ii, nc, block
+    )
     c_pkg = cache.clone()
     out = api.prefill(x, weight, bias, cache, _i32(q, device), ci, hi, True, PAD_SLOT_ID, fi, la, ii, nc, block)
     _close(out, want_out, sdt)
@@ -420,9 +422,7 @@ def test_tree_draft_equals_conv_of_path(device, api: API) -> None:
     history = cache[0, :, : width - 1].cpu().clone()  # a = 1: the window is [0, W - 1)
     parent = [-1, 0, 0, 1, 3, 2]
     x = torch.randn(1, dim, 6, device=device)
-    out = api.decode(
-        x, cache, weight, None, False, _i32([0], device), _i32([1], device), parent=_i32([parent], device)
-    )
+    out = api.decode(x, cache, weight, None, False, _i32([0], device), _i32([1], device), parent=_i32([parent], device))
     for j in range(6):
         path, c = [], j
         while c > 0:
@@ -558,7 +558,9 @@ def test_chain_prefill_spec_decode_prefix_prefill(device, api: API, sdt, width) 
     first, last = _i32([11 // block, 0], device), _i32([19 // block, 4 // block], device)
     init, done = _i32([0, 0], device), _i32([11, 0], device)
     hi = torch.tensor([True, False], device=device)
-    want, ref_cache = prefill_ref(x, weight, bias, ref_cache, q, table, hi, True, PAD_SLOT_ID, first, last, init, done, block)
+    want, ref_cache = prefill_ref(
+        x, weight, bias, ref_cache, q, table, hi, True, PAD_SLOT_ID, first, last, init, done, block
+    )
     got = api.prefill(x, weight, bias, cache, q, table, hi, True, PAD_SLOT_ID, first, last, init, done, block)
     _close(got, want, sdt)
     assert torch.equal(cache.cpu(), ref_cache)
@@ -580,7 +582,10 @@ def test_vllm_activation_forms(device) -> None:
     assert torch.equal(outs[True], outs["silu"]) and torch.equal(outs["silu"], outs["swish"])
     assert torch.equal(outs[False], outs[None]) and not torch.equal(outs[True], outs[None])
     xd = torch.randn(1, 6, device=device)
-    d = [cc_vllm.causal_conv1d_update(xd, torch.zeros(1, 6, 2, device=device), weight, activation=a) for a in (True, "silu", False)]
+    d = [
+        cc_vllm.causal_conv1d_update(xd, torch.zeros(1, 6, 2, device=device), weight, activation=a)
+        for a in (True, "silu", False)
+    ]
     assert torch.equal(d[0], d[1]) and not torch.equal(d[0], d[2])
 
 
@@ -588,7 +593,9 @@ def test_vllm_activation_forms(device) -> None:
 def test_vllm_unknown_activation_raises(bad) -> None:
     """vLLM's prefill would run an unknown string as no activation: the layer refuses it."""
     with pytest.raises(ValueError, match="Invalid activation"):
-        cc_vllm.causal_conv1d_fn(torch.randn(4, 3), torch.randn(4, 3), None, torch.zeros(1, 4, 2), _i32([0, 3], "cpu"), activation=bad)
+        cc_vllm.causal_conv1d_fn(
+            torch.randn(4, 3), torch.randn(4, 3), None, torch.zeros(1, 4, 2), _i32([0, 3], "cpu"), activation=bad
+        )
     with pytest.raises(ValueError, match="Invalid activation"):
         cc_vllm.causal_conv1d_update(torch.randn(1, 4), torch.zeros(1, 4, 2), torch.randn(4, 3), activation=bad)
 
@@ -755,9 +762,7 @@ def test_cuda_graph_capture_and_replay() -> None:
         pre[0].copy_(torch.randn_like(pre[0]))
         xd.copy_(torch.randn_like(xd))
         want_v, want_c = prefill_ref(*pre[:8], pre[8], *pre[9:])
-        want_s, want_cd = decode_ref(
-            xd, cd, weight, bias, True, kw["indices"], kw["num_accepted"], qsl=kw["qsl"]
-        )
+        want_s, want_cd = decode_ref(xd, cd, weight, bias, True, kw["indices"], kw["num_accepted"], qsl=kw["qsl"])
         g.replay()
         torch.cuda.synchronize()
         _close(outs[0], want_v, torch.float32)

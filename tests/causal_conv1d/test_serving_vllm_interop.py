@@ -29,7 +29,9 @@ PEER = HERE.parents[1].parent / "shared" / "peers" / "vllm"
 @pytest.fixture(scope="module")
 def results() -> dict[str, str]:
     if not (PEER / "vllm_causal_conv1d.py").is_file():
-        pytest.skip(f"vLLM's kernel file is not at {PEER / 'vllm_causal_conv1d.py'} (the shared/ folder beside the repository)")
+        pytest.skip(
+            f"vLLM's kernel file is not at {PEER / 'vllm_causal_conv1d.py'} (the shared/ folder beside the repository)"
+        )
     if importlib.util.find_spec("triton") is None:
         pytest.skip("triton is not installed (it runs vLLM's kernels): pip install -r requirements-dev.txt")
     env = {**os.environ, "TRITON_INTERPRET": "1"}

@@ -50,6 +50,16 @@ def test_dbias_without_bias_is_a_clear_error() -> None:
     weight = torch.randn(4, 3, dtype=torch.float64)
     with pytest.raises(ValueError, match="dbias was given but bias is None"):
         causal_conv1d_cuda.causal_conv1d_bwd(
-            x, weight, None, torch.randn_like(x), None, None, None, torch.empty_like(x), torch.empty_like(weight),
-            torch.empty(4, dtype=x.dtype), None, False,
+            x,
+            weight,
+            None,
+            torch.randn_like(x),
+            None,
+            None,
+            None,
+            torch.empty_like(x),
+            torch.empty_like(weight),
+            torch.empty(4, dtype=x.dtype),
+            None,
+            False,
         )

@@ -105,8 +105,17 @@ def test_urls_and_pins() -> None:
 
 @pytest.mark.parametrize(
     ("raw", "expected"),
-    [("TRUE", True), ("true", True), ("1", True), ("on", True), ("FALSE", False), ("0", False), ("no", False),
-     ("", None), ("  ", None)],
+    [
+        ("TRUE", True),
+        ("true", True),
+        ("1", True),
+        ("on", True),
+        ("FALSE", False),
+        ("0", False),
+        ("no", False),
+        ("", None),
+        ("  ", None),
+    ],
 )
 def test_env_flag(raw: str, expected: bool | None) -> None:
     assert c.env_flag("X", {"X": raw}) is expected
@@ -168,8 +177,12 @@ def test_which_torch_builds_a_stable_wheel_serves() -> None:
     assert c.accel_family("cu129") == "cu12" and c.accel_family("cpu") == "cpu"
     assert cu13.refusal("2.14.1+cu130", "13.0") is None
     assert cu12.refusal("2.13.0+cu130", "13.0") == (
-        "this build is for CUDA 12 torch, but the installed torch 2.13.0+cu130 is a CUDA 13 build (13.0)")
-    assert cu13.refusal("2.13.0+cpu", None) == "this build is for CUDA 13 torch, but the installed torch 2.13.0+cpu is a CPU build"
+        "this build is for CUDA 12 torch, but the installed torch 2.13.0+cu130 is a CUDA 13 build (13.0)"
+    )
+    assert (
+        cu13.refusal("2.13.0+cpu", None)
+        == "this build is for CUDA 13 torch, but the installed torch 2.13.0+cpu is a CPU build"
+    )
     assert cpu.refusal("2.9.1", None) == "this stable-ABI build needs torch >= 2.10, but torch 2.9.1 is installed"
 
 
@@ -189,11 +202,16 @@ def test_the_cpu_stable_wheel_loads_on_a_cuda_torch_but_does_not_serve_it() -> N
     for torch, cuda in (("2.11.0+cu130", "13.0"), ("2.12.1+cu126", "12.6"), ("2.14.1+cu130", "13.0")):
         assert cpu.refusal(torch, cuda) is None, torch
         assert cpu.mismatch(torch, cuda) == (
-            f"this build is for CPU torch, but the installed torch {torch} is a CUDA {cuda.split('.')[0]} build ({cuda})")
+            f"this build is for CPU torch, but the installed torch {torch} is a CUDA {cuda.split('.')[0]} build ({cuda})"
+        )
         assert cpu.limitation(torch, cuda) == (
             f"only CPU kernels are present: this is the CPU wheel (stable2.10-cpu) and the installed torch {torch} "
-            f"is a CUDA {cuda.split('.')[0]} build; CUDA tensors raise 'built without CUDA kernels'")
-    assert cpu.refusal("2.9.1+cu128", "12.8") == "this stable-ABI build needs torch >= 2.10, but torch 2.9.1+cu128 is installed"
+            f"is a CUDA {cuda.split('.')[0]} build; CUDA tensors raise 'built without CUDA kernels'"
+        )
+    assert (
+        cpu.refusal("2.9.1+cu128", "12.8")
+        == "this stable-ABI build needs torch >= 2.10, but torch 2.9.1+cu128 is installed"
+    )
     assert cpu.mismatch("2.13.0+cpu", None) is None and cpu.limitation("2.13.0+cpu", None) is None
     assert cpu.limitation("2.9.1+cu128", "12.8") is None  # refused, not limited
     assert cu13.mismatch("2.14.1+cu130", "13.0") is None and cu13.limitation("2.14.1+cu130", "13.0") is None

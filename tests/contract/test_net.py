@@ -30,8 +30,15 @@ JSON_DOC = {
     "meta": {"api-version": "1.1"},
     "name": "causal-conv1d",
     "files": [
-        {"filename": WHEEL, "url": f"../../../files/{contract.quote_path(WHEEL)}", "hashes": {"sha256": SHA},
-         "requires-python": ">=3.9", "core-metadata": {"sha256": META}, "yanked": False, "size": 123},
+        {
+            "filename": WHEEL,
+            "url": f"../../../files/{contract.quote_path(WHEEL)}",
+            "hashes": {"sha256": SHA},
+            "requires-python": ">=3.9",
+            "core-metadata": {"sha256": META},
+            "yanked": False,
+            "size": 123,
+        },
         {"filename": "old.whl", "url": "old.whl#sha256=" + "ef" * 32, "hashes": {}, "yanked": True},
         {"filename": "bad.whl", "url": "bad.whl", "hashes": {}, "yanked": "broken build", "core-metadata": True},
         {"no": "filename"},
@@ -66,11 +73,14 @@ def test_links_resolve_against_the_page_as_a_directory() -> None:
     assert page.links[0].url == "http://h/whl/v/causal-conv1d/x.whl"
 
 
-@pytest.mark.parametrize("body,ctype,message", [
-    (b"\xff\xfe<a>", "text/html", "not UTF-8 HTML"),
-    (b"{nope", "application/vnd.pypi.simple.v1+json", "invalid PEP 691 JSON"),
-    (b'{"files": 3}', "application/json", "invalid PEP 691 JSON"),
-])
+@pytest.mark.parametrize(
+    "body,ctype,message",
+    [
+        (b"\xff\xfe<a>", "text/html", "not UTF-8 HTML"),
+        (b"{nope", "application/vnd.pypi.simple.v1+json", "invalid PEP 691 JSON"),
+        (b'{"files": 3}', "application/json", "invalid PEP 691 JSON"),
+    ],
+)
 def test_bad_pages(body: bytes, ctype: str, message: str) -> None:
     with pytest.raises(ic.IndexClientError, match=message):
         ic.parse_page(body, ctype, PAGE)
@@ -94,7 +104,8 @@ def test_file_urls(tmp_path: Path) -> None:
     got = ic.fetch_page(page_dir.as_uri() + "/")
     assert got.body == HTML.encode() and got.content_type == "text/html" and got.url.endswith("/index.html")
     assert ic.parse_page(got.body, got.content_type, got.url).links[0].url == (
-        (tmp_path / "files").as_uri() + "/" + contract.quote_path(WHEEL))
+        (tmp_path / "files").as_uri() + "/" + contract.quote_path(WHEEL)
+    )
     assert ic.fetch_page(page_dir.as_uri()).body == HTML.encode()  # a directory without the slash
     with pytest.raises(ic.IndexClientError, match="cannot read .*index.html") as err:
         ic.fetch_page((tmp_path / "nowhere").as_uri() + "/")
@@ -148,7 +159,11 @@ def test_http_json_and_html(server: str) -> None:
     _Handler.routes["/p/"] = (200, "application/vnd.pypi.simple.v1+json", json.dumps(JSON_DOC).encode(), 0)
     _Handler.routes["/h/"] = (200, "text/html; charset=utf-8", HTML.encode(), 0)
     got = ic.fetch_page(server + "/p/", user_agent="ua-test")
-    assert [ln.filename for ln in ic.parse_page(got.body, got.content_type, got.url).links] == [WHEEL, "old.whl", "bad.whl"]
+    assert [ln.filename for ln in ic.parse_page(got.body, got.content_type, got.url).links] == [
+        WHEEL,
+        "old.whl",
+        "bad.whl",
+    ]
     assert _Handler.seen[-1] == ("/p/", ic.ACCEPT_ANY, "ua-test")
     got = ic.fetch_page(server + "/h/", accept=ic.ACCEPT_HTML)
     assert ic.parse_page(got.body, got.content_type, got.url).links[0].sha256 == SHA

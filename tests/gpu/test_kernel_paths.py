@@ -71,8 +71,14 @@ def kernels_of(fn) -> list[str]:
 
 def test_every_path_is_listed(ops):
     listed = set(ops._kernel_paths().split(","))
-    serving = {"varlen_cl_fast", "varlen_cf_fast", "varlen_general", "spec_update_decode", "spec_update_fast",
-               "spec_update_general"}  # tests/gpu/test_serving_paths.py runs each
+    serving = {
+        "varlen_cl_fast",
+        "varlen_cf_fast",
+        "varlen_general",
+        "spec_update_decode",
+        "spec_update_fast",
+        "spec_update_general",
+    }  # tests/gpu/test_serving_paths.py runs each
     assert set(FAST_PATHS) | set(GENERAL_KERNELS) | serving == listed
 
 

@@ -35,8 +35,20 @@ def close(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> bool:
 def varlen_args(ops_args: dict) -> tuple:
     a = ops_args
     return (
-        a["x"], a["w"], a["b"], a["cs"], a["q"], a["ci"], a["hi"], a["silu"], PAD,
-        a.get("first"), a.get("last"), a.get("init"), a.get("comp"), a.get("block", 0),
+        a["x"],
+        a["w"],
+        a["b"],
+        a["cs"],
+        a["q"],
+        a["ci"],
+        a["hi"],
+        a["silu"],
+        PAD,
+        a.get("first"),
+        a.get("last"),
+        a.get("init"),
+        a.get("comp"),
+        a.get("block", 0),
     )
 
 
@@ -56,9 +68,12 @@ def run_three(ops, fn, args: dict, state_key: str, expect: str, op: str):
     out_fast = fn(a_fast)
     msg = path_ran(ops, op, expect)
     assert not msg, msg
-    with kernel_path(ops, "varlen_cl_fast", 0), kernel_path(ops, "varlen_cf_fast", 0), kernel_path(
-        ops, "spec_update_fast", 0
-    ), kernel_path(ops, "spec_update_decode", 0):
+    with (
+        kernel_path(ops, "varlen_cl_fast", 0),
+        kernel_path(ops, "varlen_cf_fast", 0),
+        kernel_path(ops, "spec_update_fast", 0),
+        kernel_path(ops, "spec_update_decode", 0),
+    ):
         out_gen = fn(a_gen)
         general = "varlen_general" if op == "varlen_fwd" else "spec_update_general"
         msg = path_ran(ops, op, general)
@@ -78,8 +93,9 @@ def run_three(ops, fn, args: dict, state_key: str, expect: str, op: str):
     return out_fast, a_fast[state_key]
 
 
-def prefill_case(dtype, W, layout, st_layout, S, seed, apc=False, block=8, st_dtype=None, lens=None, dim=None,
-                 bad_line=False):
+def prefill_case(
+    dtype, W, layout, st_layout, S, seed, apc=False, block=8, st_dtype=None, lens=None, dim=None, bad_line=False
+):
     g = random.Random(seed)
     torch.manual_seed(seed)
     kC = 16 // torch.empty((), dtype=dtype).element_size()
@@ -92,13 +108,21 @@ def prefill_case(dtype, W, layout, st_layout, S, seed, apc=False, block=8, st_dt
     T = int(q[-1]) + g.choice([0, 5])  # a padded tail
     if layout == "cf":  # rows of 16-byte multiples (x's and the contiguous out's): the fast path's condition
         T = (T + kC - 1) // kC * kC
-    x = torch.randn(D, T, dtype=dtype) if layout == "cf" else torch.randn(T, D + 2 * kC, dtype=dtype)[:, kC : kC + D].t()
+    x = (
+        torch.randn(D, T, dtype=dtype)
+        if layout == "cf"
+        else torch.randn(T, D + 2 * kC, dtype=dtype)[:, kC : kC + D].t()
+    )
     w = torch.randn(D, W, dtype=dtype) / W**0.5
     b = torch.randn(D, dtype=dtype)
     cols = 2 + max(3 * block + 2 + n for n in lens) // block + 2  # prefix caching: blocks per request
     lines = B * cols + 2 if apc else 3 * B + 2
     st_dt = st_dtype or dtype
-    cs = torch.randn(lines, D, S, dtype=st_dt) if st_layout == "bds" else torch.randn(lines, S, D, dtype=st_dt).transpose(1, 2)
+    cs = (
+        torch.randn(lines, D, S, dtype=st_dt)
+        if st_layout == "bds"
+        else torch.randn(lines, S, D, dtype=st_dt).transpose(1, 2)
+    )
     perm = torch.randperm(lines).to(torch.int32)
     hi = torch.tensor([g.random() < 0.6 for _ in range(B)])
     args = {"x": x, "w": w, "b": b, "cs": cs, "q": q, "hi": hi, "silu": bool(seed % 2)}
@@ -144,7 +168,7 @@ def test_prefill_paths(ops, case) -> None:
     for seed in range(3):
         args = prefill_case(DT[dts], W, layout, st_layout, S, seed * 7 + W, bad_line=True)
         ci = args["ci"]
-        bad = (ci[: len(args["q"]) - 1] >= args["cs"].shape[0])
+        bad = ci[: len(args["q"]) - 1] >= args["cs"].shape[0]
         cpu_args = dict(args)
         if bool(bad.any()):  # the CPU kernels refuse it; CUDA skips it like a pad slot
             cpu_args["ci"] = torch.where(bad, torch.tensor(PAD, dtype=torch.int32), ci[: len(bad)])
@@ -157,8 +181,15 @@ def test_prefill_paths(ops, case) -> None:
         run_three(ops, varlen_call(ops), cpu_args, "cs", expect, "varlen_fwd")
 
 
-@pytest.mark.parametrize("dts,layout,expect", [("bf16", "cl", "varlen_cl_fast"), ("fp32", "cl", "varlen_cl_fast"),
-                                               ("bf16", "cf", "varlen_general"), ("fp16", "cl", "varlen_cl_fast")])
+@pytest.mark.parametrize(
+    "dts,layout,expect",
+    [
+        ("bf16", "cl", "varlen_cl_fast"),
+        ("fp32", "cl", "varlen_cl_fast"),
+        ("bf16", "cf", "varlen_general"),
+        ("fp16", "cl", "varlen_cl_fast"),
+    ],
+)
 @pytest.mark.parametrize("block", [8, 16])
 def test_prefill_prefix_caching(ops, dts, layout, expect, block) -> None:
     for seed in range(3):
@@ -192,8 +223,13 @@ def spec_case(dtype, W, mode, seed, L=4, ragged=False, apc=False, tree=False, st
     st_dt = st_dtype or dtype
     cs = torch.randn(lines, S, D, dtype=st_dt).transpose(1, 2)
     perm = torch.randperm(lines).to(torch.int32)
-    args = {"w": torch.randn(D, W, dtype=dtype) / W**0.5, "b": torch.randn(D, dtype=dtype), "cs": cs,
-            "silu": bool(seed % 2), "L": L}
+    args = {
+        "w": torch.randn(D, W, dtype=dtype) / W**0.5,
+        "b": torch.randn(D, dtype=dtype),
+        "cs": cs,
+        "silu": bool(seed % 2),
+        "L": L,
+    }
     if ragged:
         n = [g.randint(0, L) for _ in range(B)]
         q = torch.tensor([0] + [sum(n[: i + 1]) for i in range(B)], dtype=torch.int32)
@@ -230,8 +266,19 @@ def spec_call(ops):
     def call(a):
         ragged = "q" in a
         return ops.spec_update(
-            a["x"], a["cs"], a["w"], a["b"], a["silu"], a["ci"], a.get("na"), PAD,
-            a.get("q"), a["L"] if ragged else -1, a.get("last"), a.get("init"), a.get("par"),
+            a["x"],
+            a["cs"],
+            a["w"],
+            a["b"],
+            a["silu"],
+            a["ci"],
+            a.get("na"),
+            PAD,
+            a.get("q"),
+            a["L"] if ragged else -1,
+            a.get("last"),
+            a.get("init"),
+            a.get("par"),
         )
 
     return call
@@ -257,7 +304,9 @@ SPEC = [
 ]
 
 
-@pytest.mark.parametrize("case", SPEC, ids=lambda c: "-".join(str(v) for v in c[:4]) + "-" + "-".join(f"{k}{v}" for k, v in c[4].items()))
+@pytest.mark.parametrize(
+    "case", SPEC, ids=lambda c: "-".join(str(v) for v in c[:4]) + "-" + "-".join(f"{k}{v}" for k, v in c[4].items())
+)
 def test_spec_paths(ops, case) -> None:
     dts, W, mode, L, opts, expect = case
     for seed in range(3):

@@ -65,7 +65,10 @@ def test_layout_links_and_json(cli, wheels, two_variants, tmp_path):
     import hashlib
 
     sha, msha = hashlib.sha256(wheel).hexdigest(), hashlib.sha256(metadata).hexdigest()
-    assert f'href="../../../files/causal_conv1d-1.7.0.post1%2Bcpu.torch2.13-cp39-abi3-linux_x86_64.whl#sha256={sha}"' in link
+    assert (
+        f'href="../../../files/causal_conv1d-1.7.0.post1%2Bcpu.torch2.13-cp39-abi3-linux_x86_64.whl#sha256={sha}"'
+        in link
+    )
     assert 'data-requires-python="&gt;=3.9,&lt;4"' in link  # escaped
     assert f'data-core-metadata="sha256={msha}"' in link and f'data-dist-info-metadata="sha256={msha}"' in link
     assert "data-yanked" not in link
@@ -120,7 +123,10 @@ def test_upload_time_recorded_once_and_nothing_dropped(cli, make_wheel, tmp_path
     assert run.code == 0, run
     files = {f["filename"]: f for f in json.loads((site / "manifest.json").read_text())["files"]}
     assert files[CPU_213]["upload_time"] == "2026-01-01T00:00:00Z"  # kept from the first publish
-    assert files["causal_conv1d-1.7.0.post1+cu130.torch2.14-cp39-abi3-win_amd64.whl"]["upload_time"] == "2026-02-01T00:00:00Z"
+    assert (
+        files["causal_conv1d-1.7.0.post1+cu130.torch2.14-cp39-abi3-win_amd64.whl"]["upload_time"]
+        == "2026-02-01T00:00:00Z"
+    )
     assert (site / "files" / CPU_213).is_file()  # the first batch is still served
     assert cli("build", "--out", site).code == 0  # re-render from the manifest alone
     assert len(json.loads((site / "manifest.json").read_text())["files"]) == 2

@@ -54,8 +54,13 @@ sys.exit(rc)
 
 
 def _build(k: int, wheels: Path, site: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", _DRIVER, str(k), str(wheels), "--out", str(site), "--now", NOW],
-                          cwd=str(REPO_ROOT), capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", _DRIVER, str(k), str(wheels), "--out", str(site), "--now", NOW],
+        cwd=str(REPO_ROOT),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _siblings(site: Path) -> list[str]:

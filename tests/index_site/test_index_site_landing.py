@@ -132,7 +132,10 @@ def test_default_selection_is_the_newest_combination_with_a_wheel(browser, landi
     page = browser.open_page((landing / "index.html").as_uri())
     # torch 2.15 / CUDA 13.2 is newer but has no wheel: the page opens on 2.14 / CUDA 13.0 on Linux x86_64
     assert [page.eval(f"document.getElementById('{k}').value") for k in ("os", "torch", "accel")] == [
-        "linux-x86_64", "2.14", "cu130"]
+        "linux-x86_64",
+        "2.14",
+        "cu130",
+    ]
     assert page.text("status").startswith("Wheel available: causal-conv1d for PyTorch 2.14 (CUDA 13.0) on Linux x86_64")
     assert page.eval("location.hash") == "#os=linux-x86_64&torch=2.14&accel=cu130"
     assert page.eval("document.getElementById('notice').hidden") is True
@@ -146,7 +149,10 @@ def test_url_selects_the_combination(browser, landing, over_http):
         base = served.url + "index.html" if over_http else (landing / "index.html").as_uri()
         page = browser.open_page(base + query)
         assert [page.eval(f"document.getElementById('{k}').value") for k in ("os", "torch", "accel")] == [
-            "windows-amd64", "2.13", "cpu"]
+            "windows-amd64",
+            "2.13",
+            "cpu",
+        ]
         assert "Wheel available" in page.text("status") and "Windows x86_64" in page.text("status")
         if over_http:  # the address keeps the choice in the query, ready to share
             assert page.eval("location.search") == "?os=windows-amd64&torch=2.13&accel=cpu"
@@ -173,8 +179,10 @@ def test_coverage_grid_is_compact_with_every_reason_in_legend_and_tooltip(browse
         "Array.prototype.map.call(document.querySelectorAll('#coverage thead th'), function (c) { return c.textContent; })"
     )
     assert header == ["PyTorch", "Build", "Linux x86_64", "Linux aarch64", "Windows x86_64"]
-    legend = dict(page.eval("""Array.prototype.map.call(document.querySelectorAll('#legend li'),
-        function (li) { return [li.getAttribute('data-reason'), li.textContent.trim()]; })"""))
+    legend = dict(
+        page.eval("""Array.prototype.map.call(document.querySelectorAll('#legend li'),
+        function (li) { return [li.getAttribute('data-reason'), li.textContent.trim()]; })""")
+    )
     table = {(r[0][0], r[1][0]): r[2:] for r in rows}
 
     def key_of(text: str) -> str:
@@ -191,7 +199,11 @@ def test_coverage_grid_is_compact_with_every_reason_in_legend_and_tooltip(browse
     for reason, (torch, build, col) in reasons.items():
         text, title = table[(torch, build)][col]
         assert text == "\u2014" + key_of(reason) and title == reason  # compact cell, the reason in its tooltip
-    assert table[("2.14", "CUDA 12.8")] == [["\u2713 1.7.0.post1", None], ["\u2713 1.7.1", None], ["\u2713 1.7.0.post1", None]]
+    assert table[("2.14", "CUDA 12.8")] == [
+        ["\u2713 1.7.0.post1", None],
+        ["\u2713 1.7.1", None],
+        ["\u2713 1.7.0.post1", None],
+    ]
     assert table[("2.13", "CPU")][0] == ["\u2713 1.7.0.post1", None]
     cells = page.eval("document.querySelectorAll('#coverage td').length")
     assert page.eval("document.getElementById('coverage').textContent").count("no wheel is published yet") == 0

@@ -18,16 +18,26 @@ from causal_conv1d_contract import commands, net
 SDIST = f"causal_conv1d-{contract.PACKAGE_VERSION}.tar.gz"
 
 
-def write_sdist(directory: Path, version: str = contract.PACKAGE_VERSION, *, name: str = "causal-conv1d",
-                payload: bytes = b"", filename: str = "") -> Path:
+def write_sdist(
+    directory: Path,
+    version: str = contract.PACKAGE_VERSION,
+    *,
+    name: str = "causal-conv1d",
+    payload: bytes = b"",
+    filename: str = "",
+) -> Path:
     """A minimal sdist: ``<stem>/PKG-INFO`` (+ ``payload`` to change its bytes)."""
     stem = filename[: -len(".tar.gz")] if filename else f"causal_conv1d-{version}"
     path = directory / f"{stem}.tar.gz"
     directory.mkdir(parents=True, exist_ok=True)
     with tarfile.open(path, "w:gz") as tf:
-        for member, data in ((f"{stem}/PKG-INFO", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-                                                   "Requires-Python: >=3.9\n".encode()),
-                             (f"{stem}/payload", payload)):
+        for member, data in (
+            (
+                f"{stem}/PKG-INFO",
+                f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Python: >=3.9\n".encode(),
+            ),
+            (f"{stem}/payload", payload),
+        ):
             info = tarfile.TarInfo(member)
             info.size = len(data)
             tf.addfile(info, io.BytesIO(data))
@@ -76,14 +86,22 @@ def test_sdist_publishing_is_append_only_and_yankable(cli, sdist_site: Path, tmp
     assert cli("verify", sdist_site).code == 0
 
 
-@pytest.mark.parametrize("name, version, filename, why", [
-    ("other-project", contract.PACKAGE_VERSION, "", "PKG-INFO Name is 'other-project'"),  # another project
-    ("causal-conv1d", "1.6.0", SDIST, "PKG-INFO Version is '1.6.0'"),  # the name says another version
-    ("causal-conv1d", contract.PACKAGE_VERSION, f"causal-conv1d-{contract.PACKAGE_VERSION}.tar.gz",
-     "Invalid sdist filename"),  # not the PEP 625 name
-])
-def test_bad_sdists_are_skipped_with_the_reason(cli, make_wheel, wheels: Path, tmp_path: Path, name: str,
-                                                version: str, filename: str, why: str) -> None:
+@pytest.mark.parametrize(
+    "name, version, filename, why",
+    [
+        ("other-project", contract.PACKAGE_VERSION, "", "PKG-INFO Name is 'other-project'"),  # another project
+        ("causal-conv1d", "1.6.0", SDIST, "PKG-INFO Version is '1.6.0'"),  # the name says another version
+        (
+            "causal-conv1d",
+            contract.PACKAGE_VERSION,
+            f"causal-conv1d-{contract.PACKAGE_VERSION}.tar.gz",
+            "Invalid sdist filename",
+        ),  # not the PEP 625 name
+    ],
+)
+def test_bad_sdists_are_skipped_with_the_reason(
+    cli, make_wheel, wheels: Path, tmp_path: Path, name: str, version: str, filename: str, why: str
+) -> None:
     make_wheel()
     write_sdist(wheels, version, name=name, filename=filename)
     run = cli("build", wheels, "--out", tmp_path / "site", "--now", NOW)
@@ -101,8 +119,12 @@ def test_the_site_serves_the_doctor(sdist_site: Path) -> None:
     with zipfile.ZipFile(sdist_site / "doctor.pyz") as zf:
         names = set(zf.namelist())
         site = json.loads(zf.read("causal_conv1d_doctor/site.json"))
-    assert {"__main__.py", "causal_conv1d_doctor/doctor.py", "causal_conv1d_doctor/_guard.py",
-            "causal_conv1d_contract/commands.py"} <= names
+    assert {
+        "__main__.py",
+        "causal_conv1d_doctor/doctor.py",
+        "causal_conv1d_doctor/_guard.py",
+        "causal_conv1d_contract/commands.py",
+    } <= names
     assert site == {"site_url": "http://127.0.0.1:8000/"}
     assert "python doctor.pyz" in (sdist_site / "index.html").read_text()
 

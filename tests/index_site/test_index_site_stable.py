@@ -29,8 +29,12 @@ def _links(site: Path, variant: str) -> list[str]:
 def coverage_file(tmp_path_factory) -> Path:
     """The real producer's coverage (python -m build_matrix coverage --format json)."""
     out = tmp_path_factory.mktemp("coverage") / "coverage.json"
-    subprocess.run([sys.executable, "-m", "build_matrix", "coverage", "--format", "json", "--output", str(out)],
-                   check=True, cwd=str(REPO), timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "build_matrix", "coverage", "--format", "json", "--output", str(out)],
+        check=True,
+        cwd=str(REPO),
+        timeout=120,
+    )
     return out
 
 
@@ -102,13 +106,20 @@ def test_landing_page_serves_a_torch_newer_than_the_data(stable_site: Path) -> N
     newer = torch["2.16"]  # the data knows 2.4 ... 2.15: the entry after them is the family pages'
     assert newer["label"] == "2.16 or newer"
     assert {a["id"]: a["variant"] for a in newer["accels"]} == {
-        "cu13": "stable2.10-cu13", "cu12": "stable2.10-cu12", "cpu": "stable2.10-cpu"}
+        "cu13": "stable2.10-cu13",
+        "cu12": "stable2.10-cu12",
+        "cpu": "stable2.10-cpu",
+    }
     assert {a["id"]: a["pytorch"] for a in newer["accels"]}["cu13"] == "cu132"
     # the page opens on the newest torch the site knows, not on the "or newer" entry (its cu132 page
     # links the cu13 stable wheel)
     assert data["default"] == {"os": "linux-x86_64", "torch": "2.15", "accel": "cu132"}
-    assert data["cells"]["linux-x86_64 stable2.10-cu13"] == {"wheel": True, "version": "1.7.0.post1", "reason": None,
-                                                             "stable": True}
+    assert data["cells"]["linux-x86_64 stable2.10-cu13"] == {
+        "wheel": True,
+        "version": "1.7.0.post1",
+        "reason": None,
+        "stable": True,
+    }
     assert data["cells"]["linux-x86_64 torch2.12-cu126"]["stable"] is True
     assert data["cells"]["windows-amd64 torch2.12-cu126"]["wheel"] is True
     assert data["cells"]["windows-amd64 torch2.12-cu130"]["wheel"] is False  # no cu13 Windows wheel published
@@ -126,10 +137,12 @@ def test_landing_page_serves_a_torch_newer_than_the_data(stable_site: Path) -> N
     cmds = data["commands"]
     assert cmds["torch2.12-cu126"]["wheel"]["pip"] == (
         'pip install "torch==2.12.*" causal-conv1d --only-binary causal-conv1d --index-url '
-        f"https://download.pytorch.org/whl/cu126/ --extra-index-url {contract.DEFAULT_INDEX_URL}whl/torch2.12-cu126/")
+        f"https://download.pytorch.org/whl/cu126/ --extra-index-url {contract.DEFAULT_INDEX_URL}whl/torch2.12-cu126/"
+    )
     assert cmds["stable2.10-cu13"]["wheel"]["pip"] == (
         'pip install "torch>=2.16" causal-conv1d --only-binary causal-conv1d --index-url '
-        f"https://download.pytorch.org/whl/cu132/ --extra-index-url {contract.DEFAULT_INDEX_URL}whl/stable2.10-cu13/")
+        f"https://download.pytorch.org/whl/cu132/ --extra-index-url {contract.DEFAULT_INDEX_URL}whl/stable2.10-cu13/"
+    )
     # without JavaScript the page names the family pages
     noscript = landing.split("<noscript>", 1)[1].split("</noscript>", 1)[0]
     for family in ("cu13", "cu12", "cpu"):
@@ -140,10 +153,31 @@ def _pip_download(index: str, tmp_path: Path) -> list[str]:
     tmp_path.mkdir(parents=True, exist_ok=True)
     dest = tmp_path / "dl"
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "download", contract.PROJECT_NAME, "--no-deps", "--only-binary", ":all:",
-         "--index-url", index, "--platform", "manylinux_2_28_x86_64", "--python-version", "3.12",
-         "--implementation", "cp", "-d", str(dest)],
-        env=client_env(tmp_path), capture_output=True, text=True, timeout=300, cwd=str(tmp_path),
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            contract.PROJECT_NAME,
+            "--no-deps",
+            "--only-binary",
+            ":all:",
+            "--index-url",
+            index,
+            "--platform",
+            "manylinux_2_28_x86_64",
+            "--python-version",
+            "3.12",
+            "--implementation",
+            "cp",
+            "-d",
+            str(dest),
+        ],
+        env=client_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=str(tmp_path),
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return sorted(p.name for p in dest.glob("*.whl"))
@@ -164,8 +198,12 @@ def _chooser(site: Path, hash_: str) -> dict:
     node = shutil.which("node") or shutil.which("nodejs")
     if node is None:
         pytest.skip("needs node (Debian: apt-get install nodejs) to run the landing page's script")
-    proc = subprocess.run([node, str(Path(__file__).with_name("landing_dom.js")), str(site / "index.html"), hash_],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [node, str(Path(__file__).with_name("landing_dom.js")), str(site / "index.html"), hash_],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -179,17 +217,23 @@ def test_chooser_commands_for_stable_wheels(stable_site: Path) -> None:
     assert first["hash"] == "#os=linux-x86_64&torch=2.15&accel=cu132" and first["notice_hidden"] is True
     # torch 2.12 + cu126: the per-minor page, which links the cu12 stable wheel; torch from PyTorch's cu126
     got = _chooser(stable_site, "#os=linux-x86_64&torch=2.12&accel=cu126")
-    assert got["pip-command"] == ('pip install "torch==2.12.*" causal-conv1d --only-binary causal-conv1d '
-                                  f"--index-url {torch_index}cu126/ --extra-index-url {site_url}whl/torch2.12-cu126/")
+    assert got["pip-command"] == (
+        'pip install "torch==2.12.*" causal-conv1d --only-binary causal-conv1d '
+        f"--index-url {torch_index}cu126/ --extra-index-url {site_url}whl/torch2.12-cu126/"
+    )
     assert "stable ABI" in got["status"]
     # a torch newer than the site knows: the family page, any torch >= 2.16 from the family's newest index
     got = _chooser(stable_site, "#os=linux-x86_64&torch=2.16&accel=cu13")
     assert got["status"].startswith("Wheel available: causal-conv1d for PyTorch 2.16 or newer"), got
-    assert got["pip-command"] == ('pip install "torch>=2.16" causal-conv1d --only-binary causal-conv1d '
-                                  f"--index-url {torch_index}cu132/ --extra-index-url {site_url}whl/stable2.10-cu13/")
-    assert got["uv-command"] == (f'uv pip install "torch>=2.16" causal-conv1d --index '
-                                 f"causal-conv1d-stable2-10-cu13={site_url}whl/stable2.10-cu13/ "
-                                 f"--index pytorch-cu132={torch_index}cu132/")
+    assert got["pip-command"] == (
+        'pip install "torch>=2.16" causal-conv1d --only-binary causal-conv1d '
+        f"--index-url {torch_index}cu132/ --extra-index-url {site_url}whl/stable2.10-cu13/"
+    )
+    assert got["uv-command"] == (
+        f'uv pip install "torch>=2.16" causal-conv1d --index '
+        f"causal-conv1d-stable2-10-cu13={site_url}whl/stable2.10-cu13/ "
+        f"--index pytorch-cu132={torch_index}cu132/"
+    )
     assert f'url = "{site_url}whl/stable2.10-cu13/"' in got["uv-project"]
     assert "stable2.10-cu13" in got["pip-note"]
     # no cu13 wheel for Windows was published: the page says so and offers the source build (that torch
@@ -197,9 +241,11 @@ def test_chooser_commands_for_stable_wheels(stable_site: Path) -> None:
     got = _chooser(stable_site, "#os=windows-amd64&torch=2.16&accel=cu13")
     assert got["status"].startswith("No prebuilt wheel"), got
     # this project's sdist, pinned, from the site's source/ index (never PyPI's package of the same name)
-    assert got["pip-command"] == (f'pip install "torch>=2.16" --index-url {torch_index}cu132/\n'
-                                  "pip install --no-cache-dir --force-reinstall --no-deps --no-binary causal-conv1d "
-                                  f'"causal-conv1d=={contract.PACKAGE_VERSION}" --extra-index-url {site_url}source/')
+    assert got["pip-command"] == (
+        f'pip install "torch>=2.16" --index-url {torch_index}cu132/\n'
+        "pip install --no-cache-dir --force-reinstall --no-deps --no-binary causal-conv1d "
+        f'"causal-conv1d=={contract.PACKAGE_VERSION}" --extra-index-url {site_url}source/'
+    )
     # torch 2.9: its own per-minor wheel
     got = _chooser(stable_site, "#os=linux-x86_64&torch=2.9&accel=cpu")
     assert got["pip-command"].endswith(f"{site_url}whl/torch2.9-cpu/") and "stable ABI" not in got["status"]
@@ -234,8 +280,9 @@ def test_chooser_never_offers_an_older_torch_nor_another_cuda_major(stable_site:
     assert got["pip-command"] == "" and "accel=cu130" in got["status"], got
 
 
-def test_chooser_keeps_a_cuda_12_torch_when_only_cuda_13_has_a_stable_wheel(cli, make_wheel, tmp_path,
-                                                                             coverage_file) -> None:
+def test_chooser_keeps_a_cuda_12_torch_when_only_cuda_13_has_a_stable_wheel(
+    cli, make_wheel, tmp_path, coverage_file
+) -> None:
     make_wheel(variant="stable2.10-cu13", platform="manylinux_2_28_x86_64", requires_dist=("torch>=2.10",))
     site = tmp_path / "site"
     assert cli("build", tmp_path / "wheels", "--out", site, "--coverage", coverage_file, "--now", NOW).code == 0

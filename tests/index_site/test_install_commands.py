@@ -34,8 +34,14 @@ pytestmark = pytest.mark.slow
 PUBLIC_TORCH_INDEX = "https://download.pytorch.org/whl/"
 UV = Path(sys.executable).with_name("uv")
 #: (torch version, accel) of the fixtures: PyPI's plain version is the CUDA default build.
-TORCHES = [("2.14.0", "cpu"), ("2.14.0", "cu130"), ("2.13.0", "cpu"), ("2.13.0", "cu130"), ("2.7.1", "cu128"),
-           ("2.7.1", "cpu")]
+TORCHES = [
+    ("2.14.0", "cpu"),
+    ("2.14.0", "cu130"),
+    ("2.13.0", "cpu"),
+    ("2.13.0", "cu130"),
+    ("2.7.1", "cu128"),
+    ("2.7.1", "cpu"),
+]
 VARIANTS = ["torch2.13-cpu", "torch2.13-cu130", "torch2.7-cu128"]
 #: the wheels published: per-minor below torch 2.10, stable-ABI families above
 BUILDS = ["torch2.7-cu128", "stable2.10-cpu", "stable2.10-cu13"]
@@ -90,9 +96,22 @@ def fixtures(tmp_path_factory):
         minor = v.target if stable else v.torch_minor
         write_wheel(wheels, variant=name, requires_dist=(contract.torch_requirement(minor, stable=stable),))
     coverage = root / "coverage.json"
-    coverage.write_text(json.dumps({"platforms": ["linux-x86_64"], "rows": [
-        {"torch": contract.Variant.parse(n).torch, "accel": contract.Variant.parse(n).accel, "variant": n,
-         "cells": {"linux-x86_64": {"status": "covered"}}} for n in VARIANTS]}))
+    coverage.write_text(
+        json.dumps(
+            {
+                "platforms": ["linux-x86_64"],
+                "rows": [
+                    {
+                        "torch": contract.Variant.parse(n).torch,
+                        "accel": contract.Variant.parse(n).accel,
+                        "variant": n,
+                        "cells": {"linux-x86_64": {"status": "covered"}},
+                    }
+                    for n in VARIANTS
+                ],
+            }
+        )
+    )
     assert main(["build", str(wheels), "--out", str(root / "site"), "--coverage", str(coverage), "--now", NOW]) == 0
     with serve(root, negotiate=False) as served:
         yield root, served.url
@@ -108,10 +127,17 @@ def empty_venv(tmp_path_factory) -> Path:
 
 def _env(tmp: Path, server: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_", "CAUSAL_CONV1D_"))}
-    env.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_CACHE_DIR="1", PIP_DISABLE_PIP_VERSION_CHECK="1",
-               PIP_INDEX_URL=f"{server}pypi/simple/",  # "PyPI": where a command without an index goes
-               UV_DEFAULT_INDEX=f"{server}pypi/simple/", UV_NO_CONFIG="1", UV_CACHE_DIR=str(tmp / "uv-cache"),
-               UV_PYTHON_DOWNLOADS="never", NO_PROXY="127.0.0.1,localhost")
+    env.update(
+        PIP_CONFIG_FILE=os.devnull,
+        PIP_NO_CACHE_DIR="1",
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        PIP_INDEX_URL=f"{server}pypi/simple/",  # "PyPI": where a command without an index goes
+        UV_DEFAULT_INDEX=f"{server}pypi/simple/",
+        UV_NO_CONFIG="1",
+        UV_CACHE_DIR=str(tmp / "uv-cache"),
+        UV_PYTHON_DOWNLOADS="never",
+        NO_PROXY="127.0.0.1,localhost",
+    )
     return env
 
 
@@ -123,8 +149,16 @@ def _local(command: str, server: str, site: str) -> list[str]:
 
 def _split(argv: list[str]) -> tuple[list[str], list[str]]:
     """(requirements, options) of ``pip install ...`` / ``uv pip install ...``."""
-    takes_value = {"--index-url", "--extra-index-url", "--index", "--only-binary", "--no-binary", "-i",
-                   "--default-index", "--no-build-isolation-package"}
+    takes_value = {
+        "--index-url",
+        "--extra-index-url",
+        "--index",
+        "--only-binary",
+        "--no-binary",
+        "-i",
+        "--default-index",
+        "--no-build-isolation-package",
+    }
     reqs, opts, i = [], [], 0
     while i < len(argv):
         a = argv[i]
@@ -144,9 +178,26 @@ def resolve_pip(command: str, fixtures, python: Path, tmp: Path, site: str) -> d
     _root, server = fixtures
     argv = _local(command, server, site)
     assert argv[:2] == ["pip", "install"], command
-    proc = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--dry-run", "--quiet",
-                           "--report", "-", *argv[2:]], env=_env(tmp, server), capture_output=True, text=True,
-                          timeout=300, cwd=tmp)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--dry-run",
+            "--quiet",
+            "--report",
+            "-",
+            *argv[2:],
+        ],
+        env=_env(tmp, server),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp,
+    )
     assert proc.returncode == 0, (command, proc.stderr[-3000:])
     return {i["metadata"]["name"]: i["metadata"]["version"] for i in json.loads(proc.stdout)["install"]}
 
@@ -156,9 +207,15 @@ def resolve_uv(command: str, fixtures, python: Path, tmp: Path, site: str) -> di
     argv = _local(command, server, site)
     assert argv[:3] == ["uv", "pip", "install"], command
     reqs, opts = _split(argv[3:])
-    proc = subprocess.run([str(UV), "pip", "compile", "-", "--quiet", "--no-header", "--python", str(python), *opts],
-                          input="\n".join(reqs) + "\n", env=_env(tmp, server), capture_output=True, text=True,
-                          timeout=300, cwd=tmp)
+    proc = subprocess.run(
+        [str(UV), "pip", "compile", "-", "--quiet", "--no-header", "--python", str(python), *opts],
+        input="\n".join(reqs) + "\n",
+        env=_env(tmp, server),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp,
+    )
     assert proc.returncode == 0, (command, proc.stderr[-3000:])
     return dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)", proc.stdout, re.M))
 
@@ -170,10 +227,18 @@ def resolve_uv_project(snippet: str, fixtures, tmp: Path, site: str) -> dict[str
     project = tmp / "proj"
     project.mkdir(exist_ok=True)
     (project / "pyproject.toml").write_text(
-        '[project]\nname = "app"\nversion = "0"\nrequires-python = ">=3.11"\n' + text[len("[project]\n"):] +
-        '\n\n[tool.uv]\nenvironments = ["sys_platform == \'linux\' and platform_machine == \'x86_64\'"]\n')
-    proc = subprocess.run([str(UV), "lock", "--python", sys.executable], env=_env(tmp, server), capture_output=True,
-                          text=True, timeout=300, cwd=project)
+        '[project]\nname = "app"\nversion = "0"\nrequires-python = ">=3.11"\n'
+        + text[len("[project]\n") :]
+        + "\n\n[tool.uv]\nenvironments = [\"sys_platform == 'linux' and platform_machine == 'x86_64'\"]\n"
+    )
+    proc = subprocess.run(
+        [str(UV), "lock", "--python", sys.executable],
+        env=_env(tmp, server),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=project,
+    )
     assert proc.returncode == 0, (snippet, proc.stderr[-3000:])
     lock = (project / "uv.lock").read_text()
     return dict(re.findall(r'\[\[package\]\]\nname = "([^"]+)"\nversion = "([^"]+)"', lock))
@@ -187,12 +252,14 @@ def assert_matching_pair(resolved: dict[str, str], variant: str, command: str) -
     ours = resolved.get(contract.PROJECT_NAME)
     assert torch is not None and ours is not None, (command, resolved)
     assert torch.startswith(v.torch + ".") and torch.endswith("+" + v.accel), (
-        f"{command}\n  resolves torch {torch} next to causal-conv1d {ours}: not a torch {v.torch} {v.accel} build")
+        f"{command}\n  resolves torch {torch} next to causal-conv1d {ours}: not a torch {v.torch} {v.accel} build"
+    )
     build = contract.stable_variant_for(v) or v
     assert ours == f"{contract.PACKAGE_VERSION}+{contract.local_version(build)}", (command, resolved)
 
 
 # --- the commands, as each part prints them ----------------------------------------------------------
+
 
 def landing_commands(site_dir: Path) -> dict[str, dict]:
     html = (site_dir / "index.html").read_text(encoding="utf-8")
@@ -220,10 +287,17 @@ def guard_commands(record_variant: str, torch_version: str, cuda: str | None) ->
     spec.loader.exec_module(g)  # type: ignore[union-attr]
     # (the package itself needs torch; the guard imports only the torch-free causal_conv1d_contract)
 
-    record = {"version": "1.7.0.post1+cu128.torch2.7", "variant": record_variant, "torch_version": "2.7.1+cu128",
-              "cuda_version": "12.8", "cxx11_abi": True}
+    record = {
+        "version": "1.7.0.post1+cu128.torch2.7",
+        "variant": record_variant,
+        "torch_version": "2.7.1+cu128",
+        "cuda_version": "12.8",
+        "cxx11_abi": True,
+    }
     text = g.fix_instructions(record, torch_version, cuda, True)
-    found = re.findall(r"Install the matching build:\s+(pip install .*)", text) + re.findall(r"\(uv:\s+(uv pip install .*)\)", text)
+    found = re.findall(r"Install the matching build:\s+(pip install .*)", text) + re.findall(
+        r"\(uv:\s+(uv pip install .*)\)", text
+    )
     assert len(found) == 2, text
     return found
 
@@ -232,12 +306,17 @@ def guard_commands(record_variant: str, torch_version: str, cuda: str | None) ->
 def test_landing_page_commands_install_a_matching_pair(fixtures, empty_venv, tmp_path, variant):
     root, _server = fixtures
     cmds = landing_commands(root / "site")[variant]["wheel"]
-    assert_matching_pair(resolve_pip(cmds["pip"], fixtures, empty_venv, tmp_path, contract.DEFAULT_INDEX_URL),
-                         variant, cmds["pip"])
-    assert_matching_pair(resolve_uv(cmds["uv"], fixtures, empty_venv, tmp_path, contract.DEFAULT_INDEX_URL),
-                         variant, cmds["uv"])
-    assert_matching_pair(resolve_uv_project(cmds["uv_pyproject"], fixtures, tmp_path, contract.DEFAULT_INDEX_URL),
-                         variant, cmds["uv_pyproject"])
+    assert_matching_pair(
+        resolve_pip(cmds["pip"], fixtures, empty_venv, tmp_path, contract.DEFAULT_INDEX_URL), variant, cmds["pip"]
+    )
+    assert_matching_pair(
+        resolve_uv(cmds["uv"], fixtures, empty_venv, tmp_path, contract.DEFAULT_INDEX_URL), variant, cmds["uv"]
+    )
+    assert_matching_pair(
+        resolve_uv_project(cmds["uv_pyproject"], fixtures, tmp_path, contract.DEFAULT_INDEX_URL),
+        variant,
+        cmds["uv_pyproject"],
+    )
 
 
 @pytest.mark.parametrize("family", sorted(NEWER))
@@ -247,8 +326,10 @@ def test_landing_page_newer_torch_commands_install_the_stable_wheel(fixtures, em
     root, _server = fixtures
     cmds = landing_commands(root / "site")[family]["wheel"]
     accel = NEWER[family]
-    want = {"torch": f"2.14.0+{accel}",
-            contract.PROJECT_NAME: f"{contract.PACKAGE_VERSION}+{contract.local_version(contract.StableVariant.parse(family))}"}
+    want = {
+        "torch": f"2.14.0+{accel}",
+        contract.PROJECT_NAME: f"{contract.PACKAGE_VERSION}+{contract.local_version(contract.StableVariant.parse(family))}",
+    }
     assert f"whl/{family}/" in cmds["pip"] and '"torch>=2.14"' in cmds["pip"], cmds["pip"]
     got = resolve_pip(cmds["pip"], fixtures, empty_venv, tmp_path, contract.DEFAULT_INDEX_URL)
     assert {k: got.get(k) for k in want} == want, (cmds["pip"], got)
@@ -263,12 +344,14 @@ def test_readme_commands_install_a_matching_pair(fixtures, empty_venv, tmp_path)
     assert {c.split()[0] for c, _ in found} == {"pip", "uv"}, found  # both frontends are shown
     for command, variant in found:
         resolve = resolve_pip if command.startswith("pip ") else resolve_uv
-        assert_matching_pair(resolve(command, fixtures, empty_venv, tmp_path, contract.DEFAULT_INDEX_URL),
-                             variant, command)
+        assert_matching_pair(
+            resolve(command, fixtures, empty_venv, tmp_path, contract.DEFAULT_INDEX_URL), variant, command
+        )
 
 
-@pytest.mark.parametrize("variant,torch,cuda", [("torch2.13-cpu", "2.13.0+cpu", None),
-                                                ("torch2.13-cu130", "2.13.0+cu130", "13.0")])
+@pytest.mark.parametrize(
+    "variant,torch,cuda", [("torch2.13-cpu", "2.13.0+cpu", None), ("torch2.13-cu130", "2.13.0+cu130", "13.0")]
+)
 def test_doctor_and_guard_commands_install_a_matching_pair(fixtures, empty_venv, tmp_path, variant, torch, cuda):
     """In a venv where that torch is missing (the command was copied elsewhere), they bring the same torch
     build; where it is installed, the pin (its public version) keeps it."""
@@ -280,13 +363,19 @@ def test_doctor_and_guard_commands_install_a_matching_pair(fixtures, empty_venv,
     build = _guard.wheel_variant(v)
     cmds = doctor.commands(build, contract.DEFAULT_INDEX_URL, torch, torch_accel=v.accel)
     for key in ("pip", "pip_exact"):
-        assert_matching_pair(resolve_pip(cmds[key], fixtures, empty_venv, tmp_path, contract.DEFAULT_INDEX_URL),
-                             variant, cmds[key])
-    assert_matching_pair(resolve_uv(cmds["uv"], fixtures, empty_venv, tmp_path, contract.DEFAULT_INDEX_URL),
-                         variant, cmds["uv"])
-    assert_matching_pair(resolve_uv_project(cmds["uv_pyproject"], fixtures, tmp_path, contract.DEFAULT_INDEX_URL),
-                         variant, cmds["uv_pyproject"])
+        assert_matching_pair(
+            resolve_pip(cmds[key], fixtures, empty_venv, tmp_path, contract.DEFAULT_INDEX_URL), variant, cmds[key]
+        )
+    assert_matching_pair(
+        resolve_uv(cmds["uv"], fixtures, empty_venv, tmp_path, contract.DEFAULT_INDEX_URL), variant, cmds["uv"]
+    )
+    assert_matching_pair(
+        resolve_uv_project(cmds["uv_pyproject"], fixtures, tmp_path, contract.DEFAULT_INDEX_URL),
+        variant,
+        cmds["uv_pyproject"],
+    )
     for command in guard_commands("torch2.7-cu128", torch, cuda):
         resolve = resolve_pip if command.startswith("pip ") else resolve_uv
-        assert_matching_pair(resolve(command, fixtures, empty_venv, tmp_path, contract.DEFAULT_INDEX_URL),
-                             variant, command)
+        assert_matching_pair(
+            resolve(command, fixtures, empty_venv, tmp_path, contract.DEFAULT_INDEX_URL), variant, command
+        )

@@ -69,8 +69,12 @@ def served() -> Iterator[str]:
 
 
 def test_json_index_versions_and_a_missing_project(served: str) -> None:
-    doc = {"meta": {"api-version": "1.1"}, "name": contract.PROJECT_NAME, "versions": [contract.PACKAGE_VERSION],
-           "files": []}  # a release whose files were all deleted still holds its version (PyPI never reuses one)
+    doc = {
+        "meta": {"api-version": "1.1"},
+        "name": contract.PROJECT_NAME,
+        "versions": [contract.PACKAGE_VERSION],
+        "files": [],
+    }  # a release whose files were all deleted still holds its version (PyPI never reuses one)
     _Index.pages = {"/simple/causal-conv1d/": ("application/vnd.pypi.simple.v1+json", json.dumps(doc).encode())}
     with pytest.raises(version_check.VersionTaken):
         version_check.check_version(served)
@@ -87,6 +91,7 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
     bad = subprocess.run([*run, taken], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert bad.returncode != 0 and "is already on" in bad.stderr and "Traceback" not in bad.stderr
     # an index that cannot be asked stops the release too (never "unverified, go ahead")
-    gone = subprocess.run([*run, (tmp_path / "none").as_uri() + "/"], capture_output=True, text=True, cwd=REPO,
-                          timeout=60)
+    gone = subprocess.run(
+        [*run, (tmp_path / "none").as_uri() + "/"], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
     assert gone.returncode != 0 and "does not go ahead unverified" in gone.stderr

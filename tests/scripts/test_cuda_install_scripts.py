@@ -63,8 +63,13 @@ def test_manylinux_script_refuses_a_non_rhel_os(tmp_path: Path) -> None:
 
 def test_manylinux_script_installs_only_compile_packages() -> None:
     text = MANYLINUX.read_text()
-    for pkg in ("cuda-nvcc-${SUFFIX}", "cuda-cudart-devel-${SUFFIX}", "cuda-cccl-${SUFFIX}",
-                "libcublas-devel-${SUFFIX}", "libcusparse-devel-${SUFFIX}"):
+    for pkg in (
+        "cuda-nvcc-${SUFFIX}",
+        "cuda-cudart-devel-${SUFFIX}",
+        "cuda-cccl-${SUFFIX}",
+        "libcublas-devel-${SUFFIX}",
+        "libcusparse-devel-${SUFFIX}",
+    ):
         assert pkg in text
     assert "cuda-toolkit-${SUFFIX}" not in text  # never the full toolkit meta-package
     assert "cuda-driver" not in text and "nvidia-driver" not in text
@@ -80,8 +85,10 @@ def test_windows_script_installs_named_components() -> None:
 
 @pytest.mark.skipif(shutil.which("pwsh") is None, reason="PowerShell (pwsh) not installed")
 def test_windows_script_parses() -> None:
-    cmd = (f"$e=$null; [System.Management.Automation.Language.Parser]::ParseFile('{WINDOWS}', [ref]$null, [ref]$e) "
-           "| Out-Null; if ($e.Count) { $e | ForEach-Object { $_.Message }; exit 1 }")
+    cmd = (
+        f"$e=$null; [System.Management.Automation.Language.Parser]::ParseFile('{WINDOWS}', [ref]$null, [ref]$e) "
+        "| Out-Null; if ($e.Count) { $e | ForEach-Object { $_.Message }; exit 1 }"
+    )
     proc = subprocess.run(["pwsh", "-NoProfile", "-Command", cmd], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
@@ -96,7 +103,9 @@ def test_pip_requirements_pin_one_release() -> None:
     assert "cublas" in tk.requirements("13.0", math_headers=True)[0]
 
 
-@pytest.mark.parametrize(("cuda", "message"), [("12.8", "CUDA 13+"), ("13", "Invalid CUDA version"), ("x.y", "Invalid")])
+@pytest.mark.parametrize(
+    ("cuda", "message"), [("12.8", "CUDA 13+"), ("13", "Invalid CUDA version"), ("x.y", "Invalid")]
+)
 def test_pip_requirements_reject(cuda: str, message: str) -> None:
     with pytest.raises(tk.ToolkitError, match=message):
         tk.requirements(cuda, math_headers=False)
@@ -146,20 +155,40 @@ def test_pip_toolkit_for_real_compiles_cuda(tmp_path: Path) -> None:
     """pip-installs NVIDIA's CUDA 13.0 compiler wheels, assembles CUDA_HOME and compiles a kernel."""
     if shutil.which("g++") is None:
         pytest.skip("g++ needed as nvcc's host compiler")
-    proc = subprocess.run([sys.executable, str(PIP_TOOLKIT), "13.0", "--prefix", str(tmp_path / "tk"), "--quiet"],
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, str(PIP_TOOLKIT), "13.0", "--prefix", str(tmp_path / "tk"), "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     home = Path(proc.stdout.strip().splitlines()[-1])
     assert home == (tmp_path / "tk" / "cuda").resolve()
     for rel in ("bin/nvcc", "include/cuda_runtime.h", "lib64/libcudart.so", "nvvm"):
         assert (home / rel).exists(), rel
     src = tmp_path / "k.cu"
-    src.write_text("#include <cuda_runtime.h>\n__global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n"
-                   "int main() { float* d; cudaMalloc(&d, 4); k<<<1, 1>>>(d); return 0; }\n")
+    src.write_text(
+        "#include <cuda_runtime.h>\n__global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n"
+        "int main() { float* d; cudaMalloc(&d, 4); k<<<1, 1>>>(d); return 0; }\n"
+    )
     env = dict(os.environ, PATH=f"{home / 'bin'}{os.pathsep}{os.environ['PATH']}")
     out = tmp_path / "k"
-    proc = subprocess.run([str(home / "bin" / "nvcc"), "-arch=sm_90", "-cudart", "shared", str(src), "-o", str(out),
-                           f"-L{home / 'lib64'}"], capture_output=True, text=True, env=env, timeout=600)
+    proc = subprocess.run(
+        [
+            str(home / "bin" / "nvcc"),
+            "-arch=sm_90",
+            "-cudart",
+            "shared",
+            str(src),
+            "-o",
+            str(out),
+            f"-L{home / 'lib64'}",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     needed = subprocess.run(["readelf", "-d", str(out)], capture_output=True, text=True).stdout
     assert "libcudart.so.13" in needed
