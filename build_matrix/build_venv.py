@@ -84,14 +84,16 @@ def _index_args(job: Any, opts: Any) -> list[str]:
         return ["--extra-index-url", opts.torch_index_url] if opts.torch_index_url else []
     url = job.torch_index_url
     if url and not _reachable(url):
-        if opts.torch_spec:  # the user named the torch: pip's configured indexes (or a local wheel) have it
+        # the user named the torch, or the job is a CUDA one (PyPI's Linux torch is a CUDA build, and a
+        # mirror may hold the job's): pip's configured indexes, verified against the job after the install
+        if opts.torch_spec or job.accel != "cpu":
             say(
-                f"the job's torch index {url} is unreachable from here: installing {opts.torch_spec} from pip's "
-                "configured indexes (verified against the job below; --torch-index-url overrides)"
+                f"the job's torch index {url} is unreachable from here: installing {_torch_spec(job, opts)} from "
+                "pip's configured indexes (verified against the job below; --torch-index-url overrides)"
             )
             return []
-        # Refused before anything is installed: pip's configured indexes give another build of torch
-        # (PyPI's Linux torch is a CUDA build, GBs), which the check after the install would refuse.
+        # A CPU job is refused before anything is installed: pip's configured indexes give a CUDA build of
+        # torch (PyPI's Linux torch, GBs), which the check after the install would refuse.
         raise BuildError(
             f"the job's torch index {url} is unreachable from here, and pip's configured indexes would install "
             f"some other build of {_torch_spec(job, opts)} (PyPI's torch on Linux is a CUDA build) that job "
