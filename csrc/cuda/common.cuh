@@ -285,7 +285,7 @@ __device__ __forceinline__ float init_value(const ConvParams& p, int b, int d, i
   return to_float(static_cast<const T*>(p.init)[b * p.i_bs + d * p.i_cs + idx * p.i_ls]);
 }
 
-__device__ __forceinline__ float silu_f(float z) { return z / (1.f + __expf(-z)); }
+__device__ __forceinline__ float silu_f(float z) { return __fdividef(z, 1.f + __expf(-z)); }
 
 // d silu(z) / dz = s * (1 + z * (1 - s)), s = sigmoid(z).
 __device__ __forceinline__ float dsilu_f(float z) {

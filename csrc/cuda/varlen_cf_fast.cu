@@ -1,15 +1,26 @@
 // The channel-first varlen prefill fast path (kernel path varlen_cf_fast; semantics:
-// docs/serving.md): x (dim, total) with unit token stride. A warp owns a span of one channel's row,
-// 32 lanes x 4 vectors of 16 bytes (8 tokens for 16-bit types, 4 for fp32), interleaved so that each
-// load is 512 contiguous bytes; the W-1 tokens before a vector come from the neighbouring lane by a
-// shuffle. A vector that lies inside one request, at least W-1 tokens after its start, is computed
-// and stored 16 bytes at a time; a vector that holds a request boundary, the row's tail, or tokens of
-// no / a skipped request, token by token (the same ownership rule as varlen_walk.cuh: the thread
-// holding a request's first token reads its initial state, computes its first W-1 outputs, spilling
-// into the next vector when needed, and writes its final state).
+// docs/serving.md): x (dim, total) with unit token stride. Two launches:
+//
+// 1. The body: every output, as if each request started from a zero state. A 2-D grid (y: the
+//    channel row, x: blocks of 4 warps along it); a warp owns a span of the row, 32 lanes x 4
+//    vectors of 16 bytes (8 tokens for 16-bit types, 4 for fp32), interleaved so that each load is
+//    512 contiguous bytes; the W-1 tokens before a vector come from the neighbouring lane by a
+//    shuffle. The block first copies query_start_loc and whether each request runs into shared
+//    memory (its loads overlap the span's); a lane follows the requests of its vectors with a
+//    cursor. Every vector is one convolution with the halo taps before the current request's start
+//    read as 0 (three selects) and its outputs zeroed when the request does not run; a vector in
+//    which a request starts is convolved once more for that request's tokens; one in which two
+//    start (requests shorter than a vector) goes out of line, token by token. Nothing here waits on
+//    the state cache. The activation is a template parameter: a branch per output kept ptxas from
+//    interleaving the exponentials (ncu: 27% of cycles stalled on instruction fetch).
+// 2. The heads (one thread per request and channel): for a request with an initial state, its first
+//    W-1 outputs again from the state and x (the only outputs that read the state); for every
+//    request that runs, its final state. Stream order puts these writes after the body's.
 //
 // Eligible: x and out channel-first with 16-byte aligned rows, width 2-4, the cache in x's dtype, no
-// prefix caching (that runs the general path).
+// prefix caching (that runs the general path), at most 2047 requests, dim <= 65535, total < 2^30.
+#include <type_traits>
+
 #include "launch_check.cuh"
 
 #include "dispatch.cuh"
@@ -22,180 +33,161 @@ using namespace serving;
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
-constexpr int kV = 4;           // vectors per lane
-constexpr int kSmemQ = 2048;    // query_start_loc entries kept in shared memory (else read from global)
 constexpr unsigned kFull = 0xffffffffu;
 
-struct Table {
-  const int32_t* g;
-  const int* sm;  // null: read g
-  int64_t total;
-  __device__ __forceinline__ int64_t operator()(int i) const {
-    return sm != nullptr ? sm[i] : clamp64(g[i], 0, total);
+constexpr int kSmemQ = 2048;  // the most requests + 1 (more: the general path)
+constexpr int kFar = 0x7fffff00;  // "no next request start" (token positions are < 2^31: int32 query_start_loc)
+
+// What the body needs of the requests, the block's copy in shared memory (read from global memory, a
+// lane's first binary search and every step of its cursor would be a dependent round trip to L2:
+// the streaming x evicts the table from L1): query_start_loc, clamped, and whether each request runs
+// (its 1-D cache line is not pad_slot_id and inside the cache; else its tokens are 0). By value: a
+// reference to the kernel's parameters in an out of line function would copy them to local memory.
+struct Requests {
+  const int* sq;             // (batch + 1) clamped query_start_loc
+  const unsigned char* sok;  // (batch) the request runs
+  int total, batch;
+
+  __device__ __forceinline__ int q(int i) const { return sq[i]; }
+  __device__ __forceinline__ bool runs(int i) const { return sok[i] != 0; }
+};
+
+// The request a lane's tokens are in, walked forward: request r covers [st, nb) (r == -1: before the
+// first request; r == batch: after the last), ok when it runs.
+struct Cursor {
+  int r, st, nb;
+  bool ok;
+
+  __device__ __forceinline__ void enter(const Requests& q, int i) {
+    r = i;
+    if (i < 0) {
+      st = -kFar;
+      nb = q.q(0);
+      ok = false;
+      return;
+    }
+    st = q.q(i);  // i == batch: the tokens after the last request start at query_start_loc[batch]
+    nb = i < q.batch ? q.q(i + 1) : kFar;
+    ok = i < q.batch && q.runs(i);
+  }
+  // The last request whose start is <= t (query_start_loc non-decreasing; clamped values keep it so).
+  __device__ __forceinline__ void find(const Requests& q, int t) {
+    int i = -1;
+    if (q.q(0) <= t) {
+      int lo = 0, hi = q.batch + 1;  // q(lo) <= t; the answer is in [lo, hi)
+      while (hi - lo > 1) {
+        const int mid = (lo + hi) >> 1;
+        if (q.q(mid) <= t) lo = mid; else hi = mid;
+      }
+      i = lo;
+    }
+    enter(q, i);
+  }
+  __device__ __forceinline__ void next(const Requests& q) { enter(q, r + 1); }
+  __device__ __forceinline__ void advance(const Requests& q, int t) {
+    while (nb <= t) next(q);
   }
 };
 
-// a[i] for a run-time i, without moving `a` to local memory
-template <int N>
-__device__ __forceinline__ float pick(const float (&a)[N], int i) {
-  float v = 0.f;
+// o[j] = act(bias + sum_k w[k] * tap(j - kH + k)) for the kC tokens of a vector, tap(i) = xv[i] for i >= 0
+// and halo[kH + i] before.
+template <int kC, int kW, bool kSilu>
+__device__ __forceinline__ void conv_vector(const float (&w)[kW], const float bias, const float (&halo)[kW - 1],
+                                            const float (&xv)[kC], float (&o)[kC]) {
+  constexpr int kH = kW - 1;
 #pragma unroll
-  for (int j = 0; j < N; ++j)
-    if (j == i) v = a[j];
-  return v;
-}
-
-// The last request s with q(s) <= t (-1 when t is before the first); q non-decreasing.
-__device__ __forceinline__ int find_request(const Table& q, int batch, int64_t t) {
-  if (q(0) > t) return -1;
-  int lo = 0, hi = batch + 1;  // q(lo) <= t, answer in [lo, hi)
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) >> 1;
-    if (q(mid) <= t) lo = mid; else hi = mid;
+  for (int j = 0; j < kC; ++j) {
+    float acc = bias;
+#pragma unroll
+    for (int k = 0; k < kH; ++k) {
+      const int src = j - kH + k;
+      acc = fmaf(w[k], src >= 0 ? xv[src] : halo[kH + src], acc);
+    }
+    acc = fmaf(w[kH], xv[j], acc);
+    o[j] = kSilu ? silu_f(acc) : acc;
   }
-  return lo;
 }
 
-template <int kW>
-struct Taps {
-  float w[kW];
-  float bias;
-};
-
-// One vector's kC tokens one at a time (x re-read from global memory: it is in L1).
+// A vector in which two or more requests start (requests shorter than a vector), token by token
+// from global memory (x is in L1); out of line: rare, and kept out of the vector loop's registers.
 template <typename T, int kW, int kC>
-__device__ __noinline__ void slow_vector(const VarlenParams& p, const Table q, const int s, const int64_t a,
-                                         const int64_t d, const Taps<kW> tp, const T* __restrict__ xrow,
+__device__ __noinline__ void many_starts(const Requests q, Cursor c, const int a, const float (&w)[kW],
+                                         const float bias, const bool silu, const T* __restrict__ xrow,
                                          T* __restrict__ orow) {
   constexpr int kH = kW - 1;
-  const int B = p.batch;
-  const int64_t T_ = p.total;
-  const int hr = p.width - 1;
-    int sj = s;
-    for (int j = 0; j < kC; ++j) {
-      const int64_t t = a + j;
-      if (t < 0) continue;
-      if (t >= T_) break;
-      if (sj < 0) {
-        if (q(0) > t) {
-          orow[t] = from_float<T>(0.f);
-          continue;
-        }
-        sj = 0;
-      }
-      while (sj < B && q(sj + 1) <= t) ++sj;
-      if (sj >= B) {
-        orow[t] = from_float<T>(0.f);
-        continue;
-      }
-      const int64_t st = q(sj), en = q(sj + 1);
-      int64_t c_in, c_out;
-      if (!request_lines(p.ci, sj, p.pad_slot_id, p.lines, c_in, c_out)) {
-        orow[t] = from_float<T>(0.f);
-        continue;
-      }
-      if (t < st + hr && st < a) continue;  // one of the request's first outputs: its owner's
-      if (t > st) {
-        // an output that reads only x (t >= st + hr), or one of the owner's after the request's
-        // first token (done below together with that one)
-        if (t < st + hr) continue;
-        float acc = tp.bias;
-#pragma unroll
-        for (int k = 0; k < kH; ++k) {
-          const int64_t pos = t - kH + k;
-          float v = 0.f;
-          if (pos >= st) v = to_float(xrow[pos]);
-          acc = fmaf(tp.w[k], v, acc);
-        }
-        acc = fmaf(tp.w[kH], to_float(xrow[t]), acc);
-        orow[t] = from_float<T>(p.silu ? silu_f(acc) : acc);
-        continue;
-      }
-      // t == st: this thread owns the request: its initial state, first hr outputs, final state
-      const bool init = p.has_init != nullptr && p.has_init[sj] != 0;
-      const T* cin = static_cast<const T*>(p.states) + c_in * p.st_bs + d * p.st_cs;
-      float win[kH];
-#pragma unroll
+  for (int j = 0; j < kC; ++j) {
+    const int t = a + j;
+    if (t < 0) continue;
+    if (t >= q.total) break;
+    c.advance(q, t);
+    float o = 0.f;
+    if (c.ok) {
+      float acc = bias;
       for (int k = 0; k < kH; ++k) {
-        const int e = hr - (kH - k);
-        win[k] = init && e >= 0 ? to_float(cin[e * p.st_ls]) : 0.f;
+        const int pos = t - kH + k;
+        if (pos >= c.st) acc = fmaf(w[k], to_float(xrow[pos]), acc);
       }
-      const int64_t head_end = st + hr < en ? st + hr : en;
-      for (int64_t tt = st; tt < head_end; ++tt) {
-        const float xi = to_float(xrow[tt]);
-        float acc = tp.bias;
-#pragma unroll
-        for (int k = 0; k < kH; ++k) acc = fmaf(tp.w[k], win[k], acc);
-        acc = fmaf(tp.w[kH], xi, acc);
-        orow[tt] = from_float<T>(p.silu ? silu_f(acc) : acc);
-#pragma unroll
-        for (int k = 0; k + 1 < kH; ++k) win[k] = win[k + 1];
-        win[kH - 1] = xi;
-      }
-      // the final state: the last hr inputs of cat(initial state, the request); win now ends at head_end
-      T* cout = static_cast<T*>(p.states) + c_out * p.st_bs + d * p.st_cs;
-      if (head_end == en) {
-#pragma unroll
-        for (int k = 0; k < kH; ++k) {
-          const int e = k - (kH - hr);
-          if (e >= 0) cout[e * p.st_ls] = from_float<T>(win[k]);
-        }
-      } else {
-        for (int e = 0; e < hr; ++e) cout[e * p.st_ls] = xrow[en - hr + e];
-      }
+      acc = fmaf(w[kH], to_float(xrow[t]), acc);
+      o = silu ? silu_f(acc) : acc;
     }
+    orow[t] = from_float<T>(o);
+  }
 }
 
-template <typename T, int kW>
-__global__ void __launch_bounds__(kThreads, 1) varlen_cf_fast_kernel(const VarlenParams p, const int64_t spans_per_row) {
+template <typename T, int kW, int kV, bool kSilu>
+__global__ void __launch_bounds__(kThreads, 6)
+    varlen_cf_body_kernel(const VarlenParams p, const int spans_per_row) {
   constexpr int kC = 16 / static_cast<int>(sizeof(T));
   constexpr int kH = kW - 1;
   static_assert(kH < kC, "the window fits in the previous vector");
-  constexpr int64_t kSpan = 32 * kV * kC;
-  __shared__ int sq[kSmemQ];
-  const int B = p.batch;
-  const bool in_smem = B + 1 <= kSmemQ;
-  if (in_smem) {
-    for (int i = threadIdx.x; i <= B; i += kThreads) sq[i] = static_cast<int>(clamp64(p.qsl[i], 0, p.total));
-  }
-  __syncthreads();
-  const Table q{p.qsl, in_smem ? sq : nullptr, p.total};
+  constexpr int kSpan = 32 * kV * kC;
 
+  __shared__ int sq[kSmemQ];
+  __shared__ unsigned char sok[kSmemQ];
   const int lane = threadIdx.x & 31;
-  const int64_t wid = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
-  if (wid >= spans_per_row * p.dim) return;  // a whole warp
-  const int64_t d = wid / spans_per_row;
+  const int span = static_cast<int>(blockIdx.x) * kWarps + (threadIdx.x >> 5);  // of row d = blockIdx.y
+  const bool active = span < spans_per_row;  // a whole warp
+  const int64_t d = blockIdx.y;
   // vectors at 16-byte addresses: a row that starts `shift` elements past one begins with a partial vector
-  const int64_t shift = (d * p.x_ds) % kC;
-  const int64_t span0 = (wid % spans_per_row) * kSpan - shift;
-  const int64_t T_ = p.total;
+  const int shift = static_cast<int>((d * p.x_ds) % kC);
+  const int span0 = span * kSpan - shift;
+  const int T_ = static_cast<int>(p.total);
   const T* __restrict__ xrow = static_cast<const T*>(p.x) + d * p.x_ds;
   T* __restrict__ orow = static_cast<T*>(p.out) + d * p.o_ds;
-  float w[1][kW], bias[1];
-  load_weights<VarlenParams, 1, kW>(p, d, w, bias);
 
-  // every load of the span first
+  // every load of the span first, then the request table (its loads overlap these)
   uint4 raw[kV];
 #pragma unroll
   for (int v = 0; v < kV; ++v) {
-    const int64_t a = span0 + (v * 32 + lane) * kC;
-    if (a >= 0 && a + kC <= T_) raw[v] = ld_global_16(xrow + a);
+    const int a = span0 + (v * 32 + lane) * kC;
+    if (active && a >= 0 && a + kC <= T_) raw[v] = ld_global_16(xrow + a);
   }
+  for (int i = threadIdx.x; i <= p.batch; i += kThreads) {
+    const int v = p.qsl[i];
+    sq[i] = v < 0 ? 0 : (v > T_ ? T_ : v);
+    if (i < p.batch) {
+      const int64_t c = p.ci.idx == nullptr ? i : static_cast<int64_t>(p.ci.idx[i * p.ci.ci_rs]);
+      sok[i] = c != p.pad_slot_id && c >= 0 && c < p.lines;
+    }
+  }
+  __syncthreads();
+  const Requests rq{sq, sok, T_, p.batch};
+  if (!active) return;
   // the kH tokens before the span (lane 0's first halo)
-  float before[kH];
+  float prev_last[kH];
 #pragma unroll
   for (int j = 0; j < kH; ++j) {
-    const int64_t pos = span0 - kH + j;
-    before[j] = lane == 0 && pos >= 0 ? to_float(xrow[pos]) : 0.f;
+    const int pos = span0 - kH + j;
+    prev_last[j] = lane == 0 && pos >= 0 && pos < T_ ? to_float(xrow[pos]) : 0.f;
   }
+  float w[1][kW], bias[1];
+  load_weights<VarlenParams, 1, kW>(p, d, w, bias);
+  Cursor cur;
+  cur.find(rq, span0 + lane * kC);
 
-  int s = -2;  // the request of the current vector's first token (-2: not searched yet)
-  float prev_last[kH];  // lane 31's last kH tokens of the previous vector
-#pragma unroll
-  for (int j = 0; j < kH; ++j) prev_last[j] = before[j];
 #pragma unroll
   for (int v = 0; v < kV; ++v) {
-    const int64_t a = span0 + (v * 32 + lane) * kC;
+    const int a = span0 + (v * 32 + lane) * kC;
     float xv[kC];
     const bool whole = a >= 0 && a + kC <= T_;
     if (whole) {
@@ -214,51 +206,109 @@ __global__ void __launch_bounds__(kThreads, 1) varlen_cf_fast_kernel(const Varle
       prev_last[j] = wrap;
     }
     if (a >= T_) continue;
+    cur.advance(rq, a);
 
-    if (s == -2) s = find_request(q, B, a);
-    while (s < B && s >= -1 && q(s + 1) <= a) ++s;
-    // the vector's request, when the whole vector is inside it and past its first hr tokens
-    bool fast = false, zero = false;
-    if (s < 0 || s >= B) {
-      zero = s >= B || q(0) >= a + kC;  // after the last request, or before the first one
-    } else {
-      const int64_t st = q(s), en = q(s + 1);
-      int64_t c_in, c_out;
-      const bool valid = request_lines(p.ci, s, p.pad_slot_id, p.lines, c_in, c_out);
-      if (en >= a + kC) {
-        if (!valid) zero = true;
-        else fast = st <= a - kH;  // kH, not hr: a padded tap never reaches another request
-      }
-    }
-    if (!whole) fast = zero = false;
-    if (fast) {
-      float o[kC];
+    // The convolution of the vector with the halo taps before the current request's start read as 0
+    // (m0 < 0: the request started -m0 tokens before a; only the halo can lie before it); tokens of
+    // no request or of a skipped one are 0. A request that starts inside the vector (at jb): its
+    // tokens again with every tap before jb read as 0; two that start inside it: out of line.
+    const int m0 = cur.st - a;
+    float xm[kH];
 #pragma unroll
-      for (int j = 0; j < kC; ++j) {
+    for (int j = 0; j < kH; ++j) xm[j] = j - kH >= m0 ? halo[j] : 0.f;
+    float o[kC];
+    conv_vector<kC, kW, kSilu>(w[0], bias[0], xm, xv, o);
+    bool ok = cur.ok;
+    if (cur.nb < a + kC) {
+      Cursor c2 = cur;
+      c2.next(rq);
+      if (c2.nb < a + kC) {
+        many_starts<T, kW, kC>(rq, cur, a, w[0], bias[0], kSilu, xrow, orow);
+        continue;
+      }
+      const int jb = c2.st - a;  // 1 .. kC - 1
+      if (!cur.ok) {
+#pragma unroll
+        for (int j = 0; j < kC; ++j) o[j] = 0.f;
+      }
+      float zero[kH], xb[kC], ob[kC];
+#pragma unroll
+      for (int j = 0; j < kH; ++j) zero[j] = 0.f;
+#pragma unroll
+      for (int j = 0; j < kC; ++j) xb[j] = j >= jb ? xv[j] : 0.f;
+      conv_vector<kC, kW, kSilu>(w[0], bias[0], zero, xb, ob);
+#pragma unroll
+      for (int j = 0; j < kC; ++j)
+        if (j >= jb) o[j] = c2.ok ? ob[j] : 0.f;
+      ok = true;  // o holds both requests' tokens now
+    }
+    if (whole) {
+      const uint4 packed = Vec16<T>::store(o);
+      st_global_16(orow + a, ok ? packed : make_uint4(0u, 0u, 0u, 0u));
+    } else {
+#pragma unroll
+      for (int j = 0; j < kC; ++j)
+        if (a + j >= 0 && a + j < T_) orow[a + j] = from_float<T>(ok ? o[j] : 0.f);
+    }
+  }
+}
+
+// One thread per (request, channel): the request's first hr outputs from its initial state (when it
+// has one) and its final state, the last hr inputs of cat(initial state, the request's tokens).
+template <typename T, int kW>
+__global__ void __launch_bounds__(kThreads) varlen_cf_heads_kernel(const VarlenParams p) {
+  constexpr int kH = kW - 1;
+  const int64_t d = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (d >= p.dim) return;
+  const int hr = p.width - 1;  // the real window: slots kH - hr .. kH - 1 (the others have zero taps)
+  const T* __restrict__ xrow = static_cast<const T*>(p.x) + d * p.x_ds;
+  T* __restrict__ orow = static_cast<T*>(p.out) + d * p.o_ds;
+  for (int r = blockIdx.y; r < p.batch; r += gridDim.y) {
+    const int64_t st = clamp64(p.qsl[r], 0, p.total), en = clamp64(p.qsl[r + 1], 0, p.total);
+    if (en <= st) continue;  // an empty request leaves its line as it was
+    int64_t c_in, c_out;
+    if (!request_lines(p.ci, r, p.pad_slot_id, p.lines, c_in, c_out)) continue;
+    const bool init = p.has_init != nullptr && p.has_init[r] != 0;
+    const T* cin = static_cast<const T*>(p.states) + c_in * p.st_bs + d * p.st_cs;
+    float win[kH];
+#pragma unroll
+    for (int k = 0; k < kH; ++k) {
+      const int e = hr - (kH - k);
+      win[k] = init && e >= 0 ? to_float(cin[e * p.st_ls]) : 0.f;
+    }
+    const int64_t head_end = st + hr < en ? st + hr : en;
+    if (init) {
+      float w[1][kW], bias[1];
+      load_weights<VarlenParams, 1, kW>(p, d, w, bias);
+      float win2[kH];
+#pragma unroll
+      for (int k = 0; k < kH; ++k) win2[k] = win[k];
+      for (int64_t t = st; t < head_end; ++t) {
+        const float xi = to_float(xrow[t]);
         float acc = bias[0];
 #pragma unroll
-        for (int k = 0; k < kH; ++k) {
-          const int src = j - kH + k;  // < 0: the halo
-          acc = fmaf(w[0][k], src >= 0 ? xv[src] : halo[kH + src], acc);
-        }
-        acc = fmaf(w[0][kH], xv[j], acc);
-        o[j] = p.silu ? silu_f(acc) : acc;
-      }
-      st_global_16(orow + a, Vec16<T>::store(o));
-      continue;
-    }
-    if (zero) {
-      st_global_16(orow + a, make_uint4(0u, 0u, 0u, 0u));
-      continue;
-    }
-
-    // token by token: request boundaries, skipped requests, the row's tail (out of line: inlined four
-    // times over, it overflowed the instruction cache and slowed every vector)
-    Taps<kW> tp;
+        for (int k = 0; k < kH; ++k) acc = fmaf(w[0][k], win2[k], acc);
+        acc = fmaf(w[0][kH], xi, acc);
+        orow[t] = from_float<T>(p.silu ? silu_f(acc) : acc);
 #pragma unroll
-    for (int k = 0; k < kW; ++k) tp.w[k] = w[0][k];
-    tp.bias = bias[0];
-    slow_vector<T, kW, kC>(p, q, s, a, d, tp, xrow, orow);
+        for (int k = 0; k + 1 < kH; ++k) win2[k] = win2[k + 1];
+        win2[kH - 1] = xi;
+      }
+    }
+    T* cout = static_cast<T*>(p.states) + c_out * p.st_bs + d * p.st_cs;
+    if (en - st >= hr) {
+      for (int e = 0; e < hr; ++e) cout[e * p.st_ls] = xrow[en - hr + e];
+    } else {  // fewer tokens than the window: the state's tail, then the tokens
+      const int n = static_cast<int>(en - st);
+#pragma unroll
+      for (int k = 0; k < kH; ++k) {
+        const int e = k - (kH - hr);  // entry e of the final state: slot k of cat(win, tokens) shifted by n
+        if (e < 0) continue;
+        const int src = k + n;  // index into cat(win, x[st:en]) of length kH + n
+        const float v = src < kH ? win[src] : to_float(xrow[st + (src - kH)]);
+        cout[e * p.st_ls] = from_float<T>(v);
+      }
+    }
   }
 }
 
@@ -279,7 +329,9 @@ bool eligible_typed(const VarlenParams& p) {
 
 namespace varlen_cf_fast {
 bool eligible(const VarlenParams& p) {
-  if (p.width > 4 || p.st_dtype != p.x_dtype || p.ci.last_idx != nullptr) return false;
+  if (p.width > 4 || p.st_dtype != p.x_dtype || p.ci.last_idx != nullptr || p.total >= (int64_t{1} << 30) ||
+      p.batch + 1 > kSmemQ || p.dim > 65535)
+    return false;
   switch (p.x_dtype) {
     case kFloat16: return eligible_typed<__half>(p);
     case kBFloat16: return eligible_typed<__nv_bfloat16>(p);
@@ -290,13 +342,27 @@ bool eligible(const VarlenParams& p) {
 void launch(const VarlenParams& p, cudaStream_t stream) {
   dispatch_dtype_width(p.x_dtype, p.width, Widths<4>{}, [&](auto tag, auto width) {
     using T = typename decltype(tag)::type;
+    constexpr int kW = decltype(width)::value;
     constexpr int kC = 16 / static_cast<int>(sizeof(T));
-    constexpr int64_t kSpan = 32 * kV * kC;
-    const int64_t spans = (p.total + kC - 1 + kSpan - 1) / kSpan;  // a row's first vector may be partial
-    const int64_t warps = spans * p.dim;
-    const dim3 grid(static_cast<unsigned>((warps + kWarps - 1) / kWarps));
-    varlen_cf_fast_kernel<T, decltype(width)::value><<<grid, kThreads, 0, stream>>>(p, spans);
+    auto body = [&](auto vecs) {
+      constexpr int kVecs = decltype(vecs)::value;
+      constexpr int64_t kSpan = 32 * kVecs * kC;
+      const int spans = static_cast<int>((p.total + kC - 1 + kSpan - 1) / kSpan);  // a row's first vector may be partial
+      const dim3 grid(static_cast<unsigned>((spans + kWarps - 1) / kWarps), static_cast<unsigned>(p.dim));
+      if (p.silu) {
+        varlen_cf_body_kernel<T, kW, kVecs, true><<<grid, kThreads, 0, stream>>>(p, spans);
+      } else {
+        varlen_cf_body_kernel<T, kW, kVecs, false><<<grid, kThreads, 0, stream>>>(p, spans);
+      }
+    };
+    body(std::integral_constant<int, 4>{});
     CC1D_CUDA_LAUNCH_CHECK();
+    if (p.batch > 0) {
+      const dim3 hgrid(static_cast<unsigned>((p.dim + kThreads - 1) / kThreads),
+                       static_cast<unsigned>(p.batch < 65535 ? p.batch : 65535));
+      varlen_cf_heads_kernel<T, kW><<<hgrid, kThreads, 0, stream>>>(p);
+      CC1D_CUDA_LAUNCH_CHECK();
+    }
   });
 }
 }  // namespace varlen_cf_fast

@@ -58,7 +58,7 @@ struct VecLane {
   }
 };
 
-template <typename T, int kW>
+template <typename T, int kW, int kAct>
 __global__ void __launch_bounds__(kThreads) varlen_cl_fast_kernel(const VarlenParams p, const int64_t chunk,
                                                                   const bool state_vec) {
   constexpr int kC = VecLane<T>::kC;
@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(kThreads) varlen_cl_fast_kernel(const VarlenPa
   if (g * kC >= p.dim) return;
   const int64_t c1 = c0 + chunk < p.total ? c0 + chunk : p.total;
   const VecLane<T> lane{p, g * kC, state_vec};
-  varlen_walk<kW, kUnroll>(p, lane, c0, c1, s);
+  varlen_walk<kW, kUnroll, VecLane<T>, kAct>(p, lane, c0, c1, s);
 }
 
 template <typename T>
@@ -91,7 +91,11 @@ void launch_typed(const VarlenParams& p, cudaStream_t stream) {
                          vec_aligned<T>(p.states, p.st_ls);
   const dim3 grid(static_cast<unsigned>((groups + kThreads - 1) / kThreads),
                   static_cast<unsigned>((p.total + chunk - 1) / chunk));
-  varlen_cl_fast_kernel<T, kW><<<grid, kThreads, 0, stream>>>(p, chunk, state_vec);
+  if (p.silu) {
+    varlen_cl_fast_kernel<T, kW, 1><<<grid, kThreads, 0, stream>>>(p, chunk, state_vec);
+  } else {
+    varlen_cl_fast_kernel<T, kW, 0><<<grid, kThreads, 0, stream>>>(p, chunk, state_vec);
+  }
   CC1D_CUDA_LAUNCH_CHECK();
 }
 

@@ -40,8 +40,10 @@ __device__ __forceinline__ int block_find_request(const VarlenParams& p, int64_t
   return count - 1;
 }
 
-template <int kW, int kU, typename Lane>
+// kAct: the activation, -1 read from p.silu at run time, 0 none, 1 silu (fixed: no branch per output).
+template <int kW, int kU, typename Lane, int kAct = -1>
 __device__ __forceinline__ void varlen_walk(const VarlenParams& p, const Lane& lane, int64_t c0, int64_t c1, int s) {
+  const bool silu = kAct < 0 ? p.silu : kAct == 1;
   constexpr int kC = Lane::kC;
   constexpr int kH = kW - 1;
   const int hr = p.width - 1;  // the real window: slots kH - hr .. kH - 1 (the others have zero taps)
@@ -136,7 +138,7 @@ __device__ __forceinline__ void varlen_walk(const VarlenParams& p, const Lane& l
             nb = jb < bd.count ? bd.token(jb) : INT64_MAX;
           }
           float o[kC];
-          conv_out<kC, kW>(w, bias, win, xv, p.silu, o);
+          conv_out<kC, kW>(w, bias, win, xv, silu, o);
           lane.out(tt + u, o);
           shift_in<kC, kH>(win, xv);
         }
