@@ -1,5 +1,5 @@
 """The Python registrations of the ``torch.ops.causal_conv1d`` ops: fake (meta) kernels and the
-autograd of ``fwd``.
+autograd of ``fwd`` and ``packed_fwd``.
 
 The schemas live in csrc/ops.cpp; the CPU and CUDA kernels in csrc/cpu and csrc/cuda. The fake
 kernels allocate outputs exactly as the real ones do (csrc/checks.h, ``empty_bdl``): in x's layout,
@@ -14,6 +14,9 @@ autograd kernel is (:data:`PYTHON_AUTOGRAD`). The backward calls ``causal_conv1d
   * dfinal_states only when the forward returned final states; undefined -> None (= zeros);
   * dinitial_states only when initial_states required grad at the forward;
   * no gradients for seq_idx and the flags; a bias gradient only with a bias.
+``packed_fwd`` (packed sequences, per-sequence states) has its autograd here in both op layers
+(:func:`_packed_fwd_backward`, calling ``causal_conv1d::packed_bwd`` with the same rules, and
+dinitial_states for every sequence when initial_states requires grad).
 The Python autograd kernel runs on every dispatch of ``fwd``, gradient or not (microseconds): the
 Python API (causal_conv1d_interface.py, cpp_functions.py) therefore calls ``fwd`` below autograd
 when no input needs a gradient (:func:`use_below_autograd`), so the eager no-grad path costs what
@@ -36,6 +39,7 @@ __all__ = [
     "CausalConv1dFwd",
     "apply_fwd",
     "fwd_op",
+    "packed_fwd",
 ]
 
 Tensor = torch.Tensor
@@ -123,6 +127,61 @@ def _bwd_fake(
     dbias = bias.new_empty((dim,)) if bias is not None else weight.new_empty((0,))
     if return_dinitial_states:
         dinitial_states = empty_bdl(batch, dim, width - 1, channel_last, x)
+    else:
+        dinitial_states = x.new_empty((0,))
+    return dx, dweight, dbias, dinitial_states
+
+
+@torch.library.register_fake("causal_conv1d::packed_fwd")
+def _packed_fwd_fake(
+    x: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor],
+    cu_seqlens: Tensor,
+    initial_states: Optional[Tensor],
+    return_final_states: bool,
+    silu: bool,
+) -> tuple[Tensor, Tensor]:
+    check_devices(x, weight=weight, bias=bias, cu_seqlens=cu_seqlens, initial_states=initial_states)
+    _, dim, total = x.shape
+    nseq = cu_seqlens.shape[0] - 1
+    width = weight.shape[1]
+    channel_last = is_channel_last(x)
+    out = empty_bdl(1, dim, total, channel_last, x)
+    final_states = empty_bdl(nseq, dim, width - 1, channel_last, x) if return_final_states else x.new_empty((0,))
+    return out, final_states
+
+
+@torch.library.register_fake("causal_conv1d::packed_bwd")
+def _packed_bwd_fake(
+    x: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor],
+    dout: Tensor,
+    cu_seqlens: Tensor,
+    initial_states: Optional[Tensor],
+    dfinal_states: Optional[Tensor],
+    return_dinitial_states: bool,
+    silu: bool,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    check_devices(
+        x,
+        weight=weight,
+        bias=bias,
+        dout=dout,
+        cu_seqlens=cu_seqlens,
+        initial_states=initial_states,
+        dfinal_states=dfinal_states,
+    )
+    _, dim, total = x.shape
+    nseq = cu_seqlens.shape[0] - 1
+    width = weight.shape[1]
+    channel_last = is_channel_last(x)
+    dx = empty_bdl(1, dim, total, channel_last, x)
+    dweight = weight.new_empty((dim, width))
+    dbias = bias.new_empty((dim,)) if bias is not None else weight.new_empty((0,))
+    if return_dinitial_states:
+        dinitial_states = empty_bdl(nseq, dim, width - 1, channel_last, x)
     else:
         dinitial_states = x.new_empty((0,))
     return dx, dweight, dbias, dinitial_states
@@ -285,6 +344,62 @@ def _fwd_backward(ctx: Any, dout: Optional[Tensor], dfinal_states: Optional[Tens
         None,  # return_final_states
         None,  # silu
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Autograd of packed_fwd (both op layers)
+
+_packed_bwd = torch.ops.causal_conv1d.packed_bwd.default
+
+
+def _packed_fwd_setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
+    x, weight, bias, cu_seqlens, initial_states, return_final_states, silu = inputs
+    ctx.set_materialize_grads(False)
+    ctx.save_for_backward(x, weight, bias, cu_seqlens, initial_states)
+    ctx.silu = silu
+    ctx.return_final_states = return_final_states
+    ctx.return_dinitial_states = initial_states is not None and ctx.needs_input_grad[4]
+
+
+def _packed_fwd_backward(ctx: Any, dout: Optional[Tensor], dfinal_states: Optional[Tensor]) -> tuple:
+    from causal_conv1d._errors import reraise  # noqa: PLC0415  (cheap after the first call)
+
+    x, weight, bias, cu_seqlens, initial_states = ctx.saved_tensors
+    if dout is None:
+        dout = torch.zeros_like(x)
+    elif dout.stride(2) != 1 and dout.stride(1) != 1:
+        dout = dout.contiguous()
+    rdis = ctx.return_dinitial_states
+    try:
+        dx, dweight, dbias, dinitial_states = _packed_bwd(
+            x,
+            weight,
+            bias,
+            dout,
+            cu_seqlens,
+            initial_states,
+            dfinal_states if ctx.return_final_states else None,
+            rdis,
+            ctx.silu,
+        )
+    except RuntimeError as exc:
+        reraise(exc)
+    return (
+        dx,
+        dweight,
+        dbias if bias is not None else None,
+        None,  # cu_seqlens
+        dinitial_states if rdis else None,
+        None,  # return_final_states
+        None,  # silu
+    )
+
+
+torch.library.register_autograd(
+    "causal_conv1d::packed_fwd", _packed_fwd_backward, setup_context=_packed_fwd_setup_context
+)
+#: The packed-sequence forward (autograd above; its CUDA kernels are the varlen_fwd ones).
+packed_fwd = torch.ops.causal_conv1d.packed_fwd.default
 
 
 #: Whether fwd's autograd is the Python one below (stable op layer) rather than csrc/autograd.cpp (legacy).

@@ -8,6 +8,10 @@ x[l - (W-1) + k]); positions before the start come from initial_states (or zero)
 counts only when its sequence id equals the output's, and an output whose id is negative is 0; the
 initial state belongs to the row's first sequence (upstream 1.7.0). final_states are the last W-1
 inputs (initial_states included when seqlen < W-1).
+
+Packed sequences (:func:`packed_fwd_ref`, the ``packed_fwd`` op): x (1, dim, total_tokens) holds the
+sequences ``[cu_seqlens[i], cu_seqlens[i + 1])`` back to back; each is :func:`fwd_ref` of its own
+tokens with its own initial state (row i of initial_states, or zeros) and its own final state.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-__all__ = ["fwd_ref", "update_ref", "rel_err", "REL_TOL", "rel_tol"]
+__all__ = ["fwd_ref", "packed_fwd_ref", "update_ref", "rel_err", "REL_TOL", "rel_tol"]
 
 
 def fwd_ref(
@@ -55,6 +59,30 @@ def fwd_ref(
     if silu:
         out = F.silu(out)
     return out, xp[..., xp.shape[-1] - (width - 1) :]
+
+
+def packed_fwd_ref(
+    x: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor],
+    cu_seqlens: Tensor,
+    initial_states: Optional[Tensor] = None,
+    silu: bool = False,
+) -> tuple[Tensor, Tensor]:
+    """(out (1, dim, total_tokens), final_states (n, dim, width - 1)) in float64 of packed x, one
+    :func:`fwd_ref` per sequence; differentiable (gradient references)."""
+    bounds = [int(v) for v in cu_seqlens.tolist()]
+    outs, finals = [], []
+    for i in range(len(bounds) - 1):
+        xi = x[:, :, bounds[i] : bounds[i + 1]]
+        init = initial_states[i : i + 1] if initial_states is not None else None
+        out, final = fwd_ref(xi, weight, bias, initial_states=init, silu=silu)
+        outs.append(out)
+        finals.append(final)
+    width = weight.shape[1]
+    out = torch.cat(outs, dim=-1) if outs else x.new_zeros(x.shape, dtype=torch.float64)
+    final = torch.cat(finals, dim=0) if finals else x.new_zeros(0, x.shape[1], width - 1, dtype=torch.float64)
+    return out, final
 
 
 def update_ref(

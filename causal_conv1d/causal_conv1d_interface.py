@@ -24,6 +24,7 @@ from causal_conv1d._ops import AUTOGRAD_KEY as _AUTOGRAD_KEY
 from causal_conv1d._ops import PYTHON_AUTOGRAD as _python_autograd
 from causal_conv1d._ops import apply_fwd as _apply_fwd
 from causal_conv1d._ops import fwd_op as _fwd_op
+from causal_conv1d._ops import packed_fwd as _packed_fwd
 from causal_conv1d._ops import tls_excluded as _tls_excluded
 from causal_conv1d._ops import tls_set_excluded as _tls_set_excluded
 
@@ -78,6 +79,8 @@ def causal_conv1d_fn(
     return_final_states: bool = False,
     final_states_out: Optional[Tensor] = None,
     activation: Optional[str] = None,
+    *,
+    cu_seqlens: Optional[Tensor] = None,
 ) -> Union[Tensor, tuple[Tensor, Tensor]]:
     """Causal depthwise conv1d: ``out`` (batch, dim, seqlen), or ``(out, final_states)``.
 
@@ -85,6 +88,10 @@ def causal_conv1d_fn(
     weight: (dim, width); bias: (dim,); seq_idx: (batch, seqlen) int32, negative = padding;
     initial_states: (batch, dim, width - 1); final_states_out: (batch, dim, width - 1), written to;
     activation: None, "silu" or "swish".
+
+    Packed sequences (keyword ``cu_seqlens``, int32 (n + 1,)): x is (1, dim, total_tokens) and
+    sequence i is tokens ``[cu_seqlens[i], cu_seqlens[i + 1])``; initial_states and the final states
+    are per sequence, (n, dim, width - 1), and differentiable. seq_idx must be None then.
     """
     try:
         silu = _SILU[activation]
@@ -94,6 +101,19 @@ def causal_conv1d_fn(
     if len(strides) == 3 and strides[2] != 1 and strides[1] != 1:  # neither layout (C++ names bad shapes)
         x = x.contiguous()
     rfs = bool(return_final_states)
+    if cu_seqlens is not None:
+        if seq_idx is not None:
+            raise ValueError("seq_idx must be None when cu_seqlens is given (one packing description per call)")
+        try:
+            out, final_states = _packed_fwd(x, weight, bias, cu_seqlens, initial_states, rfs, silu)
+        except RuntimeError as exc:
+            reraise(exc)
+        if not rfs:
+            return out
+        if final_states_out is not None:
+            final_states_out.copy_(final_states)
+            return out, final_states_out
+        return out, final_states
     try:
         # A torch.compile trace: the OpOverload (Dynamo traces it). Legacy C++ autograd: the op and
         # its autograd kernel. Python autograd (stable op layer): the cheaper CausalConv1dFwd when an

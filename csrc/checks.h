@@ -243,4 +243,72 @@ inline void check_update_args(const Tensor& x, const Tensor& conv_state, const T
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Packed sequences (packed_fwd / packed_bwd; semantics: docs/package.md, "Packed sequences").
+// x is (1, dim, total_tokens) in either layout; cu_seqlens int32 (n + 1,): sequence i is tokens
+// [cu_seqlens[i], cu_seqlens[i + 1]); per-sequence states (n, dim, width - 1). Only shapes, dtypes
+// and devices are checked here: the values of cu_seqlens live on the device for the CUDA kernels
+// (the CPU op checks them too: check_cu_seqlens_values below). Returns n.
+
+// A 1-D int32 cu_seqlens with n + 1 >= 1 entries on x's device.
+inline int64_t check_cu_seqlens(const Tensor& x, const Tensor& cu_seqlens) {
+  check_same_device(cu_seqlens, x, "cu_seqlens");
+  check_int32(cu_seqlens, "cu_seqlens");
+  CC1D_CHECK_VALUE(cu_seqlens.dim() == 1 && cu_seqlens.size(0) >= 1,
+                   "cu_seqlens must be 1-D (number of sequences + 1,), got shape ", fmt_sizes(cu_seqlens.sizes()));
+  return cu_seqlens.size(0) - 1;
+}
+
+// Per-sequence states (n, dim, width - 1) in x's dtype on x's device.
+inline void check_packed_states(const Tensor& s, const Tensor& x, int64_t n, int64_t width, const char* name) {
+  check_same_device(s, x, name);
+  check_dtype_like_x(s, x, name);
+  check_shape(s, name, {n, x.size(1), width - 1}, "(len(cu_seqlens) - 1, dim, width - 1)");
+}
+
+// packed_fwd(x, weight, bias, cu_seqlens, initial_states, return_final_states, silu)
+inline int64_t check_packed_fwd_args(const Tensor& x, const Tensor& weight, const OptTensor& bias,
+                                     const Tensor& cu_seqlens, const OptTensor& initial_states,
+                                     int64_t max_width = kMaxWidth, bool allow_float64 = false) {
+  CC1D_CHECK_VALUE(x.dim() == 3 && x.size(0) == 1,
+                   "x must be (1, dim, total_tokens) with cu_seqlens (the sequences packed into one row), got shape ",
+                   fmt_sizes(x.sizes()));
+  check_float_dtype(x, "x", allow_float64);
+  check_weight(x, weight, max_width, allow_float64);
+  check_bdl_layout(x, "x");
+  check_bias(x, weight, bias);
+  const int64_t n = check_cu_seqlens(x, cu_seqlens);
+  if (initial_states.has_value()) check_packed_states(*initial_states, x, n, weight.size(1), "initial_states");
+  return n;
+}
+
+// packed_bwd(x, weight, bias, dout, cu_seqlens, initial_states, dfinal_states, return_dinitial_states, silu)
+inline int64_t check_packed_bwd_args(const Tensor& x, const Tensor& weight, const OptTensor& bias,
+                                     const Tensor& dout, const Tensor& cu_seqlens,
+                                     const OptTensor& initial_states, const OptTensor& dfinal_states,
+                                     bool return_dinitial_states, int64_t max_width = kMaxWidth,
+                                     bool allow_float64 = false) {
+  const int64_t n = check_packed_fwd_args(x, weight, bias, cu_seqlens, initial_states, max_width, allow_float64);
+  check_same_device(dout, x, "dout");
+  check_dtype_like_x(dout, x, "dout");
+  check_shape(dout, "dout", x.sizes(), "x.shape");
+  check_bdl_layout(dout, "dout");
+  if (dfinal_states.has_value()) check_packed_states(*dfinal_states, x, n, weight.size(1), "dfinal_states");
+  CC1D_CHECK_VALUE(!return_dinitial_states || initial_states.has_value(),
+                   "return_dinitial_states=True needs initial_states");
+  return n;
+}
+
+// The values of a host cu_seqlens (the CPU op): cu_seqlens[0] == 0, non-decreasing,
+// cu_seqlens[n] == total_tokens.
+inline void check_cu_seqlens_values(const int32_t* cu, int64_t stride, int64_t n, int64_t total) {
+  CC1D_CHECK_VALUE(cu[0] == 0, "cu_seqlens[0] must be 0, got ", cu[0]);
+  for (int64_t i = 0; i < n; ++i) {
+    CC1D_CHECK_VALUE(cu[(i + 1) * stride] >= cu[i * stride], "cu_seqlens must be non-decreasing, got cu_seqlens[",
+                     i, "] = ", cu[i * stride], " > cu_seqlens[", i + 1, "] = ", cu[(i + 1) * stride]);
+  }
+  CC1D_CHECK_VALUE(cu[n * stride] == total, "cu_seqlens[", n, "] = ", cu[n * stride],
+                   " must equal total_tokens (x.shape[2]) = ", total, ": the sequence lengths must sum to x's tokens");
+}
+
 }  // namespace causal_conv1d

@@ -33,10 +33,12 @@ enum class KernelPath : int {
   kSpecUpdateDecode,
   kSpecUpdateFast,
   kSpecUpdateGeneral,
+  kPackedBwdGeneral,
   kCount,
 };
 
-enum class KernelOp : int { kFwd = 0, kBwd, kUpdate, kVarlenFwd, kSpecUpdate, kCount };
+// packed_fwd runs on the varlen_fwd table (its path is recorded as varlen_fwd's); packed_bwd has its own.
+enum class KernelOp : int { kFwd = 0, kBwd, kUpdate, kVarlenFwd, kSpecUpdate, kPackedBwd, kCount };
 
 struct KernelPathInfo {
   const char* name;        // what the debug ops say
@@ -61,11 +63,12 @@ inline constexpr KernelPathInfo kKernelPaths[] = {
     {"spec_update_decode", KernelOp::kSpecUpdate, "CAUSAL_CONV1D_SPEC_UPDATE_DECODE"},
     {"spec_update_fast", KernelOp::kSpecUpdate, "CAUSAL_CONV1D_SPEC_UPDATE_FAST"},
     {"spec_update_general", KernelOp::kSpecUpdate, nullptr},
+    {"packed_bwd_general", KernelOp::kPackedBwd, nullptr},
 };
 static_assert(sizeof(kKernelPaths) / sizeof(kKernelPaths[0]) == static_cast<int>(KernelPath::kCount),
               "one kKernelPaths row per KernelPath");
 
-inline constexpr const char* kKernelOpNames[] = {"fwd", "bwd", "update", "varlen_fwd", "spec_update"};
+inline constexpr const char* kKernelOpNames[] = {"fwd", "bwd", "update", "varlen_fwd", "spec_update", "packed_bwd"};
 static_assert(sizeof(kKernelOpNames) / sizeof(kKernelOpNames[0]) == static_cast<int>(KernelOp::kCount),
               "one kKernelOpNames entry per KernelOp");
 

@@ -58,6 +58,17 @@ CC1D_LIBRARY(causal_conv1d, m) {
       "Tensor? conv_state_indices, Tensor? num_accepted_tokens, int pad_slot_id, "
       "Tensor? query_start_loc, int max_query_len, Tensor? block_idx_last_scheduled_token, "
       "Tensor? initial_state_idx, Tensor? retrieve_parent_token) -> Tensor");
+  // Packed sequences for training (docs/package.md, "Packed sequences"; checks: csrc/checks.h):
+  // x (1, dim, total_tokens), sequence i is tokens [cu_seqlens[i], cu_seqlens[i + 1]), with its own
+  // initial and final states (n, dim, width - 1) and their gradients. The CUDA forward runs on the
+  // varlen_fwd kernels (one request per sequence).
+  m.def(
+      "packed_fwd(Tensor x, Tensor weight, Tensor? bias, Tensor cu_seqlens, Tensor? initial_states, "
+      "bool return_final_states, bool silu) -> (Tensor out, Tensor final_states)");
+  m.def(
+      "packed_bwd(Tensor x, Tensor weight, Tensor? bias, Tensor dout, Tensor cu_seqlens, Tensor? initial_states, "
+      "Tensor? dfinal_states, bool return_dinitial_states, bool silu) "
+      "-> (Tensor dx, Tensor dweight, Tensor dbias, Tensor dinitial_states)");
   // Debug ops of the CUDA kernel paths (csrc/kernel_paths.h): which paths exist, which one the
   // last launch of an op ran, and an in-process override of a path's switch (tests). Not API.
   m.def("_kernel_paths() -> str");  // comma-separated (a str, not str[]: one shim less to rely on)
@@ -136,6 +147,17 @@ Tensor spec_update_no_cuda(const Tensor&, Tensor&, const Tensor&, const OptTenso
   no_cuda_kernels("spec_update");
 }
 
+std::tuple<Tensor, Tensor> packed_fwd_no_cuda(const Tensor&, const Tensor&, const OptTensor&, const Tensor&,
+                                              const OptTensor&, bool, bool) {
+  no_cuda_kernels("packed_fwd");
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> packed_bwd_no_cuda(const Tensor&, const Tensor&, const OptTensor&,
+                                                              const Tensor&, const Tensor&, const OptTensor&,
+                                                              const OptTensor&, bool, bool) {
+  no_cuda_kernels("packed_bwd");
+}
+
 }  // namespace
 }  // namespace causal_conv1d
 
@@ -145,5 +167,7 @@ CC1D_LIBRARY_IMPL(causal_conv1d, CUDA, m) {
   m.impl("update", CC1D_KERNEL(&causal_conv1d::update_no_cuda));
   m.impl("varlen_fwd", CC1D_KERNEL(&causal_conv1d::varlen_fwd_no_cuda));
   m.impl("spec_update", CC1D_KERNEL(&causal_conv1d::spec_update_no_cuda));
+  m.impl("packed_fwd", CC1D_KERNEL(&causal_conv1d::packed_fwd_no_cuda));
+  m.impl("packed_bwd", CC1D_KERNEL(&causal_conv1d::packed_bwd_no_cuda));
 }
 #endif  // CAUSAL_CONV1D_WITH_CUDA

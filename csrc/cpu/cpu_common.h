@@ -187,5 +187,29 @@ struct CC1D_HIDDEN UpdateArgs {
   bool silu;
 };
 
+// The packed-sequence ops' arguments (packed_fwd.cpp, packed_bwd.cpp): x (1, dim, total) read
+// through its strides, sequence i is tokens [cu[i], cu[i + 1]) (values checked), states (n, dim,
+// W-1) through their strides in x's dtype. Outputs written through their strides.
+struct CC1D_HIDDEN PackedArgs {
+  int64_t dim, total, width, nseq;
+  const int32_t* cu;        // (nseq + 1,), cu_stride apart
+  int64_t cu_stride;
+  const Tensor* x;
+  const Tensor* init;       // (nseq, dim, W-1) or nullptr
+  const void* weight;       // acc type (dim, W), contiguous
+  const void* bias;         // acc type (dim,) or nullptr
+  bool silu;
+  // forward
+  Tensor* out;              // (1, dim, total)
+  Tensor* final_states;     // (nseq, dim, W-1) or nullptr
+  // backward
+  const Tensor* dout;       // (1, dim, total)
+  const Tensor* dfinal;     // (nseq, dim, W-1) or nullptr
+  Tensor* dx;               // (1, dim, total)
+  Tensor* dinit;            // (nseq, dim, W-1) or nullptr
+  void* dweight;            // acc type (dim, W), written
+  void* dbias;              // acc type (dim,) or nullptr, written
+};
+
 }  // namespace cpu
 }  // namespace causal_conv1d

@@ -23,6 +23,14 @@ const PathRow<UpdateArgs> kUpdatePaths[] = {
     {"update_general", nullptr, update_general::launch},
 };
 
+const PathRow<PackedArgs> kPackedFwdPaths[] = {
+    {"packed_fwd_general", nullptr, packed_fwd_general::launch},
+};
+
+const PathRow<PackedArgs> kPackedBwdPaths[] = {
+    {"packed_bwd_general", nullptr, packed_bwd_general::launch},
+};
+
 }  // namespace
 
 void run_fwd(const FwdArgs& a) { select_path(kFwdPaths, a).launch(a); }
@@ -30,6 +38,10 @@ void run_fwd(const FwdArgs& a) { select_path(kFwdPaths, a).launch(a); }
 void run_bwd(const BwdArgs& a) { select_path(kBwdPaths, a).launch(a); }
 
 void run_update(const UpdateArgs& a) { select_path(kUpdatePaths, a).launch(a); }
+
+void run_packed_fwd(const PackedArgs& a) { select_path(kPackedFwdPaths, a).launch(a); }
+
+void run_packed_bwd(const PackedArgs& a) { select_path(kPackedBwdPaths, a).launch(a); }
 
 }  // namespace cpu
 }  // namespace causal_conv1d

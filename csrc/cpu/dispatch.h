@@ -48,11 +48,19 @@ void launch(const BwdArgs& a);
 namespace update_general {  // update.cpp
 void launch(const UpdateArgs& a);
 }  // namespace update_general
+namespace packed_fwd_general {  // packed_fwd.cpp
+void launch(const PackedArgs& a);
+}  // namespace packed_fwd_general
+namespace packed_bwd_general {  // packed_bwd.cpp
+void launch(const PackedArgs& a);
+}  // namespace packed_bwd_general
 
 // Each op's table (dispatch.cpp).
 void run_fwd(const FwdArgs& a);
 void run_bwd(const BwdArgs& a);
 void run_update(const UpdateArgs& a);
+void run_packed_fwd(const PackedArgs& a);
+void run_packed_bwd(const PackedArgs& a);
 
 // The ops (registered in register.cpp).
 std::tuple<Tensor, Tensor> fwd_cpu(const Tensor& x, const Tensor& weight, const OptTensor& bias,
@@ -64,6 +72,14 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cpu(const Tensor& x, const Tensor
                                                    bool return_dinitial_states, bool silu);
 Tensor update_cpu(const Tensor& x, Tensor& conv_state, const Tensor& weight, const OptTensor& bias, bool silu,
                   const OptTensor& cache_seqlens, const OptTensor& conv_state_indices);
+std::tuple<Tensor, Tensor> packed_fwd_cpu(const Tensor& x, const Tensor& weight, const OptTensor& bias,
+                                          const Tensor& cu_seqlens, const OptTensor& initial_states,
+                                          bool return_final_states, bool silu);
+std::tuple<Tensor, Tensor, Tensor, Tensor> packed_bwd_cpu(const Tensor& x, const Tensor& weight,
+                                                          const OptTensor& bias, const Tensor& dout,
+                                                          const Tensor& cu_seqlens, const OptTensor& initial_states,
+                                                          const OptTensor& dfinal_states, bool return_dinitial_states,
+                                                          bool silu);
 
 }  // namespace cpu
 }  // namespace causal_conv1d

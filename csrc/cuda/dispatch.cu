@@ -38,6 +38,10 @@ const PathRow<SpecParams> kSpecUpdatePaths[] = {
     {KernelPath::kSpecUpdateGeneral, nullptr, spec_update_general::launch},
 };
 
+const PathRow<PackedBwdParams> kPackedBwdPaths[] = {
+    {KernelPath::kPackedBwdGeneral, nullptr, packed_bwd_general::launch},
+};
+
 template <typename Params>
 void run_row(const PathRow<Params>& row, const Params& p, cudaStream_t stream) {
   record_kernel_path(row.path);
@@ -62,6 +66,10 @@ void run_varlen_fwd(const VarlenParams& p, cudaStream_t stream) {
 
 void run_spec_update(const SpecParams& p, cudaStream_t stream) {
   run_row(select_path(kSpecUpdatePaths, p), p, stream);
+}
+
+void run_packed_bwd(const PackedBwdParams& p, cudaStream_t stream) {
+  run_row(select_path(kPackedBwdPaths, p), p, stream);
 }
 
 }  // namespace causal_conv1d_cuda

@@ -9,6 +9,7 @@
 
 #include "common.cuh"
 #include "kernel_paths.h"
+#include "packed.cuh"
 #include "varlen.cuh"
 
 namespace causal_conv1d_cuda {
@@ -138,5 +139,9 @@ void launch(const SpecParams& p, cudaStream_t stream);
 namespace spec_update_general {
 void launch(const SpecParams& p, cudaStream_t stream);
 }  // namespace spec_update_general
+
+namespace packed_bwd_general {
+void launch(const PackedBwdParams& p, cudaStream_t stream);
+}  // namespace packed_bwd_general
 
 }  // namespace causal_conv1d_cuda

@@ -73,6 +73,8 @@ def test_cpu_extension_for_skip_or_cpu_torch(monkeypatch: pytest.MonkeyPatch) ->
             "fwd_scalar",
             "fwd_simd",
             "isa",
+            "packed_bwd",
+            "packed_fwd",
             "register",
             "spec_update",
             "update",

@@ -37,7 +37,7 @@ def test_every_fast_path_has_a_switch_and_every_op_a_general_path():
 
 
 def test_last_kernel_path_is_a_known_name():
-    for op in ("fwd", "bwd", "update", "varlen_fwd", "spec_update"):
+    for op in ("fwd", "bwd", "update", "varlen_fwd", "spec_update", "packed_bwd"):
         assert ops._last_kernel_path(op) in ["none", *ops._kernel_paths().split(",")]
 
 

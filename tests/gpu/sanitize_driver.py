@@ -16,7 +16,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_ops import load_ops  # noqa: E402
 
-from causal_conv1d._reference import fwd_ref, rel_err, rel_tol, update_ref  # noqa: E402
+from causal_conv1d._reference import fwd_ref, packed_fwd_ref, rel_err, rel_tol, update_ref  # noqa: E402
 
 SEEN: set[str] = set()  # the kernel paths the calls ran
 
@@ -100,6 +100,37 @@ def serving_checks(ops, dev: str, dtype: torch.dtype) -> tuple[int, int]:
     return n, bad
 
 
+def packed_checks(ops, dev: str, dtype: torch.dtype) -> tuple[int, int]:
+    """packed_fwd / packed_bwd (cu_seqlens, per-sequence states) on small shapes; (checks, failures)."""
+    n = bad = 0
+    lens = [0, 2, 37, 1, 0, 60, 5]  # empty sequences, ones shorter than the window, chunk-crossing ones
+    cu = torch.tensor([0] + torch.tensor(lens).cumsum(0).tolist(), device=dev, dtype=torch.int32)
+    total, ns = int(cu[-1]), len(lens)
+    for W in (2, 4, 5, 8):
+        for layout in ("cf", "cl", "cf_odd"):
+            D = 20
+            if layout == "cf":
+                x = torch.randn(1, D, total, device=dev, dtype=dtype)
+            elif layout == "cl":
+                x = torch.randn(1, total, D + 4, device=dev, dtype=dtype)[:, :, 2 : 2 + D].transpose(1, 2)
+            else:
+                x = torch.randn(1, D, total + 1, device=dev, dtype=dtype)[:, :, 1:]
+            w = torch.randn(D, W, device=dev, dtype=dtype)
+            b = torch.randn(D, device=dev, dtype=dtype)
+            init = torch.randn(ns, D, W - 1, device=dev, dtype=dtype)
+            out, fin = ops.packed_fwd(x, w, b, cu, init, True, True)
+            ran(ops, "varlen_fwd")
+            ref, ref_fin = packed_fwd_ref(x, w, b, cu, init, silu=True)
+            n += 1
+            bad += rel_err(out, ref) >= rel_tol(dtype) or not torch.equal(fin.double(), ref_fin)
+            dout = torch.randn_like(out)
+            dfin = torch.randn_like(fin)
+            ops.packed_bwd(x, w, b, dout, cu, init, dfin, True, True)
+            ran(ops, "packed_bwd")
+            ops.packed_bwd(x, w, None, dout, cu, None, None, False, False)
+    return n, bad
+
+
 def main() -> int:
     ops = load_ops()
     dev = "cuda"
@@ -162,6 +193,9 @@ def main() -> int:
         n_s, bad_s = serving_checks(ops, dev, dtype)
         n += n_s
         bad += bad_s
+        n_p, bad_p = packed_checks(ops, dev, dtype)
+        n += n_p
+        bad += bad_p
     torch.cuda.synchronize()
     print(f"sanitize driver: {n - bad}/{n} checks passed")
     missing = sorted(set(ops._kernel_paths().split(",")) - SEEN)

@@ -79,7 +79,8 @@ def test_every_path_is_listed(ops):
         "spec_update_fast",
         "spec_update_general",
     }  # tests/gpu/test_serving_paths.py runs each
-    assert set(FAST_PATHS) | set(GENERAL_KERNELS) | serving == listed
+    packed = {"packed_bwd_general"}  # tests/gpu/test_packed.py runs it
+    assert set(FAST_PATHS) | set(GENERAL_KERNELS) | serving | packed == listed
 
 
 @pytest.mark.parametrize("path", sorted(FAST_PATHS))
