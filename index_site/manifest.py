@@ -25,8 +25,9 @@ import os
 import re
 import time
 import urllib.parse
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Callable, Optional, TypedDict, TypeVar, Union
 
 import causal_conv1d_contract as contract
 from causal_conv1d_contract import sdist as sdist_contract
@@ -38,6 +39,37 @@ MANIFEST_FORMAT = 1
 MANIFEST_NAME = "manifest.json"
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+_T = TypeVar("_T")
+_E = TypeVar("_E", "Entry", "SdistEntry")
+
+
+class EntryJSON(TypedDict):
+    """One wheel of the manifest's ``files``, as written."""
+
+    filename: str
+    variant: str
+    version: str
+    platforms: list[str]
+    url: str
+    sha256: str
+    size: int
+    metadata_sha256: str
+    requires_python: Optional[str]
+    upload_time: str
+    yanked: Union[bool, str]
+
+
+class SdistJSON(TypedDict):
+    """One sdist of the manifest's ``sdists``, as written."""
+
+    filename: str
+    version: str
+    url: str
+    sha256: str
+    size: int
+    requires_python: Optional[str]
+    upload_time: str
+    yanked: Union[bool, str]
 
 
 def resolve_now(value: Optional[str]) -> str:
@@ -86,8 +118,7 @@ class Entry:
     def is_relative(self) -> bool:
         return not urllib.parse.urlsplit(self.url).scheme
 
-    def to_json(self) -> dict[str, Any]:
-        yanked: Union[bool, str] = False if self.yanked is None else (self.yanked or True)
+    def to_json(self) -> EntryJSON:
         return {
             "filename": self.filename,
             "variant": self.variant,
@@ -99,40 +130,30 @@ class Entry:
             "metadata_sha256": self.metadata_sha256,
             "requires_python": self.requires_python,
             "upload_time": self.upload_time,
-            "yanked": yanked,
+            "yanked": _yanked_json(self.yanked),
         }
 
     @classmethod
-    def from_json(cls, data: Any) -> Entry:
+    def from_json(cls, data: object) -> Entry:
         """Validate one manifest entry; raises ValueError naming the bad field."""
         if not isinstance(data, dict):
             raise ValueError(f"entry is not an object: {data!r}")
 
-        def field(key: str, kind: Any, *, optional: bool = False) -> Any:
-            if key not in data:
-                raise ValueError(f"missing field {key!r}")
-            value = data[key]
-            if value is None and optional:
-                return None
-            if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
-                raise ValueError(f"field {key!r} has the wrong type: {value!r}")
-            return value
-
-        filename = field("filename", str)
+        filename = _field(data, "filename", str)
         try:
             name = contract.parse_wheel_name(filename)
         except contract.InvalidWheelName as exc:
             raise ValueError(str(exc)) from None
-        variant = field("variant", str)
+        variant = _field(data, "variant", str)
         if variant != name.variant.name:
             raise ValueError(f"variant {variant!r} does not match the file name's {name.variant.name!r}")
         for key in ("sha256", "metadata_sha256"):
-            if not _SHA256_RE.match(field(key, str)):
+            if not _SHA256_RE.match(_field(data, key, str)):
                 raise ValueError(f"field {key!r} is not a sha256 hex digest: {data[key]!r}")
-        size = field("size", int)
+        size = _field(data, "size", int)
         if size < 0:
             raise ValueError(f"field 'size' is negative: {size!r}")
-        upload_time = field("upload_time", str)
+        upload_time = _field(data, "upload_time", str)
         try:
             datetime.datetime.strptime(upload_time, _TIME_FORMAT)
         except ValueError:
@@ -140,33 +161,44 @@ class Entry:
         yanked = data.get("yanked", False)
         if not isinstance(yanked, (bool, str)):
             raise ValueError(f"field 'yanked' must be false, true or a reason: {yanked!r}")
-        platforms = field("platforms", list)
+        platforms = _field(data, "platforms", list)
         if not all(isinstance(p, str) for p in platforms):
             raise ValueError(f"field 'platforms' must be a list of strings: {platforms!r}")
         return cls(
             filename=filename,
             variant=variant,
-            version=field("version", str),
+            version=_field(data, "version", str),
             platforms=tuple(platforms),
-            url=field("url", str),
+            url=_field(data, "url", str),
             sha256=data["sha256"],
             size=size,
             metadata_sha256=data["metadata_sha256"],
-            requires_python=field("requires_python", str, optional=True),
+            requires_python=_optional_field(data, "requires_python", str),
             upload_time=upload_time,
             yanked=None if yanked is False else ("" if yanked is True else yanked),
         )
 
 
-def _field(data: dict[str, Any], key: str, kind: Any, *, optional: bool = False) -> Any:
+def _field(data: Mapping[str, object], key: str, kind: type[_T]) -> _T:
+    """``data[key]``, which must be a ``kind`` (a bool is no int); raises ValueError naming the field."""
     if key not in data:
         raise ValueError(f"missing field {key!r}")
     value = data[key]
-    if value is None and optional:
-        return None
     if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
         raise ValueError(f"field {key!r} has the wrong type: {value!r}")
     return value
+
+
+def _optional_field(data: Mapping[str, object], key: str, kind: type[_T]) -> Optional[_T]:
+    """As :func:`_field`, and ``null`` is None."""
+    if key in data and data[key] is None:
+        return None
+    return _field(data, key, kind)
+
+
+def _yanked_json(yanked: Optional[str]) -> Union[bool, str]:
+    """PEP 592 in the manifest: false, true (no reason given) or the reason."""
+    return False if yanked is None else (yanked or True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,8 +218,7 @@ class SdistEntry:
     def is_relative(self) -> bool:
         return not urllib.parse.urlsplit(self.url).scheme
 
-    def to_json(self) -> dict[str, Any]:
-        yanked: Union[bool, str] = False if self.yanked is None else (self.yanked or True)
+    def to_json(self) -> SdistJSON:
         return {
             "filename": self.filename,
             "version": self.version,
@@ -196,11 +227,11 @@ class SdistEntry:
             "size": self.size,
             "requires_python": self.requires_python,
             "upload_time": self.upload_time,
-            "yanked": yanked,
+            "yanked": _yanked_json(self.yanked),
         }
 
     @classmethod
-    def from_json(cls, data: Any) -> SdistEntry:
+    def from_json(cls, data: object) -> SdistEntry:
         """Validate one ``sdists`` entry; raises ValueError naming the bad field."""
         if not isinstance(data, dict):
             raise ValueError(f"entry is not an object: {data!r}")
@@ -230,7 +261,7 @@ class SdistEntry:
             _field(data, "url", str),
             data["sha256"],
             size,
-            _field(data, "requires_python", str, optional=True),
+            _optional_field(data, "requires_python", str),
             upload_time,
             None if yanked is False else ("" if yanked is True else yanked),
         )
@@ -241,7 +272,7 @@ class Manifest:
     """Every wheel published, plus entries that could not be read (kept verbatim, never dropped)."""
 
     entries: tuple = ()  # tuple[Entry, ...], sorted by filename
-    unreadable: tuple = ()  # tuple[Any, ...]: raw JSON values of entries that did not validate
+    unreadable: tuple = ()  # raw JSON values of entries that did not validate
     site_url: Optional[str] = None  # the public URL the site was last built for (--site-url)
     sdists: tuple = ()  # tuple[SdistEntry, ...], sorted by filename
     unreadable_sdists: tuple = ()  # raw JSON values of sdist entries that did not validate
@@ -252,7 +283,7 @@ class Manifest:
     def dumps(self) -> str:
         """Deterministic JSON with one file per line (readable, diffs well, fast to write)."""
         files = [e.to_json() for e in self.entries] + list(self.unreadable)
-        head: dict[str, Any] = {"format": MANIFEST_FORMAT, "project": contract.PROJECT_NAME}
+        head: dict[str, Union[int, str]] = {"format": MANIFEST_FORMAT, "project": contract.PROJECT_NAME}
         if self.site_url is not None:
             head["site_url"] = self.site_url
         lines = [f" {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}," for k, v in sorted(head.items())]
@@ -264,7 +295,7 @@ class Manifest:
             out += ',\n "sdists": [\n' + rows + "\n ]"
         return out + "\n}\n"
 
-    def merge(self, wheels: list[WheelFile], url_for: Any, now: str) -> tuple[Manifest, list[Entry]]:
+    def merge(self, wheels: list[WheelFile], url_for: Callable[[str], str], now: str) -> tuple[Manifest, list[Entry]]:
         """Add new wheels; returns the new manifest and the entries added.
 
         A wheel already published with the same sha256 is left as it is (same URL, same upload
@@ -306,7 +337,9 @@ class Manifest:
         merged = dataclasses.replace(self, entries=tuple(existing[k] for k in sorted(existing)))
         return merged, added
 
-    def merge_sdists(self, sdists: list[SdistFile], url_for: Any, now: str) -> tuple[Manifest, list[SdistEntry]]:
+    def merge_sdists(
+        self, sdists: list[SdistFile], url_for: Callable[[str], str], now: str
+    ) -> tuple[Manifest, list[SdistEntry]]:
         """Add new sdists, append-only as :meth:`merge` is for wheels."""
         existing = {e.filename: e for e in self.sdists}
         raw_names = {r.get("filename") for r in self.unreadable_sdists if isinstance(r, dict)}
@@ -348,6 +381,28 @@ class Manifest:
         return dataclasses.replace(self, entries=tuple(existing[k] for k in sorted(existing)))
 
 
+def _read_entries(
+    raws: list[object], parse: Callable[[object], _E], where: str, problems: list[Problem]
+) -> tuple[dict[str, _E], list[object]]:
+    """(the entries that validate, by file name; the raw values of the others, kept verbatim). A second
+    entry of a file name is kept raw too; each is reported as ``<where>[i])``."""
+    entries: dict[str, _E] = {}
+    unreadable: list[object] = []
+    for i, raw in enumerate(raws):
+        try:
+            entry = parse(raw)
+        except ValueError as exc:
+            problems.append(Problem(f"{where}[{i}])", f"unreadable entry, kept as is but not listed: {exc}"))
+            unreadable.append(raw)
+            continue
+        if entry.filename in entries:
+            problems.append(Problem(f"{where}[{i}])", f"duplicate entry for {entry.filename!r}; kept as is"))
+            unreadable.append(raw)
+            continue
+        entries[entry.filename] = entry
+    return entries, unreadable
+
+
 def parse_manifest(text: str, source: str) -> tuple[Manifest, list[Problem]]:
     """Parse a manifest; a document that is not a manifest at all raises ManifestError.
 
@@ -369,21 +424,8 @@ def parse_manifest(text: str, source: str) -> tuple[Manifest, list[Problem]]:
         )
     if doc.get("project") != contract.PROJECT_NAME:
         raise ManifestError(f"{source}: manifest of project {doc.get('project')!r}, expected {contract.PROJECT_NAME!r}")
-    entries: dict[str, Entry] = {}
-    unreadable: list[Any] = []
     problems: list[Problem] = []
-    for i, raw in enumerate(doc["files"]):
-        try:
-            entry = Entry.from_json(raw)
-        except ValueError as exc:
-            problems.append(Problem(f"{source} (files[{i}])", f"unreadable entry, kept as is but not listed: {exc}"))
-            unreadable.append(raw)
-            continue
-        if entry.filename in entries:
-            problems.append(Problem(f"{source} (files[{i}])", f"duplicate entry for {entry.filename!r}; kept as is"))
-            unreadable.append(raw)
-            continue
-        entries[entry.filename] = entry
+    entries, unreadable = _read_entries(doc["files"], Entry.from_json, f"{source} (files", problems)
     site_url = doc.get("site_url")
     if site_url is not None and not isinstance(site_url, str):
         problems.append(Problem(source, f"'site_url' is not a string, ignored: {site_url!r}"))
@@ -391,20 +433,7 @@ def parse_manifest(text: str, source: str) -> tuple[Manifest, list[Problem]]:
     raw_sdists = doc.get("sdists", [])
     if not isinstance(raw_sdists, list):
         raise ManifestError(f"{source}: 'sdists' must be a list of sdist entries, got {type(raw_sdists).__name__}")
-    sdists: dict[str, SdistEntry] = {}
-    bad_sdists: list[Any] = []
-    for i, raw in enumerate(raw_sdists):
-        try:
-            sd = SdistEntry.from_json(raw)
-        except ValueError as exc:
-            problems.append(Problem(f"{source} (sdists[{i}])", f"unreadable entry, kept as is but not listed: {exc}"))
-            bad_sdists.append(raw)
-            continue
-        if sd.filename in sdists:
-            problems.append(Problem(f"{source} (sdists[{i}])", f"duplicate entry for {sd.filename!r}; kept as is"))
-            bad_sdists.append(raw)
-            continue
-        sdists[sd.filename] = sd
+    sdists, bad_sdists = _read_entries(raw_sdists, SdistEntry.from_json, f"{source} (sdists", problems)
     return Manifest(
         tuple(entries[k] for k in sorted(entries)),
         tuple(unreadable),

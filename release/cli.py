@@ -219,8 +219,7 @@ def _cmd_summary(args: argparse.Namespace) -> int:
         bad = [
             i
             for i in ids
-            if results.get(i, {}).get("build", {}).get("outcome") != "success"
-            or results.get(i, {}).get("test", {}).get("outcome") == "failure"
+            if gha.outcome(results, i, "build") != "success" or gha.outcome(results, i, "test") == "failure"
         ]
         if bad:
             print(f"{len(bad)} job(s) failed or have no result: {', '.join(bad[:10])}", file=sys.stderr)
