@@ -17,11 +17,14 @@ import sys
 import time
 import traceback
 from collections.abc import Sequence
-from typing import Any, Callable, NoReturn, Optional
+from typing import TYPE_CHECKING, Callable, NoReturn, Optional
 
 import causal_conv1d_contract as contract
 from build_matrix import errors
 from build_matrix.errors import BuildMatrixError, perhaps
+
+if TYPE_CHECKING:
+    from build_matrix.plan import Plan
 
 __all__ = ["main", "build_parser", "TRACEBACK_ENV"]
 
@@ -115,7 +118,7 @@ def _filters(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _plan(args: argparse.Namespace) -> Any:
+def _plan(args: argparse.Namespace) -> Plan:
     from build_matrix import compat
     from build_matrix.plan import make_plan
 
