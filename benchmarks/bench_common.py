@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 from types import ModuleType
-from typing import Callable, Optional
+from typing import Callable, Optional, TypedDict
 
 import torch
 
@@ -37,6 +37,20 @@ def _load_reference() -> ModuleType:
 
 _ref = _load_reference()
 fwd_ref, rel_err, rel_tol, update_ref = _ref.fwd_ref, _ref.rel_err, _ref.rel_tol, _ref.update_ref
+
+
+class CaseRow(TypedDict, total=False):
+    """The case a result row is of (its name alone when it failed)."""
+
+    name: str
+    kind: str
+    B: int
+    D: int
+    L: int
+    dtype: str
+    layout: str
+    W: int
+
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 

@@ -21,6 +21,7 @@ import tempfile
 from types import ModuleType
 from typing import Optional, TypedDict, Union
 
+import bench_common as bc
 import torch
 import torch.nn.functional as F
 from bench_common import (
@@ -48,17 +49,9 @@ class HostFloor(TypedDict):
     event_us: float
 
 
-class EagerRow(TypedDict, total=False):
+class EagerRow(bc.CaseRow, total=False):
     """One row of the eager table (and of its JSON): the case, its error against float64, its times."""
 
-    name: str
-    kind: str
-    B: int
-    D: int
-    L: int
-    dtype: str
-    layout: str
-    W: int
     rel_err: float
     us: Optional[float]
     gbps: float

@@ -28,25 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Callable, Optional, TypedDict, Union
 
+import bench_common as bc
 import torch
-from bench_common import (
-    DTYPES,
-    PRACTICAL_ROWS,
-    ROOT,
-    UPDATE_ROWS,
-    _Ops,
-    fmt,
-    fwd_ref,
-    load_ops,
-    make_x,
-    n_buffers,
-    rel_err,
-    rel_tol,
-    run_meta,
-    time_fn,
-    time_graph,
-    update_ref,
-)
 
 
 class Check(TypedDict, total=False):
@@ -54,17 +37,9 @@ class Check(TypedDict, total=False):
     state_exact: bool  # update only: the state written bit for bit as the reference's
 
 
-class KernelRow(TypedDict, total=False):
+class KernelRow(bc.CaseRow, total=False):
     """One row of one build (a failed row: name and error only)."""
 
-    name: str
-    kind: str
-    B: int
-    D: int
-    L: int
-    dtype: str
-    layout: str
-    W: int
     pitch: int
     rel_err: float
     state_exact: bool
@@ -113,7 +88,7 @@ def kernel_rows(only: Sequence[str] = ()) -> list[tuple]:
     `only`, just the rows whose name contains one of its strings."""
     rows = list(KERNEL_ROWS)
     seen = {r[1:9] for r in rows}
-    extra = [r for r in PRACTICAL_ROWS + UPDATE_ROWS if r[6] in ("cf", "cl", "plain")]
+    extra = [r for r in bc.PRACTICAL_ROWS + bc.UPDATE_ROWS if r[6] in ("cf", "cl", "plain")]
     extra.append(("update bf16 B1 D8192", "update", 1, 8192, 1, "bf16", "plain", 4, 0))
     for r in extra:
         key = tuple(r[1:8]) + ((r[8] if len(r) > 8 else 0),)
@@ -142,7 +117,7 @@ class _Build:
 
     def __init__(self, peer: Optional[str]) -> None:
         if peer is None:
-            ops, pkg = load_ops()
+            ops, pkg = bc.load_ops()
             self.name = "ours"
             self.where = str(Path(pkg.__file__).parent) if pkg is not None else "torch.ops"
             self.version = getattr(pkg, "__version__", "?")
@@ -168,11 +143,11 @@ class _Build:
             )[:3]
             self.update = lambda x, st, w, b: cf.causal_conv1d_update_function(x, st, w, b, True, None, None)
         elif hasattr(torch.ops, "causal_conv1d") and hasattr(torch.ops.causal_conv1d, "fwd"):  # a build of ours
-            self._use_ops(_Ops(torch.ops.causal_conv1d))
+            self._use_ops(bc._Ops(torch.ops.causal_conv1d))
         else:
             raise SystemExit(f"--peer {peer}: neither causal_conv1d.cpp_functions nor torch.ops.causal_conv1d")
 
-    def _use_ops(self, ops: _Ops) -> None:
+    def _use_ops(self, ops: bc._Ops) -> None:
         """The ops of a build of this project (its torch ops)."""
         self.fwd = lambda x, w, b: ops.fwd(x, w, b, None, None, False, True)[0]
         self.bwd = lambda x, w, b, dout: ops.bwd(x, w, b, dout, None, None, None, False, True)[:3]
@@ -191,7 +166,7 @@ class CaseInputs:
 
     def __init__(self, build: _Build, case: tuple, nbuf: Optional[int] = None) -> None:
         name, kind, B, D, L, dts, layout, W, pitch = case
-        dtype = DTYPES[dts]
+        dtype = bc.DTYPES[dts]
         esz = torch.tensor([], dtype=dtype).element_size()
         torch.manual_seed(sum(name.encode()))
         self.build, self.kind, self.dtype = build, kind, dtype
@@ -199,11 +174,11 @@ class CaseInputs:
         self.bias = torch.randn(D, device="cuda").to(dtype)
         S = W - 1
         self.bytes = moved_bytes(kind, B, D, L, esz, S)
-        self.nbuf = n_buffers(self.bytes) if nbuf is None else nbuf
+        self.nbuf = bc.n_buffers(self.bytes) if nbuf is None else nbuf
         if kind in ("fwd", "bwd"):
-            self.xs = [make_x(B, D, L, dtype, layout, pitch) for _ in range(self.nbuf)]
+            self.xs = [bc.make_x(B, D, L, dtype, layout, pitch) for _ in range(self.nbuf)]
             if kind == "bwd":
-                self.douts = [make_x(B, D, L, dtype, layout) for _ in range(self.nbuf)]
+                self.douts = [bc.make_x(B, D, L, dtype, layout) for _ in range(self.nbuf)]
         else:
             self.xs = [torch.randn(B, D, 1, device="cuda", dtype=dtype) for _ in range(self.nbuf)]
             self.states = [torch.randn(B, D, S, device="cuda", dtype=dtype) for _ in range(self.nbuf)]
@@ -221,22 +196,22 @@ class CaseInputs:
         restored afterwards, so timing starts from the same inputs."""
         w, bias, x = self.w, self.bias, self.xs[0]
         if self.kind == "fwd":
-            ref, _ = fwd_ref(x, w, bias, silu=True)
-            return {"rel_err": rel_err(self.call(0), ref)}
+            ref, _ = bc.fwd_ref(x, w, bias, silu=True)
+            return {"rel_err": bc.rel_err(self.call(0), ref)}
         if self.kind == "bwd":
             dout = self.douts[0]
             xr = x.detach().double().requires_grad_()
             wr = w.detach().double().requires_grad_()
             br = bias.detach().double().requires_grad_()
-            ref, _ = fwd_ref(xr, wr, br, silu=True)
+            ref, _ = bc.fwd_ref(xr, wr, br, silu=True)
             ref.backward(dout.double())
             dx, dw, db = self.call(0)
-            return {"rel_err": max(rel_err(dx, xr.grad), rel_err(dw, wr.grad), rel_err(db, br.grad))}
+            return {"rel_err": max(bc.rel_err(dx, xr.grad), bc.rel_err(dw, wr.grad), bc.rel_err(db, br.grad))}
         st0 = self.states[0].clone()
         st_ref = st0.clone()
-        ref = update_ref(x, st_ref, w, bias, True, None, None)
+        ref = bc.update_ref(x, st_ref, w, bias, True, None, None)
         out = self.call(0)
-        res: Check = {"rel_err": rel_err(out, ref), "state_exact": bool(torch.equal(self.states[0], st_ref))}
+        res: Check = {"rel_err": bc.rel_err(out, ref), "state_exact": bool(torch.equal(self.states[0], st_ref))}
         self.states[0].copy_(st0)
         return res
 
@@ -257,14 +232,14 @@ def kernel_case(build: _Build, case: tuple, quick: bool) -> KernelRow:
     iters = 20 if quick else 50
     inp = CaseInputs(build, case)
     row.update(inp.check())
-    row["tol"] = rel_tol(inp.dtype)
+    row["tol"] = bc.rel_tol(inp.dtype)
     row["ok"] = bool(row["rel_err"] < row["tol"]) and row.get("state_exact", True)
     row["bytes"] = inp.bytes
     row["nbuf"] = nbuf = inp.nbuf
-    row["eager_us"] = time_fn(inp.call, nbuf, iters=iters)
+    row["eager_us"] = bc.time_fn(inp.call, nbuf, iters=iters)
     reps = graph_reps(nbuf)
     row["graph_reps"] = reps
-    row["graph_us"] = time_graph(inp.call, nbuf, reps=reps)
+    row["graph_us"] = bc.time_graph(inp.call, nbuf, reps=reps)
     del inp
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
@@ -301,8 +276,8 @@ def copy_ceiling_graph() -> CopyCeiling:
     n = 1 << 30
     a = torch.empty(n, dtype=torch.uint8, device="cuda").random_()
     b = torch.empty_like(a)
-    t = time_fn(lambda i: b.copy_(a), 1, warmup=5, iters=30)
-    tg = time_graph(lambda i: b.copy_(a), 1, reps=4)
+    t = bc.time_fn(lambda i: b.copy_(a), 1, warmup=5, iters=30)
+    tg = bc.time_graph(lambda i: b.copy_(a), 1, reps=4)
     a = b = None  # noqa: F841 - free the 2 GiB before the workers start
     torch.cuda.empty_cache()
     return {"eager_gbps": 2 * n / (t * 1e-6) / 1e9, "graph_gbps": 2 * n / (tg * 1e-6) / 1e9}
@@ -326,9 +301,9 @@ def kernel_table(ours: BuildResult, peer: Optional[BuildResult], ceiling: float)
         ratio = po["graph_us"] / r["graph_us"] if po else None
         ok = ("y" if r["ok"] else "NO") + ("/" + ("y" if po["ok"] else "NO") if po else "")
         lines.append(
-            f"{r['name']:48s} {r['graph_us']:8.1f} {fmt(po['graph_us'] if po else None, '8.1f')} "
-            f"{fmt(ratio, '6.3f')} {100 * frac:8.1f} {fmt(None if pfrac is None else 100 * pfrac, '8.1f')} "
-            f"{r['eager_us']:9.1f} {fmt(po['eager_us'] if po else None, '9.1f')} {ok:>5s}"
+            f"{r['name']:48s} {r['graph_us']:8.1f} {bc.fmt(po['graph_us'] if po else None, '8.1f')} "
+            f"{bc.fmt(ratio, '6.3f')} {100 * frac:8.1f} {bc.fmt(None if pfrac is None else 100 * pfrac, '8.1f')} "
+            f"{r['eager_us']:9.1f} {bc.fmt(po['eager_us'] if po else None, '9.1f')} {ok:>5s}"
         )
         if p is not None and "error" in p:
             lines[-1] += f"  (peer: {p['error'][:60]})"
@@ -361,7 +336,7 @@ def main(args: argparse.Namespace) -> int:
                 cmd += ["--only", args.only]
             if args.quick:
                 cmd.append("--quick")
-            rc = subprocess.call(cmd, cwd=str(ROOT) if peer is None else None)
+            rc = subprocess.call(cmd, cwd=str(bc.ROOT) if peer is None else None)
             if rc != 0 or not out.exists():
                 raise SystemExit(f"kernel worker for {who} failed (exit {rc})")
             results[who] = json.loads(out.read_text())
@@ -381,7 +356,7 @@ def main(args: argparse.Namespace) -> int:
     table = "\n".join(head) + kernel_table(ours, peer, ceiling)
     print(table)
     if args.json:
-        meta = {**run_meta(), "copy_ceiling": ceil}
+        meta = {**bc.run_meta(), "copy_ceiling": ceil}
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"meta": meta, "ours": ours, "peer": peer, "table": table}, indent=1))
     bad = [r["name"] for r in ours["rows"] if "error" in r or not r.get("ok", False)]

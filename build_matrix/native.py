@@ -44,6 +44,7 @@ from build_matrix.binaries import find_cuobjdump
 from build_matrix.build_venv import ensure_venv, install_torch, say, torch_facts, verify_torch
 from build_matrix.errors import BuildError, CheckError
 from build_support import REPO_ROOT, toolchain
+from causal_conv1d_contract.cli import options_from_args
 
 if TYPE_CHECKING:
     from build_matrix.plan import Job
@@ -470,16 +471,11 @@ def run(args: argparse.Namespace) -> int:
             f"is served by the stable-ABI job stable{contract.STABLE_TARGET[0]}.{contract.STABLE_TARGET[1]}-{job.family}-{job.platform}); "
             "building the per-minor (legacy op layer) wheel as asked"
         )
-    opts = BuildOptions(
+    opts = options_from_args(
+        BuildOptions,
+        args,
         out=args.out.resolve(),
-        torch_spec=args.torch_spec,
-        torch_index_url=args.torch_index_url,
-        cuda_archs=args.cuda_archs,
-        python=args.python,
         venv=args.venv.resolve() if args.venv else None,
-        max_jobs=args.max_jobs,
-        nvcc_threads=args.nvcc_threads,
-        keep_temp=args.keep_temp,
         report=args.report.resolve() if args.report else None,
     )
     report = build_job(job, opts)

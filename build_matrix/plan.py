@@ -35,7 +35,7 @@ import dataclasses
 import os
 import re
 from collections.abc import Sequence
-from typing import Optional, TypedDict, Union
+from typing import Optional, TypedDict, Union, cast
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
@@ -70,7 +70,7 @@ Filter = Union[str, Sequence[str], None]
 
 
 class CombinationDict(TypedDict):
-    """A combination in ``plan --format json`` (:class:`Combination`'s fields)."""
+    """A combination in ``plan --format json``: :class:`Combination`'s fields."""
 
     torch: str
     accel: str
@@ -176,16 +176,7 @@ class Combination:
     reason: str  # why it is unavailable, or which wheel serves it
 
     def to_dict(self) -> CombinationDict:
-        return {
-            "torch": self.torch,
-            "accel": self.accel,
-            "python": self.python,
-            "abi": self.abi,
-            "platform": self.platform,
-            "status": self.status,
-            "job": self.job,
-            "reason": self.reason,
-        }
+        return cast(CombinationDict, dataclasses.asdict(self))
 
 
 @dataclasses.dataclass(frozen=True)

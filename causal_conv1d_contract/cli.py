@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from typing import Any, TypeVar
+from typing import TypeVar
 
 __all__ = ["EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE", "EXIT_INTERRUPTED", "ToolError", "options_from_args"]
 
@@ -29,7 +29,7 @@ class ToolError(Exception):
     exit_code = EXIT_FAILURE
 
 
-def options_from_args(cls: type[T], args: argparse.Namespace, **overrides: Any) -> T:
+def options_from_args(cls: type[T], args: argparse.Namespace, **overrides: object) -> T:
     """An instance of the dataclass ``cls`` whose fields take the parsed arguments of the same name
     (``overrides`` first: a field whose value needs converting); fields the arguments do not name
     keep their defaults."""
@@ -39,6 +39,6 @@ def options_from_args(cls: type[T], args: argparse.Namespace, **overrides: Any) 
     unknown = sorted(set(overrides) - {f.name for f in dataclasses.fields(cls)})
     if unknown:
         raise TypeError(f"options_from_args: {cls.__name__} has no field(s) {', '.join(unknown)}")
-    values = {f.name: parsed[f.name] for f in dataclasses.fields(cls) if f.init and f.name in parsed}
+    values: dict[str, object] = {f.name: parsed[f.name] for f in dataclasses.fields(cls) if f.init and f.name in parsed}
     values.update(overrides)
     return cls(**values)

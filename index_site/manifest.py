@@ -43,33 +43,25 @@ _T = TypeVar("_T")
 _E = TypeVar("_E", "Entry", "SdistEntry")
 
 
-class EntryJSON(TypedDict):
+class SdistJSON(TypedDict):
+    """One sdist of the manifest's ``sdists``, as written (and what a wheel's entry has too)."""
+
+    filename: str
+    version: str
+    url: str
+    sha256: str
+    size: int
+    requires_python: Optional[str]
+    upload_time: str
+    yanked: Union[bool, str]
+
+
+class EntryJSON(SdistJSON):
     """One wheel of the manifest's ``files``, as written."""
 
-    filename: str
     variant: str
-    version: str
     platforms: list[str]
-    url: str
-    sha256: str
-    size: int
     metadata_sha256: str
-    requires_python: Optional[str]
-    upload_time: str
-    yanked: Union[bool, str]
-
-
-class SdistJSON(TypedDict):
-    """One sdist of the manifest's ``sdists``, as written."""
-
-    filename: str
-    version: str
-    url: str
-    sha256: str
-    size: int
-    requires_python: Optional[str]
-    upload_time: str
-    yanked: Union[bool, str]
 
 
 def resolve_now(value: Optional[str]) -> str:
@@ -120,25 +112,16 @@ class Entry:
 
     def to_json(self) -> EntryJSON:
         return {
-            "filename": self.filename,
+            **_published_json(self),
             "variant": self.variant,
-            "version": self.version,
             "platforms": list(self.platforms),
-            "url": self.url,
-            "sha256": self.sha256,
-            "size": self.size,
             "metadata_sha256": self.metadata_sha256,
-            "requires_python": self.requires_python,
-            "upload_time": self.upload_time,
-            "yanked": _yanked_json(self.yanked),
         }
 
     @classmethod
     def from_json(cls, data: object) -> Entry:
         """Validate one manifest entry; raises ValueError naming the bad field."""
-        if not isinstance(data, dict):
-            raise ValueError(f"entry is not an object: {data!r}")
-
+        data = _object(data)
         filename = _field(data, "filename", str)
         try:
             name = contract.parse_wheel_name(filename)
@@ -147,20 +130,8 @@ class Entry:
         variant = _field(data, "variant", str)
         if variant != name.variant.name:
             raise ValueError(f"variant {variant!r} does not match the file name's {name.variant.name!r}")
-        for key in ("sha256", "metadata_sha256"):
-            if not _SHA256_RE.match(_field(data, key, str)):
-                raise ValueError(f"field {key!r} is not a sha256 hex digest: {data[key]!r}")
-        size = _field(data, "size", int)
-        if size < 0:
-            raise ValueError(f"field 'size' is negative: {size!r}")
-        upload_time = _field(data, "upload_time", str)
-        try:
-            datetime.datetime.strptime(upload_time, _TIME_FORMAT)
-        except ValueError:
-            raise ValueError(f"field 'upload_time' is not YYYY-MM-DDTHH:MM:SSZ: {upload_time!r}") from None
-        yanked = data.get("yanked", False)
-        if not isinstance(yanked, (bool, str)):
-            raise ValueError(f"field 'yanked' must be false, true or a reason: {yanked!r}")
+        sha256, metadata_sha256 = _sha256(data, "sha256"), _sha256(data, "metadata_sha256")
+        size, upload_time, yanked = _size(data), _upload_time(data), _yanked(data)
         platforms = _field(data, "platforms", list)
         if not all(isinstance(p, str) for p in platforms):
             raise ValueError(f"field 'platforms' must be a list of strings: {platforms!r}")
@@ -170,12 +141,12 @@ class Entry:
             version=_field(data, "version", str),
             platforms=tuple(platforms),
             url=_field(data, "url", str),
-            sha256=data["sha256"],
+            sha256=sha256,
             size=size,
-            metadata_sha256=data["metadata_sha256"],
+            metadata_sha256=metadata_sha256,
             requires_python=_optional_field(data, "requires_python", str),
             upload_time=upload_time,
-            yanked=None if yanked is False else ("" if yanked is True else yanked),
+            yanked=yanked,
         )
 
 
@@ -196,9 +167,56 @@ def _optional_field(data: Mapping[str, object], key: str, kind: type[_T]) -> Opt
     return _field(data, key, kind)
 
 
-def _yanked_json(yanked: Optional[str]) -> Union[bool, str]:
-    """PEP 592 in the manifest: false, true (no reason given) or the reason."""
-    return False if yanked is None else (yanked or True)
+def _object(data: object) -> dict[str, object]:
+    if not isinstance(data, dict):
+        raise ValueError(f"entry is not an object: {data!r}")
+    return data
+
+
+def _sha256(data: Mapping[str, object], key: str) -> str:
+    value = _field(data, key, str)
+    if not _SHA256_RE.match(value):
+        raise ValueError(f"field {key!r} is not a sha256 hex digest: {value!r}")
+    return value
+
+
+def _size(data: Mapping[str, object]) -> int:
+    size = _field(data, "size", int)
+    if size < 0:
+        raise ValueError(f"field 'size' is negative: {size!r}")
+    return size
+
+
+def _upload_time(data: Mapping[str, object]) -> str:
+    upload_time = _field(data, "upload_time", str)
+    try:
+        datetime.datetime.strptime(upload_time, _TIME_FORMAT)
+    except ValueError:
+        raise ValueError(f"field 'upload_time' is not YYYY-MM-DDTHH:MM:SSZ: {upload_time!r}") from None
+    return upload_time
+
+
+def _yanked(data: Mapping[str, object]) -> Optional[str]:
+    """PEP 592 from the manifest (absent or false: None; true: no reason given, "")."""
+    yanked = data.get("yanked", False)
+    if not isinstance(yanked, (bool, str)):
+        raise ValueError(f"field 'yanked' must be false, true or a reason: {yanked!r}")
+    return None if yanked is False else ("" if yanked is True else yanked)
+
+
+def _published_json(e: Union[Entry, SdistEntry]) -> SdistJSON:
+    """What every published file's entry says (the manifest writes its keys sorted)."""
+    return {
+        "filename": e.filename,
+        "version": e.version,
+        "url": e.url,
+        "sha256": e.sha256,
+        "size": e.size,
+        "requires_python": e.requires_python,
+        "upload_time": e.upload_time,
+        # PEP 592: false, true (no reason given) or the reason
+        "yanked": False if e.yanked is None else (e.yanked or True),
+    }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -219,22 +237,12 @@ class SdistEntry:
         return not urllib.parse.urlsplit(self.url).scheme
 
     def to_json(self) -> SdistJSON:
-        return {
-            "filename": self.filename,
-            "version": self.version,
-            "url": self.url,
-            "sha256": self.sha256,
-            "size": self.size,
-            "requires_python": self.requires_python,
-            "upload_time": self.upload_time,
-            "yanked": _yanked_json(self.yanked),
-        }
+        return _published_json(self)
 
     @classmethod
     def from_json(cls, data: object) -> SdistEntry:
         """Validate one ``sdists`` entry; raises ValueError naming the bad field."""
-        if not isinstance(data, dict):
-            raise ValueError(f"entry is not an object: {data!r}")
+        data = _object(data)
         filename = _field(data, "filename", str)
         try:
             version = sdist_contract.parse_sdist_name(filename)
@@ -242,28 +250,17 @@ class SdistEntry:
             raise ValueError(str(exc)) from None
         if _field(data, "version", str) != version:
             raise ValueError(f"version {data['version']!r} does not match the file name's {version!r}")
-        if not _SHA256_RE.match(_field(data, "sha256", str)):
-            raise ValueError(f"field 'sha256' is not a sha256 hex digest: {data['sha256']!r}")
-        size = _field(data, "size", int)
-        if size < 0:
-            raise ValueError(f"field 'size' is negative: {size!r}")
-        upload_time = _field(data, "upload_time", str)
-        try:
-            datetime.datetime.strptime(upload_time, _TIME_FORMAT)
-        except ValueError:
-            raise ValueError(f"field 'upload_time' is not YYYY-MM-DDTHH:MM:SSZ: {upload_time!r}") from None
-        yanked = data.get("yanked", False)
-        if not isinstance(yanked, (bool, str)):
-            raise ValueError(f"field 'yanked' must be false, true or a reason: {yanked!r}")
+        sha256 = _sha256(data, "sha256")
+        size, upload_time, yanked = _size(data), _upload_time(data), _yanked(data)
         return cls(
             filename,
             version,
             _field(data, "url", str),
-            data["sha256"],
+            sha256,
             size,
             _optional_field(data, "requires_python", str),
             upload_time,
-            None if yanked is False else ("" if yanked is True else yanked),
+            yanked,
         )
 
 
