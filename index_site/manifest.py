@@ -302,21 +302,9 @@ class Manifest:
         raw_names = {r.get("filename") for r in self.unreadable if isinstance(r, dict)}
         added: list[Entry] = []
         for wheel in wheels:
-            old = existing.get(wheel.filename)
-            if old is not None:
-                if old.sha256 != wheel.sha256:
-                    raise PublishConflict(
-                        f"{wheel.filename!r} is already published with sha256 {old.sha256} "
-                        f"(uploaded {old.upload_time}), and {str(wheel.path)!r} has sha256 {wheel.sha256}. "
-                        "Publishing is append-only: a published file is never replaced. Give the new build "
-                        "a new version (or build number), or yank the old file and publish under a new name."
-                    )
+            fix = "a new version (or build number), or yank the old file and publish under a new name."
+            if _published(existing.get(wheel.filename), raw_names, wheel, "build", fix):
                 continue
-            if wheel.filename in raw_names:
-                raise PublishConflict(
-                    f"{wheel.filename!r} has an unreadable entry in the manifest; fix that entry by hand "
-                    "before publishing this file again"
-                )
             entry = Entry(
                 filename=wheel.filename,
                 variant=wheel.variant,
@@ -342,20 +330,9 @@ class Manifest:
         raw_names = {r.get("filename") for r in self.unreadable_sdists if isinstance(r, dict)}
         added: list[SdistEntry] = []
         for sd in sdists:
-            old = existing.get(sd.filename)
-            if old is not None:
-                if old.sha256 != sd.sha256:
-                    raise PublishConflict(
-                        f"{sd.filename!r} is already published with sha256 {old.sha256} (uploaded {old.upload_time}), "
-                        f"and {str(sd.path)!r} has sha256 {sd.sha256}. Publishing is append-only: a published file "
-                        'is never replaced. Give the new sdist a new version (docs/release.md, "Version scheme").'
-                    )
+            fix = 'a new version (docs/release.md, "Version scheme").'
+            if _published(existing.get(sd.filename), raw_names, sd, "sdist", fix):
                 continue
-            if sd.filename in raw_names:
-                raise PublishConflict(
-                    f"{sd.filename!r} has an unreadable entry in the manifest; fix that entry by hand "
-                    "before publishing this file again"
-                )
             entry = SdistEntry(
                 sd.filename, sd.version, url_for(sd.filename), sd.sha256, sd.size, sd.requires_python, now
             )
@@ -376,6 +353,27 @@ class Manifest:
             raise IndexSiteError(f"Cannot yank {filename!r}: no such file in the manifest.{hint}")
         existing[filename] = dataclasses.replace(existing[filename], yanked=reason)
         return dataclasses.replace(self, entries=tuple(existing[k] for k in sorted(existing)))
+
+
+def _published(
+    old: Union[Entry, SdistEntry, None], raw_names: set[object], new: Union[WheelFile, SdistFile], what: str, fix: str
+) -> bool:
+    """Whether ``new`` is published already (the same file: nothing to add). Publishing is append-only:
+    PublishConflict for other contents under its name, or for a name whose manifest entry is unreadable."""
+    if old is not None:
+        if old.sha256 != new.sha256:
+            raise PublishConflict(
+                f"{new.filename!r} is already published with sha256 {old.sha256} (uploaded {old.upload_time}), "
+                f"and {str(new.path)!r} has sha256 {new.sha256}. Publishing is append-only: a published file "
+                f"is never replaced. Give the new {what} {fix}"
+            )
+        return True
+    if new.filename in raw_names:
+        raise PublishConflict(
+            f"{new.filename!r} has an unreadable entry in the manifest; fix that entry by hand "
+            "before publishing this file again"
+        )
+    return False
 
 
 def _read_entries(

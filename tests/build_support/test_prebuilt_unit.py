@@ -18,6 +18,8 @@ from build_support.wheel_fetch import restamp
 from build_support.wheel_select import Candidate, lookups, parse_page, select
 from causal_conv1d_contract.net import IndexClientError
 
+from .conftest import INDEX_FAILURES, index_first_env
+
 V = contract.Variant.parse("torch2.13-cpu")
 LINUX = [
     Tag("cp311", "abi3", "manylinux_2_28_x86_64"),
@@ -157,14 +159,7 @@ def test_restamp_keeps_every_file_and_relabels_dist_info(real_cpu_wheel: Path, t
 
 
 def _fetch(tmp_path: Path, url: str, monkeypatch: pytest.MonkeyPatch) -> prebuilt.Outcome:
-    for var in (
-        contract.ENV_FORCE_BUILD,
-        contract.ENV_LOCAL_VERSION,
-        contract.ENV_SKIP_CUDA_BUILD,
-        contract.ENV_FORCE_CXX11_ABI,
-    ):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv(contract.ENV_INDEX_URL, url)
+    index_first_env(monkeypatch, url)
     monkeypatch.setattr(prebuilt, "TIMEOUT_S", 1.5)
     return prebuilt.fetch_prebuilt(tmp_path / "dest")
 
@@ -192,16 +187,7 @@ def test_fetch_file_url(site_dir: Path, tmp_path: Path, monkeypatch: pytest.Monk
     assert out.wheel is not None, out.message
 
 
-@pytest.mark.parametrize(
-    "mode,expect",
-    [
-        ("404", "HTTP 404"),
-        ("500", "HTTP 500"),
-        ("stall", "timed out"),
-        ("garbage", "no wheel"),
-        ("truncate", "truncated"),
-    ],
-)
+@pytest.mark.parametrize("mode,expect", INDEX_FAILURES)
 def test_fetch_failures_fall_back_and_leave_nothing(
     index, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], mode: str, expect: str
 ) -> None:

@@ -22,6 +22,7 @@ import sys
 import venv
 import zipfile
 from pathlib import Path
+from typing import Optional
 
 import pytest
 from index_site_helpers import NOW, REPO_ROOT, serve
@@ -174,11 +175,20 @@ def _split(argv: list[str]) -> tuple[list[str], list[str]]:
     return reqs, opts
 
 
+def _resolver(argv: list[str], what: str, server: str, tmp: Path, cwd: Path, stdin: Optional[str] = None) -> str:
+    """A resolver's stdout against the local server; the test fails (naming ``what``) when it fails."""
+    proc = subprocess.run(
+        argv, input=stdin, env=_env(tmp, server), capture_output=True, text=True, timeout=300, cwd=cwd
+    )
+    assert proc.returncode == 0, (what, proc.stderr[-3000:])
+    return proc.stdout
+
+
 def resolve_pip(command: str, fixtures, python: Path, tmp: Path, site: str) -> dict[str, str]:
     _root, server = fixtures
     argv = _local(command, server, site)
     assert argv[:2] == ["pip", "install"], command
-    proc = subprocess.run(
+    out = _resolver(
         [
             sys.executable,
             "-m",
@@ -192,14 +202,12 @@ def resolve_pip(command: str, fixtures, python: Path, tmp: Path, site: str) -> d
             "-",
             *argv[2:],
         ],
-        env=_env(tmp, server),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp,
+        command,
+        server,
+        tmp,
+        tmp,
     )
-    assert proc.returncode == 0, (command, proc.stderr[-3000:])
-    return {i["metadata"]["name"]: i["metadata"]["version"] for i in json.loads(proc.stdout)["install"]}
+    return {i["metadata"]["name"]: i["metadata"]["version"] for i in json.loads(out)["install"]}
 
 
 def resolve_uv(command: str, fixtures, python: Path, tmp: Path, site: str) -> dict[str, str]:
@@ -207,17 +215,15 @@ def resolve_uv(command: str, fixtures, python: Path, tmp: Path, site: str) -> di
     argv = _local(command, server, site)
     assert argv[:3] == ["uv", "pip", "install"], command
     reqs, opts = _split(argv[3:])
-    proc = subprocess.run(
+    out = _resolver(
         [str(UV), "pip", "compile", "-", "--quiet", "--no-header", "--python", str(python), *opts],
-        input="\n".join(reqs) + "\n",
-        env=_env(tmp, server),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp,
+        command,
+        server,
+        tmp,
+        tmp,
+        stdin="\n".join(reqs) + "\n",
     )
-    assert proc.returncode == 0, (command, proc.stderr[-3000:])
-    return dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)", proc.stdout, re.M))
+    return dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)", out, re.M))
 
 
 def resolve_uv_project(snippet: str, fixtures, tmp: Path, site: str) -> dict[str, str]:
@@ -231,15 +237,7 @@ def resolve_uv_project(snippet: str, fixtures, tmp: Path, site: str) -> dict[str
         + text[len("[project]\n") :]
         + "\n\n[tool.uv]\nenvironments = [\"sys_platform == 'linux' and platform_machine == 'x86_64'\"]\n"
     )
-    proc = subprocess.run(
-        [str(UV), "lock", "--python", sys.executable],
-        env=_env(tmp, server),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=project,
-    )
-    assert proc.returncode == 0, (snippet, proc.stderr[-3000:])
+    _resolver([str(UV), "lock", "--python", sys.executable], snippet, server, tmp, project)
     lock = (project / "uv.lock").read_text()
     return dict(re.findall(r'\[\[package\]\]\nname = "([^"]+)"\nversion = "([^"]+)"', lock))
 
