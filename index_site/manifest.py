@@ -121,12 +121,7 @@ class Entry:
     @classmethod
     def from_json(cls, data: object) -> Entry:
         """Validate one manifest entry; raises ValueError naming the bad field."""
-        data = _object(data)
-        filename = _field(data, "filename", str)
-        try:
-            name = contract.parse_wheel_name(filename)
-        except contract.InvalidWheelName as exc:
-            raise ValueError(str(exc)) from None
+        data, filename, name = _named(data, contract.parse_wheel_name, contract.InvalidWheelName)
         variant = _field(data, "variant", str)
         if variant != name.variant.name:
             raise ValueError(f"variant {variant!r} does not match the file name's {name.variant.name!r}")
@@ -167,10 +162,16 @@ def _optional_field(data: Mapping[str, object], key: str, kind: type[_T]) -> Opt
     return _field(data, key, kind)
 
 
-def _object(data: object) -> dict[str, object]:
+def _named(data: object, parse: Callable[[str], _T], invalid: type[Exception]) -> tuple[dict[str, object], str, _T]:
+    """(the entry, its file name, what ``parse`` reads from the name); ValueError for an entry that is no
+    object, has no file name, or one that ``parse`` refuses (with ``invalid``)."""
     if not isinstance(data, dict):
         raise ValueError(f"entry is not an object: {data!r}")
-    return data
+    filename = _field(data, "filename", str)
+    try:
+        return data, filename, parse(filename)
+    except invalid as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _sha256(data: Mapping[str, object], key: str) -> str:
@@ -242,12 +243,7 @@ class SdistEntry:
     @classmethod
     def from_json(cls, data: object) -> SdistEntry:
         """Validate one ``sdists`` entry; raises ValueError naming the bad field."""
-        data = _object(data)
-        filename = _field(data, "filename", str)
-        try:
-            version = sdist_contract.parse_sdist_name(filename)
-        except sdist_contract.InvalidSdistName as exc:
-            raise ValueError(str(exc)) from None
+        data, filename, version = _named(data, sdist_contract.parse_sdist_name, sdist_contract.InvalidSdistName)
         if _field(data, "version", str) != version:
             raise ValueError(f"version {data['version']!r} does not match the file name's {version!r}")
         sha256 = _sha256(data, "sha256")

@@ -91,8 +91,7 @@ def test_bwd_dtypes(device: str, x_dtype: torch.dtype, w_dtype: torch.dtype, lay
 @pytest.mark.parametrize("width", [2, 4, 7])
 def test_bwd_seq_idx(device: str, seqlen: int, layout: str, width: int) -> None:
     batch, dim = 3, 8
-    x = make_bdl(batch, dim, seqlen, layout, torch.float32, device)
-    weight, bias = torch.randn(dim, width, device=device), torch.randn(dim, device=device)
+    x, weight, bias = fp32_inputs(batch, dim, seqlen, layout, width, device)
     seq_idx = make_seq_idx(batch, seqlen, device)
     dout = torch.randn(batch, dim, seqlen, device=device)
     ours = _grads(x, weight, bias, None, seq_idx, True, dout, None, use_ours=True)
@@ -124,8 +123,7 @@ def test_gradcheck_fp64(layout: str, width: int, silu: bool) -> None:
 @pytest.mark.parametrize("layout", ["cf", "cl"])
 def test_bwd_function_preallocated_dx(device: str, layout: str) -> None:
     batch, dim, seqlen, width = 2, 6, 33, 4
-    x = make_bdl(batch, dim, seqlen, layout, torch.float32, device)
-    weight, bias = torch.randn(dim, width, device=device), torch.randn(dim, device=device)
+    x, weight, bias = fp32_inputs(batch, dim, seqlen, layout, width, device)
     init = torch.randn(batch, dim, width - 1, device=device)
     dout = torch.randn(batch, dim, seqlen, device=device)
     dfinal = torch.randn(batch, dim, width - 1, device=device)

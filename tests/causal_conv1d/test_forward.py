@@ -132,8 +132,7 @@ def test_chunked_equals_whole(device: str) -> None:
 @pytest.mark.parametrize("layout", ["cf", "cl"])
 def test_fwd_function_and_ref_agree(device: str, layout: str) -> None:
     batch, dim, seqlen, width = 2, 10, 65, 4
-    x = make_bdl(batch, dim, seqlen, layout, torch.float32, device)
-    weight, bias = torch.randn(dim, width, device=device), torch.randn(dim, device=device)
+    x, weight, bias = fp32_inputs(batch, dim, seqlen, layout, width, device)
     init = torch.randn(batch, dim, width - 1, device=device)
     fs_out = torch.empty(batch, dim, width - 1, device=device)
     out = causal_conv1d_fwd_function(x, weight, bias, None, init, fs_out, True)

@@ -242,6 +242,14 @@ def resolve_uv_project(snippet: str, fixtures, tmp: Path, site: str) -> dict[str
     return dict(re.findall(r'\[\[package\]\]\nname = "([^"]+)"\nversion = "([^"]+)"', lock))
 
 
+def assert_uv_commands_match(cmds: dict[str, str], fixtures, python: Path, tmp: Path, variant: str) -> None:
+    """The ``uv`` and ``uv_pyproject`` commands resolve the variant's matching pair (the default site)."""
+    site = contract.DEFAULT_INDEX_URL
+    assert_matching_pair(resolve_uv(cmds["uv"], fixtures, python, tmp, site), variant, cmds["uv"])
+    project = cmds["uv_pyproject"]
+    assert_matching_pair(resolve_uv_project(project, fixtures, tmp, site), variant, project)
+
+
 def assert_matching_pair(resolved: dict[str, str], variant: str, command: str) -> None:
     """torch X.Y of the variant's build next to the wheel that serves it: the variant's own below torch
     2.10, its family's stable-ABI wheel from 2.10 on."""
@@ -307,14 +315,7 @@ def test_landing_page_commands_install_a_matching_pair(fixtures, empty_venv, tmp
     assert_matching_pair(
         resolve_pip(cmds["pip"], fixtures, empty_venv, tmp_path, contract.DEFAULT_INDEX_URL), variant, cmds["pip"]
     )
-    assert_matching_pair(
-        resolve_uv(cmds["uv"], fixtures, empty_venv, tmp_path, contract.DEFAULT_INDEX_URL), variant, cmds["uv"]
-    )
-    assert_matching_pair(
-        resolve_uv_project(cmds["uv_pyproject"], fixtures, tmp_path, contract.DEFAULT_INDEX_URL),
-        variant,
-        cmds["uv_pyproject"],
-    )
+    assert_uv_commands_match(cmds, fixtures, empty_venv, tmp_path, variant)
 
 
 @pytest.mark.parametrize("family", sorted(NEWER))
@@ -364,14 +365,7 @@ def test_doctor_and_guard_commands_install_a_matching_pair(fixtures, empty_venv,
         assert_matching_pair(
             resolve_pip(cmds[key], fixtures, empty_venv, tmp_path, contract.DEFAULT_INDEX_URL), variant, cmds[key]
         )
-    assert_matching_pair(
-        resolve_uv(cmds["uv"], fixtures, empty_venv, tmp_path, contract.DEFAULT_INDEX_URL), variant, cmds["uv"]
-    )
-    assert_matching_pair(
-        resolve_uv_project(cmds["uv_pyproject"], fixtures, tmp_path, contract.DEFAULT_INDEX_URL),
-        variant,
-        cmds["uv_pyproject"],
-    )
+    assert_uv_commands_match(cmds, fixtures, empty_venv, tmp_path, variant)
     for command in guard_commands("torch2.7-cu128", torch, cuda):
         resolve = resolve_pip if command.startswith("pip ") else resolve_uv
         assert_matching_pair(
