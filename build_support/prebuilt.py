@@ -10,7 +10,7 @@ The steps, each in its own module (this one runs them and says what happened):
 3. Download, verify size and sha256, check the build record, re-label with the sdist's version:
    :mod:`build_support.wheel_fetch`.
 
-Any failure -> :class:`Outcome` with ``wheel=None`` and one line saying why, shown at the
+A failed step -> :class:`Outcome` with ``wheel=None`` and one line saying why, shown at the
 frontend's default verbosity (:func:`_tell_user`); the caller builds locally (or stops, when
 ``CAUSAL_CONV1D_PREBUILT_ONLY=TRUE``). Except a wheel whose sha256 or size differs from the
 index's (:class:`VerificationFailed`): the install stops with a message naming the file and both

@@ -7,7 +7,7 @@ __all__ = ["HTML_API_VERSION", "JSON_API_VERSION", "render_pages"]
 import functools
 import json
 from collections.abc import Sequence
-from typing import Any, Union
+from typing import TypedDict, Union
 
 import jinja2
 from packaging.version import Version
@@ -225,7 +225,24 @@ def _reason_keys(cells: dict[tuple[str, str], Cell], platforms: list[str], varia
     return keys
 
 
-def _variant_commands(site_url: str, variant_name: str) -> dict[str, Any]:
+class VariantCommands(TypedDict):
+    """What the landing page offers for one variant: the wheel's install commands, and from source."""
+
+    wheel: dict[str, str]
+    source: dict[str, str]
+
+
+class AccelChoice(TypedDict):
+    """One accelerator button of a torch row of the landing page."""
+
+    id: str
+    label: str
+    variant: str
+    pytorch: str
+    stable: bool
+
+
+def _variant_commands(site_url: str, variant_name: str) -> VariantCommands:
     """A torch minor's commands: torch ``==X.Y.*`` from PyTorch's index of the build and our wheel
     from the minor's page (for torch >= 2.10 that page links the family's stable-ABI wheel)."""
     v = contract.Variant.parse(variant_name)
@@ -236,7 +253,7 @@ def _variant_commands(site_url: str, variant_name: str) -> dict[str, Any]:
     }
 
 
-def _stable_commands(site_url: str, sv: contract.StableVariant, newer: str, torch_accel: str) -> dict[str, Any]:
+def _stable_commands(site_url: str, sv: contract.StableVariant, newer: str, torch_accel: str) -> VariantCommands:
     """The "X.Y or newer" entry's commands: torch ``>=X.Y`` from PyTorch's index of the family's newest
     build and our wheel from the family page, which serves every torch >= its target."""
     spec = f">={newer}"
@@ -253,8 +270,8 @@ def _landing(entries: list[Entry], rows: list[CoverageRow], site_url: str, sdist
     per_minor = [n for n in variants if not _is_stable(n)]
     stable = [contract.StableVariant.parse(n) for n in variants if _is_stable(n)]
     newer = _newer_torch(per_minor, stable) if stable else None
-    torch_accels: dict[str, list[dict[str, Any]]] = {}
-    commands: dict[str, Any] = {}
+    torch_accels: dict[str, list[AccelChoice]] = {}
+    commands: dict[str, VariantCommands] = {}
     if newer is not None:  # any torch newer than the site knows: the stable family pages
         torch_accels[newer] = []
         # every family the data has a torch >= the stable target of, with a wheel published or not: a
