@@ -295,13 +295,9 @@ class Manifest:
         time); with a different sha256 it is refused (PublishConflict) and nothing changes.
         """
         existing = self.by_name()
-        raw_names = {r.get("filename") for r in self.unreadable if isinstance(r, dict)}
-        added: list[Entry] = []
-        for wheel in wheels:
-            fix = "a new version (or build number), or yank the old file and publish under a new name."
-            if _published(existing.get(wheel.filename), raw_names, wheel, "build", fix):
-                continue
-            entry = Entry(
+
+        def entry(wheel: WheelFile) -> Entry:
+            return Entry(
                 filename=wheel.filename,
                 variant=wheel.variant,
                 version=wheel.version,
@@ -313,8 +309,9 @@ class Manifest:
                 requires_python=wheel.requires_python,
                 upload_time=now,
             )
-            existing[wheel.filename] = entry
-            added.append(entry)
+
+        fix = "a new version (or build number), or yank the old file and publish under a new name."
+        added = _append(existing, self.unreadable, wheels, entry, "build", fix)
         merged = dataclasses.replace(self, entries=tuple(existing[k] for k in sorted(existing)))
         return merged, added
 
@@ -323,17 +320,14 @@ class Manifest:
     ) -> tuple[Manifest, list[SdistEntry]]:
         """Add new sdists, append-only as :meth:`merge` is for wheels."""
         existing = {e.filename: e for e in self.sdists}
-        raw_names = {r.get("filename") for r in self.unreadable_sdists if isinstance(r, dict)}
-        added: list[SdistEntry] = []
-        for sd in sdists:
-            fix = 'a new version (docs/release.md, "Version scheme").'
-            if _published(existing.get(sd.filename), raw_names, sd, "sdist", fix):
-                continue
-            entry = SdistEntry(
+
+        def entry(sd: SdistFile) -> SdistEntry:
+            return SdistEntry(
                 sd.filename, sd.version, url_for(sd.filename), sd.sha256, sd.size, sd.requires_python, now
             )
-            existing[sd.filename] = entry
-            added.append(entry)
+
+        fix = 'a new version (docs/release.md, "Version scheme").'
+        added = _append(existing, self.unreadable_sdists, sdists, entry, "sdist", fix)
         return dataclasses.replace(self, sdists=tuple(existing[k] for k in sorted(existing))), added
 
     def yank(self, filename: str, reason: str) -> Manifest:
@@ -349,6 +343,24 @@ class Manifest:
             raise IndexSiteError(f"Cannot yank {filename!r}: no such file in the manifest.{hint}")
         existing[filename] = dataclasses.replace(existing[filename], yanked=reason)
         return dataclasses.replace(self, entries=tuple(existing[k] for k in sorted(existing)))
+
+
+_F = TypeVar("_F", WheelFile, SdistFile)
+
+
+def _append(
+    existing: dict[str, _E], unreadable: tuple, files: list[_F], entry: Callable[[_F], _E], what: str, fix: str
+) -> list[_E]:
+    """Add the files not yet published to ``existing`` (their entries from ``entry``); the entries added.
+    Append-only: see :func:`_published`. ``unreadable``: the raw entries of this kind that did not validate."""
+    raw_names = {r.get("filename") for r in unreadable if isinstance(r, dict)}
+    added: list[_E] = []
+    for f in files:
+        if _published(existing.get(f.filename), raw_names, f, what, fix):
+            continue
+        existing[f.filename] = new = entry(f)
+        added.append(new)
+    return added
 
 
 def _published(
