@@ -100,9 +100,9 @@ fi
 
 if has ncu; then
   # ncu's reading of every kernel of the rows in NCU_ROWS (default: the kernel-mode rows), ours and upstream
-  ISSUE16="fwd bf16 cf B4 D4096,bwd bf16 cf B4 D4096,fwd bf16 cl B4 D4096,bwd bf16 cl B4 D4096,fwd fp32 cf B4"
-  ISSUE16="$ISSUE16,bwd fp32 cf B4,Mamba2,cf B16 D1024,update bf16 B256 D8192"
-  run ncu 240 $PY benchmarks/ncu_rows.py --only "${NCU_ROWS:-$ISSUE16}" \
+  KERNEL_TABLE_ROWS="fwd bf16 cf B4 D4096,bwd bf16 cf B4 D4096,fwd bf16 cl B4 D4096,bwd bf16 cl B4 D4096,fwd fp32 cf B4"
+  KERNEL_TABLE_ROWS="$KERNEL_TABLE_ROWS,bwd fp32 cf B4,Mamba2,cf B16 D1024,update bf16 B256 D8192"
+  run ncu 240 $PY benchmarks/ncu_rows.py --only "${NCU_ROWS:-$KERNEL_TABLE_ROWS}" \
     --peer "$UP" --json "$LOGS/ncu.json"
   grep "^|" "$LOGS/ncu.log" >>"$LOGS/summary.txt"
 fi

@@ -72,7 +72,7 @@ def worker(peer: Optional[str], only: list[str], order: Path) -> int:
     import torch
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench import CaseInputs, _Build, kernel_rows
+    from kernel_bench import CaseInputs, _Build, kernel_rows
 
     build = _Build(peer)
     names = []

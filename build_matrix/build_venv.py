@@ -11,13 +11,17 @@ import os
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional, TypedDict
 
 from packaging.version import InvalidVersion, Version
 
 import causal_conv1d_contract as contract
 from build_matrix.errors import BuildError
 from causal_conv1d_contract.net import index_reachable
+
+if TYPE_CHECKING:  # native imports this module
+    from build_matrix.native import BuildOptions
+    from build_matrix.plan import Job
 
 __all__ = [
     "BUILD_TOOLS",
@@ -69,7 +73,7 @@ def ensure_venv(venv: Path, python: str) -> Path:
     return py
 
 
-def _torch_spec(job: Any, opts: Any) -> str:
+def _torch_spec(job: Job, opts: BuildOptions) -> str:
     return opts.torch_spec or f"torch=={job.torch_version}"
 
 
@@ -77,7 +81,7 @@ def _reachable(url: str, timeout: float = 8.0) -> bool:
     return index_reachable(url, timeout)
 
 
-def _index_args(job: Any, opts: Any) -> list[str]:
+def _index_args(job: Job, opts: BuildOptions) -> list[str]:
     """``--extra-index-url`` for torch: an explicit --torch-index-url always; the job's PyTorch
     index only when it answers (an unreachable index costs pip several retries per package)."""
     if opts.torch_index_url is not None:
@@ -104,7 +108,7 @@ def _index_args(job: Any, opts: Any) -> list[str]:
     return ["--extra-index-url", url] if url else []
 
 
-def install_torch(py: Path, job: Any, opts: Any) -> None:
+def install_torch(py: Path, job: Job, opts: BuildOptions) -> None:
     spec = _torch_spec(job, opts)
     index = _index_args(job, opts)
     say(
@@ -129,7 +133,16 @@ def install_torch(py: Path, job: Any, opts: Any) -> None:
     say(f"installed in {time.monotonic() - start:.0f} s")
 
 
-def torch_facts(py: Path) -> dict[str, Any]:
+class TorchFacts(TypedDict):
+    """What the build venv's torch says of itself."""
+
+    version: str
+    cuda: Optional[str]
+    cxx11_abi: bool
+    hip: Optional[str]
+
+
+def torch_facts(py: Path) -> TorchFacts:
     code = (
         "import json, torch; print(json.dumps({'version': torch.__version__, 'cuda': torch.version.cuda, "
         "'cxx11_abi': bool(torch._C._GLIBCXX_USE_CXX11_ABI), 'hip': getattr(torch.version, 'hip', None)}))"
@@ -139,13 +152,14 @@ def torch_facts(py: Path) -> dict[str, Any]:
         what="importing torch in the build venv",
         fix="The torch that pip installed does not import; try another --torch-spec.",
     )
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    facts: TorchFacts = json.loads(proc.stdout.strip().splitlines()[-1])
+    return facts
 
 
-def verify_torch(job: Any, facts: dict[str, Any], opts: Any) -> None:
+def verify_torch(job: Job, facts: TorchFacts, opts: BuildOptions) -> None:
     if getattr(job, "stable_abi", False):
         return _verify_stable_torch(job, facts)
-    variant = job.variant
+    variant = job.compiled_against  # a per-minor job compiles against its own variant
     try:
         v = Version(facts["version"])
     except InvalidVersion:
@@ -169,10 +183,11 @@ def verify_torch(job: Any, facts: dict[str, Any], opts: Any) -> None:
         )
 
 
-def _verify_stable_torch(job: Any, facts: dict[str, Any]) -> None:
+def _verify_stable_torch(job: Job, facts: TorchFacts) -> None:
     """A stable-ABI job compiles against any torch >= the target of the wheel's family: the
     planned one (job.torch_version), or another one given with --torch-spec (the C++ ABI does not matter)."""
     variant = job.variant
+    assert isinstance(variant, contract.StableVariant), f"{job.id} is not a stable-ABI job"
     try:
         v = Version(facts["version"])
     except InvalidVersion:
@@ -182,7 +197,7 @@ def _verify_stable_torch(job: Any, facts: dict[str, Any]) -> None:
     )
     problem = None if not facts.get("hip") else f"torch {facts['version']} is a ROCm build"
     problem = problem or variant.mismatch(facts["version"], facts["cuda"])
-    if problem is None and running.torch_minor != tuple(job.build_variant.torch_minor):
+    if problem is None and running.torch_minor != tuple(job.compiled_against.torch_minor):
         say(
             f"building {variant} against torch {facts['version']} instead of the planned {job.torch_version} "
             "(any torch >= the stable target of the wheel's family builds the same ABI)"

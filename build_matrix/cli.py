@@ -17,11 +17,15 @@ import sys
 import time
 import traceback
 from collections.abc import Sequence
-from typing import Any, Callable, NoReturn, Optional
+from typing import TYPE_CHECKING, Callable, NoReturn, Optional
 
 import causal_conv1d_contract as contract
 from build_matrix import errors
 from build_matrix.errors import BuildMatrixError, perhaps
+from causal_conv1d_contract.cli import bounded_int
+
+if TYPE_CHECKING:
+    from build_matrix.plan import Plan
 
 __all__ = ["main", "build_parser", "TRACEBACK_ENV"]
 
@@ -64,14 +68,12 @@ class _Parser(argparse.ArgumentParser):
         self.exit(errors.EXIT_USAGE, f"{self.prog}: error: {message}{hint}\n")
 
 
-def _shard_size(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid shard size (expected an integer 1..256): {text!r}") from None
-    if not 1 <= value <= 256:
-        raise argparse.ArgumentTypeError(f"invalid shard size (GitHub allows 1..256 jobs per matrix): {value}")
-    return value
+_shard_size = bounded_int(
+    1,
+    256,
+    "invalid shard size (expected an integer 1..256): {text!r}",
+    "invalid shard size (GitHub allows 1..256 jobs per matrix): {value}",
+)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -115,7 +117,7 @@ def _filters(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _plan(args: argparse.Namespace) -> Any:
+def _plan(args: argparse.Namespace) -> Plan:
     from build_matrix import compat
     from build_matrix.plan import make_plan
 

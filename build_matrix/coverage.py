@@ -9,14 +9,50 @@ builds a torch release has. ``job_counts(plan)`` compares the plan with its per-
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Optional, TypedDict
 
-from build_matrix.plan import Plan, make_plan
+from build_matrix.plan import Plan, PlanFilters, make_plan
 
 __all__ = ["table", "markdown", "job_counts"]
 
 
-def job_counts(plan: Plan) -> dict[str, Any]:
+class JobCounts(TypedDict):
+    per_minor: int
+    stable_abi: int
+    stable_jobs: int
+    saved: int
+
+
+class Cell(TypedDict, total=False):
+    """One platform of a row: ``covered`` (the job, its wheel, the CPythons it serves there) or
+    ``unavailable`` (``job`` None and the reason)."""
+
+    status: str
+    job: Optional[str]
+    wheel: str
+    pythons: list[str]
+    torch_version: str
+    stable_abi: bool
+    reason: str
+
+
+class Row(TypedDict, total=False):
+    torch: str
+    accel: str
+    variant: str
+    confidence: str
+    cells: dict[str, Cell]
+    note: str  # low-confidence data only: what is assumed
+
+
+class CoverageTable(TypedDict):
+    platforms: list[str]
+    abi3: bool
+    rows: list[Row]
+    jobs: JobCounts
+
+
+def job_counts(plan: Plan) -> JobCounts:
     """The job count of ``plan`` and of the same plan without stable-ABI jobs (one job per torch minor):
     ``{"per_minor": 133, "stable_abi": 70, "stable_jobs": 9, "saved": 63}``."""
     before = make_plan(plan.data, stable_abi=False, **_filters(plan))
@@ -29,12 +65,12 @@ def job_counts(plan: Plan) -> dict[str, Any]:
     }
 
 
-def _filters(plan: Plan) -> dict[str, Any]:
+def _filters(plan: Plan) -> PlanFilters:
     f = plan.filters
     return {"torch": f["torch"], "accels": f["accels"], "platforms": f["platforms"], "pythons": f["pythons"]}
 
 
-def table(plan: Plan) -> dict[str, Any]:
+def table(plan: Plan) -> CoverageTable:
     """``{"platforms": [...], "rows": [{"torch", "accel", "variant", "confidence", "cells": {platform: cell}}]}``;
     a row whose torch release data is low confidence (compat.toml) also has a ``note`` saying what is assumed."""
     platforms = list(dict.fromkeys(c.platform for c in plan.combinations))
@@ -47,7 +83,7 @@ def table(plan: Plan) -> dict[str, Any]:
         if c.job is not None:
             jobs[(c.torch, c.accel, c.platform)] = by_id[c.job]
             served.setdefault((c.torch, c.accel, c.platform), []).append(c.python)
-    rows = []
+    rows: list[Row] = []
     seen: set[tuple[str, str]] = set()
     for c in plan.combinations:
         key = (c.torch, c.accel)
@@ -57,7 +93,7 @@ def table(plan: Plan) -> dict[str, Any]:
         rel = plan.data.torch[c.torch]
         if c.accel not in rel.builds:
             continue
-        cells: dict[str, Any] = {}
+        cells: dict[str, Cell] = {}
         for plat in platforms:
             job = jobs.get((c.torch, c.accel, plat))
             if job is not None:
@@ -75,7 +111,7 @@ def table(plan: Plan) -> dict[str, Any]:
                 if rel.has_build(c.accel, plat):
                     reason = f"torch {c.torch} {c.accel} on {plat} ships for no CPython this wheel can serve"
                 cells[plat] = {"status": "unavailable", "job": None, "reason": reason}
-        row: dict[str, Any] = {
+        row: Row = {
             "torch": c.torch,
             "accel": c.accel,
             "variant": f"torch{c.torch}-{c.accel}",

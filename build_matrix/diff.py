@@ -9,19 +9,51 @@ status changed.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional, TypedDict, Union, cast
 
 from build_matrix import compat
 from build_matrix.errors import PlanFileError
-from build_matrix.plan import make_plan
+from build_matrix.plan import CombinationDict, JobDict, PlanDoc, make_plan
 
 __all__ = ["load_side", "diff_plans", "format_text"]
 
 _COMBO_KEY = ("torch", "accel", "python", "abi", "platform")
 
 
-def load_side(spec: str, *, data_path: Optional[str] = None) -> dict[str, Any]:
+class Change(TypedDict):
+    old: object
+    new: object
+
+
+#: A job's changes, field by field; ``environment``: by variable (a dict of Change).
+JobChanges = dict[str, Union[Change, dict[str, Change]]]
+
+
+class JobsDiff(TypedDict):
+    added: list[str]
+    removed: list[str]
+    changed: dict[str, JobChanges]
+
+
+class CombinationsDiff(TypedDict):
+    added: list[CombinationDict]
+    removed: list[CombinationDict]
+    newly_covered: list[CombinationDict]
+    no_longer_covered: list[CombinationDict]
+
+
+class _PlanDiff(TypedDict):
+    jobs: JobsDiff
+    combinations: CombinationsDiff
+
+
+class PlanDiff(_PlanDiff, total=False):
+    identical: bool  # set once both parts are known
+
+
+def load_side(spec: str, *, data_path: Optional[str] = None) -> PlanDoc:
     """A plan document from a plan JSON file, a data TOML file or ``current``."""
     if spec == "current":
         return make_plan(compat.load(data_path)).to_dict()
@@ -52,15 +84,18 @@ def load_side(spec: str, *, data_path: Optional[str] = None) -> dict[str, Any]:
             raise PlanFileError(
                 f"Invalid plan file (combinations[{i}] lacks one of {', '.join(_COMBO_KEY)}, status): {spec!r}"
             )
-    return doc
+    return cast(PlanDoc, doc)  # the fields the diff reads were checked above
 
 
-def _changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _changes(old: Mapping[str, object], new: Mapping[str, object]) -> JobChanges:
+    out: JobChanges = {}
     for key in sorted(set(old) | set(new)):
         if key == "environment":
-            eo, en = old.get(key) or {}, new.get(key) or {}
-            env = {k: {"old": eo.get(k), "new": en.get(k)} for k in sorted(set(eo) | set(en)) if eo.get(k) != en.get(k)}
+            eo = cast(Mapping[str, object], old.get(key) or {})
+            en = cast(Mapping[str, object], new.get(key) or {})
+            env: dict[str, Change] = {
+                k: {"old": eo.get(k), "new": en.get(k)} for k in sorted(set(eo) | set(en)) if eo.get(k) != en.get(k)
+            }
             if env:
                 out["environment"] = env
         elif old.get(key) != new.get(key):
@@ -68,18 +103,21 @@ def _changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def diff_plans(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+def diff_plans(old: PlanDoc, new: PlanDoc) -> PlanDiff:
     """``{"jobs": {"added", "removed", "changed"}, "combinations": {...}, "summary": {...}}``."""
-    old_jobs = {j["id"]: j for j in old["jobs"]}
-    new_jobs = {j["id"]: j for j in new["jobs"]}
-    changed = {}
+    old_jobs: dict[str, JobDict] = {j["id"]: j for j in old["jobs"]}
+    new_jobs: dict[str, JobDict] = {j["id"]: j for j in new["jobs"]}
+    changed: dict[str, JobChanges] = {}
     for jid in sorted(set(old_jobs) & set(new_jobs)):
         delta = _changes(old_jobs[jid], new_jobs[jid])
         if delta:
             changed[jid] = delta
-    old_c = {tuple(c[k] for k in _COMBO_KEY): c for c in old["combinations"]}
-    new_c = {tuple(c[k] for k in _COMBO_KEY): c for c in new["combinations"]}
-    newly_covered, no_longer_covered, added, removed = [], [], [], []
+    old_c = {_combo_key(c): c for c in old["combinations"]}
+    new_c = {_combo_key(c): c for c in new["combinations"]}
+    newly_covered: list[CombinationDict] = []
+    no_longer_covered: list[CombinationDict] = []
+    added: list[CombinationDict] = []
+    removed: list[CombinationDict] = []
     for key in new_c.keys() - old_c.keys():
         added.append(new_c[key])
     for key in old_c.keys() - new_c.keys():
@@ -91,10 +129,10 @@ def diff_plans(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         elif o["status"] == "covered" and n["status"] != "covered":
             no_longer_covered.append(n)
 
-    def order(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return sorted(items, key=lambda c: tuple(str(c[k]) for k in _COMBO_KEY))
+    def order(items: list[CombinationDict]) -> list[CombinationDict]:
+        return sorted(items, key=lambda c: tuple(str(v) for v in _combo_key(c)))
 
-    result: dict[str, Any] = {
+    result: PlanDiff = {
         "jobs": {
             "added": sorted(set(new_jobs) - set(old_jobs)),
             "removed": sorted(set(old_jobs) - set(new_jobs)),
@@ -111,11 +149,15 @@ def diff_plans(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _combo_line(c: dict[str, Any]) -> str:
+def _combo_key(c: CombinationDict) -> tuple[str, str, str, str, str]:
+    return c["torch"], c["accel"], c["python"], c["abi"], c["platform"]
+
+
+def _combo_line(c: CombinationDict) -> str:
     return f"torch {c['torch']} {c['accel']} py{c['python']} {c['abi']} {c['platform']}: {c['status']}"
 
 
-def format_text(d: dict[str, Any]) -> str:
+def format_text(d: PlanDiff) -> str:
     """A human-readable summary of :func:`diff_plans`."""
     if d["identical"]:
         return "plans are identical\n"
@@ -128,19 +170,20 @@ def format_text(d: dict[str, Any]) -> str:
         lines.append(f"  ~ {jid}")
         for key, value in delta.items():
             if key == "environment":
-                for var, ch in value.items():
+                for var, ch in cast(dict[str, Change], value).items():
                     lines.append(f"      {var}: {ch['old']!r} -> {ch['new']!r}")
             else:
-                lines.append(f"      {key}: {value['old']!r} -> {value['new']!r}")
+                field = cast(Change, value)
+                lines.append(f"      {key}: {field['old']!r} -> {field['new']!r}")
     c = d["combinations"]
     lines.append(
         f"combinations: +{len(c['added'])} -{len(c['removed'])}, newly covered {len(c['newly_covered'])}, "
         f"no longer covered {len(c['no_longer_covered'])}"
     )
-    for label, sign in (("newly_covered", "+"), ("no_longer_covered", "-")):
-        lines += [f"  {sign} {_combo_line(x)}" for x in c[label][:50]]
-        if len(c[label]) > 50:
-            lines.append(f"  ... {len(c[label]) - 50} more (use --format json)")
+    for sign, rows in (("+", c["newly_covered"]), ("-", c["no_longer_covered"])):
+        lines += [f"  {sign} {_combo_line(x)}" for x in rows[:50]]
+        if len(rows) > 50:
+            lines.append(f"  ... {len(rows) - 50} more (use --format json)")
     covered_added = [x for x in c["added"] if x["status"] == "covered"]
     lines += [f"  + {_combo_line(x)}" for x in covered_added[:50]]
     if len(covered_added) > 50:

@@ -19,7 +19,7 @@ import json
 import shlex
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import TypedDict
 
 from build_matrix.plan import Job, Plan
 
@@ -29,7 +29,32 @@ MAX_SHARD = 256  #: GitHub Actions' limit of jobs per matrix
 ENV_FORMATS = ("json", "shell", "github", "dotenv")
 
 
-def matrix_entry(job: Job) -> dict[str, Any]:
+class MatrixEntry(TypedDict):
+    """One ``include`` item (strings only: GitHub Actions matrix values)."""
+
+    id: str
+    variant: str
+    torch: str
+    accel: str
+    cuda: str
+    platform: str
+    os: str
+    arch: str
+    runs_on: str
+    python: str
+    oldest_torch: str
+    oldest_accel: str
+    stable_abi: str  # "true" | "false"
+    family: str
+
+
+class Shard(TypedDict):
+    name: str
+    count: int
+    include: list[MatrixEntry]
+
+
+def matrix_entry(job: Job) -> MatrixEntry:
     """One ``include`` item of a GitHub Actions matrix."""
     oldest = [v.split("-", 1) for v in job.serves]  # sorted by (torch minor, CUDA): first minor, its newest CUDA
     oldest_torch = oldest[0][0][len("torch") :]
@@ -52,19 +77,19 @@ def matrix_entry(job: Job) -> dict[str, Any]:
     }
 
 
-def shards(plan: Plan, *, size: int = MAX_SHARD) -> list[dict[str, Any]]:
+def shards(plan: Plan, *, size: int = MAX_SHARD) -> list[Shard]:
     """``[{"name": "shard-0", "count": n, "include": [...]}, ...]``; each shard has <= ``size`` jobs."""
     if not 1 <= size <= MAX_SHARD:
         raise ValueError(f"Invalid shard size (expected 1..{MAX_SHARD}): {size!r}")
     jobs = list(plan.jobs)
-    out: list[dict[str, Any]] = []
+    out: list[Shard] = []
     for i in range(0, len(jobs), size):
         chunk = [matrix_entry(j) for j in jobs[i : i + size]]
         out.append({"name": f"shard-{len(out)}", "count": len(chunk), "include": chunk})
     return out
 
 
-def github_output(shard_list: Sequence[dict[str, Any]]) -> str:
+def github_output(shard_list: Sequence[Shard]) -> str:
     """Lines for ``$GITHUB_OUTPUT``: ``shards=N`` and ``shard-K={"include": [...]}`` per shard."""
     lines = [f"shards={len(shard_list)}"]
     lines.append("names=" + json.dumps([s["name"] for s in shard_list], separators=(",", ":")))

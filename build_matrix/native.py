@@ -36,7 +36,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional, TypedDict
 
 import causal_conv1d_contract as contract
 from build_matrix import repair, wheelcheck
@@ -44,6 +44,10 @@ from build_matrix.binaries import find_cuobjdump
 from build_matrix.build_venv import ensure_venv, install_torch, say, torch_facts, verify_torch
 from build_matrix.errors import BuildError, CheckError
 from build_support import REPO_ROOT, toolchain
+from causal_conv1d_contract.cli import options_from_args
+
+if TYPE_CHECKING:
+    from build_matrix.plan import Job
 
 __all__ = [
     "BuildOptions",
@@ -89,7 +93,18 @@ class BuildReport:
     checks: list[dict[str, str]] = dataclasses.field(default_factory=list)
 
 
-def _preflight(py: Path, env: dict[str, str], build_dir: Path) -> dict[str, Any]:
+class Preflight(TypedDict):
+    """What ``toolchain.diagnose()`` found inside the build venv."""
+
+    report: str
+    env: dict[str, str]
+    fatal: list[str]
+    archs: Optional[str]
+    max_jobs: int
+    build_cuda: bool
+
+
+def _preflight(py: Path, env: dict[str, str], build_dir: Path) -> Preflight:
     """``build_support.toolchain.diagnose()`` run inside the build venv; fatal problems raise."""
     code = (
         "import json, sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path; "
@@ -104,7 +119,7 @@ def _preflight(py: Path, env: dict[str, str], build_dir: Path) -> dict[str, Any]
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-20:])
         raise BuildError(f"the build pre-flight (build_support.toolchain.diagnose) crashed:\n{tail}")
-    facts = json.loads(proc.stdout.strip().splitlines()[-1])
+    facts: Preflight = json.loads(proc.stdout.strip().splitlines()[-1])
     for line in facts["report"].splitlines():
         say(line)
     if facts["fatal"]:
@@ -225,7 +240,7 @@ def _compile(py: Path, env: dict[str, str], dist: Path, log: Path) -> float:
 
 
 def _build_env(
-    job: Any, opts: BuildOptions, tmp: Path, archs: Optional[str], jobs: int, threads: int
+    job: Job, opts: BuildOptions, tmp: Path, archs: Optional[str], jobs: int, threads: int
 ) -> dict[str, str]:
     env = dict(os.environ)
     for var in (contract.ENV_SKIP_CUDA_BUILD, contract.ENV_FORCE_CXX11_ABI, "PIP_REQUIRE_VIRTUALENV"):
@@ -278,7 +293,7 @@ def _check_tools() -> None:
         )
 
 
-def build_job(job: Any, opts: BuildOptions) -> BuildReport:
+def build_job(job: Job, opts: BuildOptions) -> BuildReport:
     """Build, repair, check and deliver one job's wheel; returns what happened (raises on failure)."""
     if sys.platform != "linux":
         raise BuildError(
@@ -456,16 +471,11 @@ def run(args: argparse.Namespace) -> int:
             f"is served by the stable-ABI job stable{contract.STABLE_TARGET[0]}.{contract.STABLE_TARGET[1]}-{job.family}-{job.platform}); "
             "building the per-minor (legacy op layer) wheel as asked"
         )
-    opts = BuildOptions(
+    opts = options_from_args(
+        BuildOptions,
+        args,
         out=args.out.resolve(),
-        torch_spec=args.torch_spec,
-        torch_index_url=args.torch_index_url,
-        cuda_archs=args.cuda_archs,
-        python=args.python,
         venv=args.venv.resolve() if args.venv else None,
-        max_jobs=args.max_jobs,
-        nvcc_threads=args.nvcc_threads,
-        keep_temp=args.keep_temp,
         report=args.report.resolve() if args.report else None,
     )
     report = build_job(job, opts)

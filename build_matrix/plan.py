@@ -35,7 +35,7 @@ import dataclasses
 import os
 import re
 from collections.abc import Sequence
-from typing import Any, Optional, Union
+from typing import Optional, TypedDict, Union, cast
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
@@ -69,6 +69,85 @@ ABI3_STATEMENT = (
 Filter = Union[str, Sequence[str], None]
 
 
+class CombinationDict(TypedDict):
+    """A combination in ``plan --format json``: :class:`Combination`'s fields."""
+
+    torch: str
+    accel: str
+    python: str
+    abi: str
+    platform: str
+    status: str
+    job: Optional[str]
+    reason: str
+
+
+class JobDict(TypedDict):
+    """A job in ``plan --format json`` (docs/build_matrix.md; :class:`Job`)."""
+
+    id: str
+    variant: str
+    torch: str
+    accel: str
+    platform: str
+    os: str
+    arch: str
+    runs_on: str
+    python: str
+    covers_pythons: list[str]
+    torch_version: str
+    torch_index_url: str
+    cuda: Optional[str]
+    cuda_archs: str
+    cxx11_abi: bool
+    manylinux: Optional[str]
+    wheel_platform: str
+    wheel_filename: str
+    cpp_std: str
+    environment: dict[str, str]
+    stable_abi: bool
+    family: str
+    requires_torch: str
+    serves: list[str]
+
+
+class PlanFilters(TypedDict):
+    """What the plan was narrowed to (None: everything)."""
+
+    torch: Optional[list[str]]
+    accels: Optional[list[str]]
+    platforms: Optional[list[str]]
+    pythons: Optional[list[str]]
+
+
+class PlanSummary(TypedDict):
+    combinations: int
+    covered: int
+    unavailable: int
+    jobs: int
+    per_python_jobs: int
+    jobs_saved_ratio: Optional[float]
+    abi3: str
+
+
+class PlanData(TypedDict):
+    path: str
+    updated: str
+
+
+class PlanDoc(TypedDict):
+    """``plan --format json``: the whole plan (schema in docs/build_matrix.md)."""
+
+    schema_version: int
+    generator: str
+    data: PlanData
+    filters: PlanFilters
+    abi3: str
+    summary: PlanSummary
+    jobs: list[JobDict]
+    combinations: list[CombinationDict]
+
+
 def python_tag(python: str) -> str:
     """``"3.10"`` -> ``"cp310"``, ``"3.13t"`` -> ``"cp313t"``."""
     major, minor, ft = compat.python_key(python)
@@ -96,8 +175,8 @@ class Combination:
     job: Optional[str]  # the covering job's id, or None
     reason: str  # why it is unavailable, or which wheel serves it
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    def to_dict(self) -> CombinationDict:
+        return cast(CombinationDict, dataclasses.asdict(self))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,7 +265,7 @@ class Job:
         """The one identifier ``cibuildwheel --print-build-identifiers`` must print for this job."""
         return self.environment["CIBW_BUILD"]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JobDict:
         return {
             "id": self.id,
             "variant": self.variant.name,
@@ -220,7 +299,7 @@ class Plan:
     """The result of :func:`make_plan`."""
 
     data: compat.CompatData
-    filters: dict[str, Any]
+    filters: PlanFilters
     combinations: list[Combination]
     jobs: list[Job]
 
@@ -257,7 +336,7 @@ class Plan:
             f"({stable.name}-*)."
         ), None
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> PlanSummary:
         covered = sum(1 for c in self.combinations if c.status == "covered")
         # Non-abi3 wheels would need one job per (variant, platform, CPython) for the same coverage.
         per_python = len({(c.torch, c.accel, c.platform, c.python) for c in self.combinations if c.status == "covered"})
@@ -271,7 +350,7 @@ class Plan:
             "abi3": ABI3_STATEMENT,
         }
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> PlanDoc:
         """The JSON document of ``plan --format json`` (schema in docs/build_matrix.md)."""
         return {
             "schema_version": SCHEMA_VERSION,
@@ -711,7 +790,7 @@ def make_plan(
                                     reason or "no CPython this job could build with",
                                 )
                             )
-    filters = {
+    filters: PlanFilters = {
         "torch": minors if torch is not None else None,
         "accels": accel_list if accels is not None else None,
         "platforms": platform_list if platforms is not None else None,

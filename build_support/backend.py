@@ -4,7 +4,7 @@
 
 - ``prepare_metadata_for_build_wheel``: runs the index-first step (build_support/prebuilt.py).
   A verified prebuilt wheel is re-labelled with the sdist's public version (``1.7.0`` instead of
-  ``1.7.0+cpu.torch2.13``; see ``prebuilt.restamp``: pip rejects a wheel built from an sdist whose
+  ``1.7.0+cpu.torch2.13``; see ``wheel_fetch.restamp``: pip rejects a wheel built from an sdist whose
   version differs from the sdist's as soon as it comes from pip's wheel cache), and its METADATA
   becomes the prepared metadata, so pip resolves exactly the Requires-Dist (torch pin) it installs.
   The wheel is kept next to the metadata for ``build_wheel``.
@@ -35,7 +35,8 @@ from typing import Any, Callable, Optional, TypeVar
 from setuptools import build_meta as _st
 
 import causal_conv1d_contract as contract
-from build_support import prebuilt
+from build_support import prebuilt, torch_target, wheel_fetch
+from causal_conv1d_contract.net import IndexClientError
 
 __all__ = [
     "get_requires_for_build_sdist",
@@ -94,12 +95,12 @@ def _stop_if_prebuilt_only(outcome: prebuilt.Outcome) -> None:
         return
     if prebuilt.settings_skip_reason():
         raise SystemExit(
-            f"causal-conv1d: {prebuilt.ENV_PREBUILT_ONLY}=TRUE (never compile) contradicts another setting: "
+            f"causal-conv1d: {contract.ENV_PREBUILT_ONLY}=TRUE (never compile) contradicts another setting: "
             f"{outcome.message.split(':', 1)[0]}. Unset one of them."
         )
     raise SystemExit(
-        f"causal-conv1d: {prebuilt.ENV_PREBUILT_ONLY}=TRUE and no verified prebuilt wheel is available "
-        f"({outcome.message}), so nothing is compiled. To compile instead, unset {prebuilt.ENV_PREBUILT_ONLY}; "
+        f"causal-conv1d: {contract.ENV_PREBUILT_ONLY}=TRUE and no verified prebuilt wheel is available "
+        f"({outcome.message}), so nothing is compiled. To compile instead, unset {contract.ENV_PREBUILT_ONLY}; "
         f"or point {contract.ENV_INDEX_URL} at an index that has the wheel (python -m causal_conv1d doctor)."
     )
 
@@ -114,7 +115,7 @@ def _expose_target_torch(outcome: Optional[prebuilt.Outcome]) -> None:
         pass
     info = outcome.torch if outcome is not None else None
     if info is None:
-        info, _why = prebuilt.find_target_torch()
+        info, _why = torch_target.find_target_torch()
     if info is not None and info.importable and info.location:
         site = str(Path(info.location).resolve().parent.parent)
         if site not in sys.path:
@@ -132,13 +133,13 @@ def _write_metadata_from_wheel(wheel: Path, metadata_directory: Path) -> str:
     with zipfile.ZipFile(wheel) as zf:
         dist_infos = {n.split("/", 1)[0] for n in zf.namelist() if n.split("/", 1)[0].endswith(".dist-info")}
         if len(dist_infos) != 1:
-            raise prebuilt.IndexError_(f"{wheel.name} has {len(dist_infos)} .dist-info directories")
+            raise IndexClientError(f"{wheel.name} has {len(dist_infos)} .dist-info directories")
         src = dist_infos.pop()
         metadata = zf.read(f"{src}/METADATA").decode("utf-8")
     msg = email.parser.Parser().parsestr(metadata)
     if msg.get("Version", "").split("+", 1)[0] != public:
-        raise prebuilt.IndexError_(f"{wheel.name} METADATA says Version {msg.get('Version')}")
-    lines = metadata.split("\n")  # prebuilt.restamp() already set the public version; make sure
+        raise IndexClientError(f"{wheel.name} METADATA says Version {msg.get('Version')}")
+    lines = metadata.split("\n")  # wheel_fetch.restamp() already set the public version; make sure
     for i, line in enumerate(lines):
         if not line.strip():
             break  # end of headers
@@ -163,7 +164,7 @@ def prepare_metadata_for_build_wheel(metadata_directory: str, config_settings: O
     if wheel is not None:
         try:
             name = _write_metadata_from_wheel(wheel, mdir)
-        except (prebuilt.IndexError_, OSError, KeyError, zipfile.BadZipFile) as exc:
+        except (IndexClientError, OSError, KeyError, zipfile.BadZipFile) as exc:
             prebuilt._fall_back(f"prebuilt wheel unusable ({exc})")
             wheel.unlink(missing_ok=True)
             outcome = prebuilt.Outcome(None, str(exc), outcome.variant, outcome.torch, outcome.torch_source)
@@ -203,7 +204,7 @@ def build_wheel(
         outcome = prebuilt.fetch_prebuilt(tmp)
         wheel = outcome.wheel
     if wheel is not None:
-        dest = prebuilt.copy_into(wheel, Path(wheel_directory))
+        dest = wheel_fetch.copy_into(wheel, Path(wheel_directory))
         shutil.rmtree(wheel.parent, ignore_errors=True)
         print(f"causal-conv1d: installing prebuilt {dest.name} (nothing compiled)", file=sys.stderr, flush=True)
         return dest.name

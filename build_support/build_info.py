@@ -27,10 +27,13 @@ import sysconfig
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 import causal_conv1d_contract as contract
 from build_support import REPO_ROOT
+
+if TYPE_CHECKING:
+    from setuptools import Command  # build_py / build_ext, whose distribution is read
 
 __all__ = ["collect", "write_record", "wrap_cmdclass", "source_commit", "platform_tag", "archs_from_extensions"]
 
@@ -66,14 +69,14 @@ def source_commit(root: Path = REPO_ROOT) -> Optional[str]:
     return f"{sha}-dirty" if sha and dirty else (sha or None)
 
 
-def _nvcc_flags(ext: Any) -> list[str]:
+def _nvcc_flags(ext: object) -> list[str]:
     args = getattr(ext, "extra_compile_args", None)
     if isinstance(args, Mapping):
         return [str(a) for a in args.get("nvcc", [])]
     return []
 
 
-def archs_from_extensions(extensions: Iterable[Any]) -> list[str]:
+def archs_from_extensions(extensions: Iterable[object]) -> list[str]:
     """The CUDA compute capabilities the extensions are compiled for, as ``["8.0", "9.0a", ...]``.
 
     Read from explicit ``-gencode`` flags; when there are none torch's build helper uses
@@ -97,14 +100,14 @@ def archs_from_extensions(extensions: Iterable[Any]) -> list[str]:
     return archs
 
 
-def has_cuda_sources(extensions: Iterable[Any]) -> bool:
+def has_cuda_sources(extensions: Iterable[object]) -> bool:
     return any(str(src).endswith(".cu") for ext in extensions for src in getattr(ext, "sources", []))
 
 
 _STABLE_DEFINE = "CAUSAL_CONV1D_STABLE_ABI=1"
 
 
-def is_stable_abi(extensions: Iterable[Any]) -> bool:
+def is_stable_abi(extensions: Iterable[object]) -> bool:
     """Whether the extensions' op layer is compiled on the LibTorch stable ABI (build_support/extension.py
     passes -DCAUSAL_CONV1D_STABLE_ABI=1 to the host compiler): read from the flags actually used."""
     for ext in extensions:
@@ -119,7 +122,7 @@ def _forced_abi() -> Optional[bool]:
     return contract.env_flag(contract.ENV_FORCE_CXX11_ABI)
 
 
-def collect(version: str, extensions: Iterable[Any] = (), plat_name: Optional[str] = None) -> contract.BuildRecord:
+def collect(version: str, extensions: Iterable[object] = (), plat_name: Optional[str] = None) -> contract.BuildRecord:
     """The build record of the build running now (imports torch)."""
     import torch  # noqa: PLC0415  (the build needs it importable anyway)
 
@@ -176,7 +179,7 @@ def _say(msg: str) -> None:
     print(f"causal-conv1d: {msg}", file=sys.stderr, flush=True)
 
 
-def _plat_name(cmd: Any) -> Optional[str]:
+def _plat_name(cmd: Command) -> Optional[str]:
     dist = cmd.distribution
     try:
         bdist = dist.get_command_obj("bdist_wheel", create=False)
@@ -185,7 +188,7 @@ def _plat_name(cmd: Any) -> Optional[str]:
     return getattr(bdist, "plat_name", None) if bdist is not None else None
 
 
-def _write_for(cmd: Any, dirs: Iterable[Path]) -> None:
+def _write_for(cmd: Command, dirs: Iterable[Path]) -> None:
     dist = cmd.distribution
     record = collect(dist.get_version(), dist.ext_modules or [], _plat_name(cmd))
     for d in dirs:
@@ -193,7 +196,7 @@ def _write_for(cmd: Any, dirs: Iterable[Path]) -> None:
         _say(f"build record {path} (variant {record['variant']}, with_cuda={record['with_cuda']})")
 
 
-def _source_package_dir(cmd: Any) -> Path:
+def _source_package_dir(cmd: Command) -> Path:
     build_py = cmd.get_finalized_command("build_py")
     return Path(build_py.get_package_dir(contract.DIST_NAME)).resolve()
 

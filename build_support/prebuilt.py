@@ -10,13 +10,14 @@ The steps, each in its own module (this one runs them and says what happened):
 3. Download, verify size and sha256, check the build record, re-label with the sdist's version:
    :mod:`build_support.wheel_fetch`.
 
-Any failure -> :class:`Outcome` with ``wheel=None`` and one line saying why, shown at the
+A failed step -> :class:`Outcome` with ``wheel=None`` and one line saying why, shown at the
 frontend's default verbosity (:func:`_tell_user`); the caller builds locally (or stops, when
 ``CAUSAL_CONV1D_PREBUILT_ONLY=TRUE``). Except a wheel whose sha256 or size differs from the
 index's (:class:`VerificationFailed`): the install stops with a message naming the file and both
 values. Stdlib + ``packaging`` only.
 
-``TIMEOUT_S`` and ``RETRIES`` are read when a lookup runs (tests and :func:`probe` change them).
+``TIMEOUT_S`` and ``RETRIES`` are read when a lookup runs (tests change them); :func:`probe` passes its
+own (one try, the doctor's timeout).
 """
 
 from __future__ import annotations
@@ -29,40 +30,15 @@ from pathlib import Path
 from typing import Optional
 
 import causal_conv1d_contract as contract
+from build_support import wheel_select
 from build_support.torch_probe import TorchInfo
-from build_support.torch_target import find_target_torch, in_pip_isolation, target_variant
-from build_support.wheel_fetch import VerificationFailed, copy_into, download, restamp
-from build_support.wheel_select import Candidate, fetch_candidates, lookups, parse_page, select
-from build_support.wheel_select import find_candidate as _find_candidate
+from build_support.torch_target import find_target_torch, target_variant
+from build_support.wheel_fetch import VerificationFailed, download, restamp
+from build_support.wheel_select import Candidate, lookups
 from causal_conv1d_contract import net
-from causal_conv1d_contract.net import IndexClientError as IndexError_
+from causal_conv1d_contract.net import IndexClientError
 
-__all__ = [
-    "ENV_PREBUILT_ONLY",
-    "Candidate",
-    "Outcome",
-    "IndexError_",
-    "find_target_torch",
-    "target_variant",
-    "index_base",
-    "fetch_candidates",
-    "select",
-    "download",
-    "fetch_prebuilt",
-    "settings_skip_reason",
-    "lookups",
-    "find_candidate",
-    "parse_page",
-    "restamp",
-    "copy_into",
-    "in_pip_isolation",
-    "probe",
-    "will_build_locally",
-    "VerificationFailed",
-]
-
-#: TRUE: never compile; stop with a message when no verified prebuilt wheel is available.
-ENV_PREBUILT_ONLY = contract.ENV_PREBUILT_ONLY
+__all__ = ["Outcome", "fetch_prebuilt", "settings_skip_reason", "probe", "will_build_locally"]
 
 
 def _timeout_from_env() -> float:
@@ -108,10 +84,6 @@ class Outcome:
     torch_source: Optional[str] = None
 
 
-def index_base() -> str:
-    return contract.index_base()
-
-
 def settings_skip_reason() -> Optional[str]:
     """Why the index must not be used for this build, or None."""
     if contract.env_flag(contract.ENV_FORCE_BUILD):
@@ -124,14 +96,15 @@ def settings_skip_reason() -> Optional[str]:
 
 
 def find_candidate(variant: contract.Variant, base: str) -> tuple[Optional[Candidate], str, list[str]]:
-    """(the wheel to use or None, the page it is on, why not: one line per page asked)."""
-    return _find_candidate(variant, base, timeout=TIMEOUT_S, retries=RETRIES)
+    """(the wheel to use or None, the page it is on, why not: one line per page asked), with this
+    module's TIMEOUT_S and RETRIES as they are now."""
+    return wheel_select.find_candidate(variant, base, timeout=TIMEOUT_S, retries=RETRIES)
 
 
 def _fall_back(reason: str) -> None:
     """Say why there is no prebuilt wheel and what happens next: compiling, or (PREBUILT_ONLY) the stop
     that the backend raises with this reason -- not both."""
-    if not contract.env_flag(ENV_PREBUILT_ONLY):  # else the stop message says the reason, once
+    if not contract.env_flag(contract.ENV_PREBUILT_ONLY):  # else the stop message says the reason, once
         _tell_user(f"{reason}; building locally")
 
 
@@ -144,10 +117,10 @@ def fetch_prebuilt(dest_dir: Path) -> Outcome:
         return Outcome(None, skip)
     info, why = find_target_torch()
     _say(f"target torch: {info.version or 'none'} -- {why}")
-    base = index_base()
+    base = contract.index_base()
     try:
         variant = target_variant(info)
-    except IndexError_ as exc:
+    except IndexClientError as exc:
         msg = f"no prebuilt wheel: {exc}"
         _fall_back(msg)
         return Outcome(None, msg, None, info, why)
@@ -158,7 +131,7 @@ def fetch_prebuilt(dest_dir: Path) -> Outcome:
     cand, page, misses = find_candidate(variant, base)
     try:
         if cand is None:
-            raise IndexError_("; ".join(misses))
+            raise IndexClientError("; ".join(misses))
         downloaded = download(
             cand,
             dest_dir / ".download",
@@ -173,7 +146,7 @@ def fetch_prebuilt(dest_dir: Path) -> Outcome:
     except VerificationFailed as exc:
         shutil.rmtree(dest_dir / ".download", ignore_errors=True)
         raise SystemExit(exc.stop_message(cand.sha256 if cand else None)) from None
-    except IndexError_ as exc:
+    except IndexClientError as exc:
         where = f" at {page}" if page else ""
         msg = f"no wheel for variant {variant.name}{where} ({exc})"
         _fall_back(msg)
@@ -193,9 +166,9 @@ def will_build_locally() -> bool:
     info, _why = find_target_torch()
     try:
         variant = target_variant(info)
-    except IndexError_:
+    except IndexClientError:
         return True
-    cand, _page, _misses = find_candidate(variant, index_base())
+    cand, _page, _misses = find_candidate(variant, contract.index_base())
     return cand is None
 
 
@@ -204,16 +177,10 @@ def probe(variant: contract.Variant, base: Optional[str] = None, timeout: float 
 
     (True/False, detail), or (None, why unknown) when the index cannot be reached. For doctor.
     """
-    global TIMEOUT_S, RETRIES
-    saved = TIMEOUT_S, RETRIES
-    TIMEOUT_S, RETRIES = timeout, 1
-    try:
-        cand, page, misses = find_candidate(variant, base or index_base())
-        if cand is not None:
-            return True, f"{page}: {cand.filename}"
-        if not misses:
-            return False, f"variant {variant.name} has no prebuilt wheels"
-        unreachable = all(": HTTP " not in m and ": no " not in m for m in misses)
-        return (None if unreachable else False), "; ".join(misses)
-    finally:
-        TIMEOUT_S, RETRIES = saved
+    cand, page, misses = wheel_select.find_candidate(variant, base or contract.index_base(), timeout=timeout, retries=1)
+    if cand is not None:
+        return True, f"{page}: {cand.filename}"
+    if not misses:
+        return False, f"variant {variant.name} has no prebuilt wheels"
+    unreachable = all(": HTTP " not in m and ": no " not in m for m in misses)
+    return (None if unreachable else False), "; ".join(misses)

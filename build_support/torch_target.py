@@ -14,7 +14,7 @@ from typing import Optional
 
 import causal_conv1d_contract as contract
 from build_support.torch_probe import TorchInfo, torch_info
-from causal_conv1d_contract.net import IndexClientError as IndexError_
+from causal_conv1d_contract.net import IndexClientError
 
 __all__ = ["in_pip_isolation", "find_target_torch", "target_variant"]
 
@@ -71,13 +71,13 @@ def _forced_abi() -> Optional[bool]:
 
 
 def target_variant(info: TorchInfo) -> contract.Variant:
-    """The variant for a torch (``contract.Variant``); raises IndexError_ when there is none."""
+    """The variant for a torch (``contract.Variant``); raises IndexClientError when there is none."""
     if not info.importable or not info.version:
-        raise IndexError_("no torch found to pick a variant for")
+        raise IndexClientError("no torch found to pick a variant for")
     if info.hip:
-        raise IndexError_(f"torch {info.version} is a ROCm build; no prebuilt wheels exist for ROCm")
+        raise IndexClientError(f"torch {info.version} is a ROCm build; no prebuilt wheels exist for ROCm")
     abi = _forced_abi()
     try:
         return contract.Variant.from_torch(info.version, info.cuda, info.cxx11_abi if abi is None else abi)
     except contract.InvalidVariant as exc:
-        raise IndexError_(str(exc)) from None
+        raise IndexClientError(str(exc)) from None

@@ -27,7 +27,7 @@ from typing import IO, Optional
 import causal_conv1d_contract as contract
 from build_support.wheel_select import Candidate
 from causal_conv1d_contract import net
-from causal_conv1d_contract.net import IndexClientError as IndexError_
+from causal_conv1d_contract.net import IndexClientError
 
 __all__ = ["VerificationFailed", "download", "restamp", "copy_into", "DOWNLOAD_DEADLINE_S"]
 
@@ -67,14 +67,14 @@ def _check_wheel(path: Path, variant: contract.BuildVariant) -> None:
         with zipfile.ZipFile(path) as zf:
             bad = zf.testzip()
             if bad is not None:
-                raise IndexError_(f"corrupt member {bad}")
+                raise IndexClientError(f"corrupt member {bad}")
             name = f"{contract.DIST_NAME}/{contract.BUILD_INFO_FILENAME}"
             if name in zf.namelist():
                 record = json.loads(zf.read(name))
                 if record.get("variant") != variant.name:
-                    raise IndexError_(f"its build record says variant {record.get('variant')}, not {variant.name}")
+                    raise IndexClientError(f"its build record says variant {record.get('variant')}, not {variant.name}")
     except (zipfile.BadZipFile, ValueError, OSError) as exc:
-        raise IndexError_(f"not a valid wheel ({exc})") from None
+        raise IndexClientError(f"not a valid wheel ({exc})") from None
 
 
 def download(
@@ -85,12 +85,12 @@ def download(
     timeout: float = net.DEFAULT_TIMEOUT_S,
     retries: int = 3,
 ) -> Path:
-    """Download, verify and atomically place ``c`` in dest_dir. Raises IndexError_."""
+    """Download, verify and atomically place ``c`` in dest_dir. Raises IndexClientError."""
     if not c.sha256:
-        raise IndexError_(f"the index publishes no sha256 for {c.filename}; refusing an unverifiable wheel")
+        raise IndexClientError(f"the index publishes no sha256 for {c.filename}; refusing an unverifiable wheel")
     scheme = urllib.parse.urlsplit(c.url).scheme
     if scheme not in ("file", "http", "https"):
-        raise IndexError_(f"unsupported URL scheme in {c.url}")
+        raise IndexClientError(f"unsupported URL scheme in {c.url}")
     dest_dir.mkdir(parents=True, exist_ok=True)
     final = dest_dir / c.filename
     last = "no attempt"
@@ -127,13 +127,13 @@ def download(
                     c.filename, c.url, "size", f"{c.size} bytes", f"{size}{'+' if size > c.size else ''} bytes", got
                 )
             if expected_len is not None and size != expected_len:
-                raise IndexError_(f"truncated download ({size} of {expected_len} bytes)")
+                raise IndexClientError(f"truncated download ({size} of {expected_len} bytes)")
             if got != c.sha256:
                 raise VerificationFailed(c.filename, c.url, "sha256", c.sha256, got, got)
             _check_wheel(tmp, variant)
             os.replace(tmp, final)
             return final
-        except IndexError_ as exc:
+        except IndexClientError as exc:
             last = str(exc)
         except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             last = net.describe(exc, timeout)
@@ -145,7 +145,7 @@ def download(
             break
         if attempt + 1 < retries:
             time.sleep(0.5 * (attempt + 1))
-    raise IndexError_(last)
+    raise IndexClientError(last)
 
 
 def _record_line(name: str, data: bytes) -> str:
@@ -176,7 +176,7 @@ def restamp(wheel: Path, dest_dir: Path, source_url: str, sha256: str) -> Path:
         with zipfile.ZipFile(wheel) as zin, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zout:
             names = zin.namelist()
             if f"{old_di}/METADATA" not in names:
-                raise IndexError_(f"{wheel.name} has no {old_di}/METADATA")
+                raise IndexClientError(f"{wheel.name} has no {old_di}/METADATA")
             for info in zin.infolist():
                 if info.filename == f"{old_di}/RECORD" or info.is_dir():
                     continue
@@ -199,7 +199,7 @@ def restamp(wheel: Path, dest_dir: Path, source_url: str, sha256: str) -> Path:
             )
         os.replace(tmp, out)
     except (zipfile.BadZipFile, KeyError, OSError) as exc:
-        raise IndexError_(f"cannot re-label {wheel.name}: {exc}") from None
+        raise IndexClientError(f"cannot re-label {wheel.name}: {exc}") from None
     finally:
         if tmp.exists():
             tmp.unlink()
@@ -214,7 +214,7 @@ def _set_version(metadata: bytes, version: str) -> bytes:
         if line.startswith("Version:"):
             lines[i] = f"Version: {version}"
             return "\n".join(lines).encode("utf-8")
-    raise IndexError_("METADATA has no Version header")
+    raise IndexClientError("METADATA has no Version header")
 
 
 def copy_into(wheel: Path, wheel_directory: Path) -> Path:

@@ -22,7 +22,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 import causal_conv1d_contract as contract
 from causal_conv1d_contract import net
-from causal_conv1d_contract.net import IndexClientError as IndexError_
+from causal_conv1d_contract.net import IndexClientError
 
 __all__ = ["Candidate", "parse_page", "fetch_candidates", "select", "lookups", "find_candidate"]
 
@@ -133,7 +133,7 @@ def find_candidate(
     for page, accepted in lookups(variant, base):
         try:
             cand, reason = select(fetch_candidates(page, timeout=timeout, retries=retries), accepted)
-        except IndexError_ as exc:
+        except IndexClientError as exc:
             reason, cand = str(exc), None
         if cand is not None:
             return cand, page, why

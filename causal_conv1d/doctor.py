@@ -34,7 +34,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-from typing import Any, Optional
+from typing import Optional, TypedDict
 
 import causal_conv1d_contract as contract
 from causal_conv1d_contract import commands as _commands
@@ -49,6 +49,100 @@ INDEX_TIMEOUT_S = 5.0
 STANDALONE = __package__ != contract.DIST_NAME
 #: doctor.pyz's record of the site that served it (index_site/doctor_app.py writes it).
 SITE_FILE = "site.json"
+
+
+class GpuInfo(TypedDict):
+    index: int
+    name: str
+    capability: str
+
+
+class TorchSection(TypedDict, total=False):
+    """``importable`` always; ``error`` when it is not; the rest when it is (``gpu_error`` when asking
+    CUDA for the GPUs failed)."""
+
+    importable: bool
+    error: str
+    version: str
+    cuda: Optional[str]
+    hip: Optional[str]
+    build: str
+    cxx11_abi: Optional[bool]
+    location: str
+    gpus: list[GpuInfo]
+    gpu_error: str
+
+
+class NvccSection(TypedDict):
+    path: Optional[str]
+    version: Optional[str]
+    cuda_home: Optional[str]
+
+
+class CompilerSection(TypedDict):
+    path: Optional[str]
+    version: Optional[str]
+
+
+class RecordSection(TypedDict, total=False):
+    """The build record and how it compares with the running torch (``error``: a damaged record;
+    ``kind``: a record that was read)."""
+
+    path: Optional[str]
+    status: str
+    error: str
+    record: Optional[contract.BuildRecord]
+    mismatches: list[str]
+    kind: str
+    limitation: Optional[str]
+
+
+class InstallSection(TypedDict):
+    installed_version: Optional[str]
+    prebuilt: Optional[dict[str, object]]  # PREBUILT.json of a wheel the sdist found on the index
+
+
+class ImportSection(TypedDict, total=False):
+    ok: bool
+    error: Optional[str]
+    build_mismatch: bool
+    installed: bool  # only when False: doctor.pyz found no installed package
+
+
+class IndexResult(TypedDict, total=False):
+    url: str
+    has_wheel: Optional[bool]
+    wheel: Optional[str]
+    detail: Optional[str]
+    also_checked: str  # the torch minor's own page, asked too when the family page had no wheel
+
+
+# ``collect()``: what ``--json`` prints, key for key (functional form: ``import`` is a keyword).
+_Report = TypedDict(
+    "_Report",
+    {
+        "python": str,
+        "platform": str,
+        "machine": str,
+        "torch": TorchSection,
+        "nvcc": NvccSection,
+        "compiler": CompilerSection,
+        "build_record": RecordSection,
+        "installed": InstallSection,
+        "import": ImportSection,
+        "variant": Optional[str],
+        "wheel_variant": Optional[str],
+        "wheel_kind": Optional[str],
+        "index": Optional[IndexResult],
+        "commands": Optional[dict[str, str]],
+        "notes": list[str],
+        "problems": list[str],
+    },
+)
+
+
+class Report(_Report, total=False):
+    index_base: str  # the site asked (set once the settings are read)
 
 
 def _site_base() -> str:
@@ -85,14 +179,14 @@ def _run(cmd: list[str], timeout: float = 20) -> Optional[str]:
     return (out.stdout or out.stderr).strip() or None
 
 
-def torch_section() -> dict[str, Any]:
+def torch_section() -> TorchSection:
     try:
         import torch  # noqa: PLC0415
     except Exception as exc:  # noqa: BLE001  (a broken torch raises all sorts)
         return {"importable": False, "error": f"{type(exc).__name__}: {exc}"}
     abi = getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", None)
     hip = getattr(torch.version, "hip", None)
-    info: dict[str, Any] = {
+    info: TorchSection = {
         "importable": True,
         "version": str(torch.__version__),
         "cuda": torch.version.cuda,
@@ -114,7 +208,7 @@ def torch_section() -> dict[str, Any]:
     return info
 
 
-def nvcc_section() -> dict[str, Any]:
+def nvcc_section() -> NvccSection:
     nvcc = None
     for var in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(var):
@@ -132,7 +226,7 @@ def nvcc_section() -> dict[str, Any]:
     return {"path": nvcc, "version": m.group(1) if m else None, "cuda_home": os.environ.get("CUDA_HOME")}
 
 
-def compiler_section() -> dict[str, Any]:
+def compiler_section() -> CompilerSection:
     if os.name == "nt":
         cl = shutil.which("cl")
         return {"path": cl, "version": None if cl else None}
@@ -144,7 +238,7 @@ def compiler_section() -> dict[str, Any]:
     return {"path": path, "version": out.splitlines()[0] if out else None}
 
 
-def record_section(torch_info: dict[str, Any]) -> dict[str, Any]:
+def record_section(torch_info: TorchSection) -> RecordSection:
     where = _installed_package_dir() if STANDALONE else None
     if STANDALONE and where is None:
         return {"path": None, "status": "not installed", "record": None, "mismatches": [], "limitation": None}
@@ -186,7 +280,7 @@ def record_section(torch_info: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def install_section() -> dict[str, Any]:
+def install_section() -> InstallSection:
     from importlib import metadata  # noqa: PLC0415
 
     try:
@@ -202,7 +296,7 @@ def install_section() -> dict[str, Any]:
     return {"installed_version": dist.version, "prebuilt": prebuilt}
 
 
-def import_section() -> dict[str, Any]:
+def import_section() -> ImportSection:
     if STANDALONE and _installed_package_dir() is None:
         return {"ok": False, "error": None, "build_mismatch": False, "installed": False}
     pkg = sys.modules.get("causal_conv1d")
@@ -218,7 +312,7 @@ def import_section() -> dict[str, Any]:
     return {"ok": True, "error": None, "build_mismatch": False}
 
 
-def _import_failure(err: BaseException) -> dict[str, Any]:
+def _import_failure(err: BaseException) -> ImportSection:
     """``build_mismatch``: the guard refused the build (its reasons and fix are reported once, as problems)."""
     # by name: doctor.pyz's _guard is another module than the installed package's, whose error this is
     mismatch = any(cls.__name__ == _guard.BuildMismatch.__name__ for cls in type(err).__mro__)
@@ -268,13 +362,13 @@ def index_check(
     base: str,
     timeout: float = INDEX_TIMEOUT_S,
     accept: Optional[tuple[contract.BuildVariant, ...]] = None,
-) -> dict[str, Any]:
+) -> IndexResult:
     """One GET of the variant's project page (``causal_conv1d_contract.net``: proxies from the
     environment, file:// read directly): is this version's wheel there for this platform?
     ``accept``: the wheel variants that count (default: ``variant`` itself)."""
     accept = (variant,) if accept is None else accept
     url = contract.project_page_url(base, variant)
-    result: dict[str, Any] = {"url": url, "has_wheel": None, "wheel": None, "detail": None}
+    result: IndexResult = {"url": url, "has_wheel": None, "wheel": None, "detail": None}
     try:
         resp = net.fetch_page(
             url, accept=net.ACCEPT_HTML, timeout=timeout, retries=1, user_agent="causal-conv1d-doctor"
@@ -308,7 +402,7 @@ def index_check(
 
 def find_wheel(
     wanted: contract.BuildVariant, variant: contract.Variant, base: str
-) -> tuple[dict[str, Any], contract.BuildVariant]:
+) -> tuple[IndexResult, contract.BuildVariant]:
     """(index result, page variant). For torch >= 2.10 the family page (``whl/stable2.10-cu13/``) first;
     when it has no wheel, the torch minor's own page, where the stable wheel or a per-minor wheel of
     that exact variant both count (a site from before stable wheels). Two requests at most."""
@@ -379,9 +473,9 @@ def _wheel_kind(wanted: contract.BuildVariant) -> str:
     return f"per torch minor: torch {wanted.torch} only"
 
 
-def collect(check_index: bool = True) -> dict[str, Any]:
+def collect(check_index: bool = True) -> Report:
     t = torch_section()
-    report: dict[str, Any] = {
+    report: Report = {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "machine": platform.machine(),
@@ -460,7 +554,7 @@ def collect(check_index: bool = True) -> dict[str, Any]:
     return report
 
 
-def _import_line(r: dict[str, Any]) -> str:
+def _import_line(r: Report) -> str:
     imp = r["import"]
     if imp["ok"]:
         return "ok"
@@ -471,7 +565,7 @@ def _import_line(r: dict[str, Any]) -> str:
     return f"FAILS: {imp['error']}"
 
 
-def format_text(r: dict[str, Any]) -> str:
+def format_text(r: Report) -> str:
     t = r["torch"]
     lines = [f"python      {r['python']} on {r['platform']}"]
     if t.get("importable"):

@@ -15,7 +15,7 @@ vLLM's kernels can be mixed on one cache. Differences, all on the side of doing 
   does not synchronise either.
 * ``validate_data=True`` checks every index value on the host (``validate=True`` of
   :mod:`causal_conv1d.varlen`); shapes, dtypes and devices are always checked.
-* Any layouts and strides of x and the cache; widths 2..8 (tree drafts included); index tensors
+* Every layout and stride of x and the cache; widths 2..8 (tree drafts included); index tensors
   longer than the batch.
 * An argument these ops cannot honour raises instead of being ignored: an unknown ``activation``
   string (vLLM's prefill treats it as no activation), prefix-caching tensors without
@@ -27,7 +27,7 @@ x of any dtype is cast to the cache's dtype and the result returned in x's dtype
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Optional, Union
 
 import torch
 
@@ -79,7 +79,7 @@ def causal_conv1d_fn(
     initial_state_idx: Optional[Tensor] = None,
     num_computed_tokens: Optional[Tensor] = None,
     block_size_to_align: int = 0,
-    metadata: Any = None,
+    metadata: object = None,
     validate_data: bool = False,
 ) -> Tensor:
     """vLLM's ``causal_conv1d_fn``: the prefill over a packed batch, x (dim, cu_seq_len); out has x's shape

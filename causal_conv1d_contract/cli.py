@@ -1,5 +1,5 @@
 """What the command-line tools share: the base class of their user-facing errors with its exit codes,
-and the step from parsed arguments to an options dataclass.
+the step from parsed arguments to an options dataclass, and integer arguments within bounds.
 
 ``python -m build_matrix``, ``python -m index_site`` and ``python -m release`` each define their
 error families as subclasses of :class:`ToolError` (``build_matrix/errors.py``, ``index_site/errors.py``,
@@ -10,9 +10,17 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from typing import Any, TypeVar
+from typing import Callable, Optional, TypeVar
 
-__all__ = ["EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE", "EXIT_INTERRUPTED", "ToolError", "options_from_args"]
+__all__ = [
+    "EXIT_OK",
+    "EXIT_FAILURE",
+    "EXIT_USAGE",
+    "EXIT_INTERRUPTED",
+    "ToolError",
+    "options_from_args",
+    "bounded_int",
+]
 
 EXIT_OK = 0
 EXIT_FAILURE = 1  #: a failure with a message (a tool's families may use codes of their own)
@@ -29,7 +37,7 @@ class ToolError(Exception):
     exit_code = EXIT_FAILURE
 
 
-def options_from_args(cls: type[T], args: argparse.Namespace, **overrides: Any) -> T:
+def options_from_args(cls: type[T], args: argparse.Namespace, **overrides: object) -> T:
     """An instance of the dataclass ``cls`` whose fields take the parsed arguments of the same name
     (``overrides`` first: a field whose value needs converting); fields the arguments do not name
     keep their defaults."""
@@ -39,6 +47,22 @@ def options_from_args(cls: type[T], args: argparse.Namespace, **overrides: Any) 
     unknown = sorted(set(overrides) - {f.name for f in dataclasses.fields(cls)})
     if unknown:
         raise TypeError(f"options_from_args: {cls.__name__} has no field(s) {', '.join(unknown)}")
-    values = {f.name: parsed[f.name] for f in dataclasses.fields(cls) if f.init and f.name in parsed}
+    values: dict[str, object] = {f.name: parsed[f.name] for f in dataclasses.fields(cls) if f.init and f.name in parsed}
     values.update(overrides)
     return cls(**values)
+
+
+def bounded_int(low: int, high: Optional[int], not_an_int: str, out_of_range: str) -> Callable[[str], int]:
+    """An argparse ``type``: an integer from ``low`` to ``high`` (None: no upper bound). The messages are
+    formatted with ``text`` (the argument as given) and ``value`` (the integer read)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(not_an_int.format(text=text)) from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(out_of_range.format(value=value))
+        return value
+
+    return parse

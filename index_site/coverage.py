@@ -80,7 +80,7 @@ def _parse(name: str) -> contract.BuildVariant:
     return contract.parse_build_variant(name)
 
 
-def variant_sort_key(name: str) -> Any:
+def variant_sort_key(name: str) -> tuple[int, tuple[int, ...], int, str]:
     """Newest torch first; within a torch, CUDA builds newest first, CPU last; stable family pages
     (every torch >= their target) before them all, cu13, cu12, cpu."""
     v = _parse(name)

@@ -33,15 +33,22 @@ class IndexSiteError(ToolError):
     exit_code = 1
 
 
-class BadInputError(IndexSiteError):
+class _ProblemsError(IndexSiteError):
+    """A failure made of problems: the message is a summary line, then one problem a line."""
+
+    def __init__(self, problems: list[Problem], summary: str) -> None:
+        self.problems = list(problems)
+        lines = "\n".join(f"  {p}" for p in self.problems)
+        super().__init__(f"{summary}:\n{lines}")
+
+
+class BadInputError(_ProblemsError):
     """Bad inputs were found and ``--strict`` makes them a failure (nothing was written)."""
 
     exit_code = 1
 
     def __init__(self, problems: list[Problem]) -> None:
-        self.problems = list(problems)
-        lines = "\n".join(f"  {p}" for p in self.problems)
-        super().__init__(f"{len(self.problems)} bad input(s) and --strict is set; the site was not changed:\n{lines}")
+        super().__init__(problems, f"{len(problems)} bad input(s) and --strict is set; the site was not changed")
 
 
 class ManifestError(IndexSiteError):
@@ -56,12 +63,10 @@ class PublishConflict(IndexSiteError):
     exit_code = 3
 
 
-class VerifyFailed(IndexSiteError):
+class VerifyFailed(_ProblemsError):
     """``verify`` found links that do not resolve or files that do not match."""
 
     exit_code = 1
 
     def __init__(self, problems: list[Problem]) -> None:
-        self.problems = list(problems)
-        lines = "\n".join(f"  {p}" for p in self.problems)
-        super().__init__(f"verify found {len(self.problems)} problem(s):\n{lines}")
+        super().__init__(problems, f"verify found {len(problems)} problem(s)")

@@ -6,7 +6,8 @@ __all__ = ["HTML_API_VERSION", "JSON_API_VERSION", "render_pages"]
 
 import functools
 import json
-from typing import Any
+from collections.abc import Sequence
+from typing import TypedDict, Union
 
 import jinja2
 from packaging.version import Version
@@ -49,7 +50,7 @@ def _env() -> jinja2.Environment:
     )
 
 
-def _json(doc: Any) -> bytes:
+def _json(doc: object) -> bytes:
     # compact: the C encoder (indent= falls back to the slow pure-Python one); sorted keys: reproducible
     return (json.dumps(doc, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
@@ -59,8 +60,30 @@ def _href(entry: Entry) -> str:
     return entry.url if not entry.is_relative else _PROJECT_PAGE_TO_ROOT + entry.url
 
 
-def _yanked_json(entry: Entry | SdistEntry) -> Any:
+def _yanked_json(entry: Entry | SdistEntry) -> Union[bool, str]:
     return False if entry.yanked is None else (entry.yanked or True)
+
+
+def _pep691_file(e: Entry | SdistEntry, url: str) -> dict[str, object]:
+    """A file of a PEP 691 project page (a wheel's adds its core metadata)."""
+    return {
+        "filename": e.filename,
+        "url": url,
+        "hashes": {"sha256": e.sha256},
+        **({"requires-python": e.requires_python} if e.requires_python else {}),
+        "yanked": _yanked_json(e),
+        "size": e.size,
+        "upload-time": e.upload_time,
+    }
+
+
+def _pep691_page(entries: Sequence[Entry | SdistEntry], files: list[dict[str, object]]) -> dict[str, object]:
+    return {
+        "meta": {"api-version": JSON_API_VERSION},
+        "name": contract.PROJECT_NAME,
+        "versions": sorted({e.version for e in entries}, key=Version),
+        "files": files,
+    }
 
 
 def _project_pages(variant: str, entries: list[Entry]) -> dict[str, bytes]:
@@ -81,25 +104,15 @@ def _project_pages(variant: str, entries: list[Entry]) -> dict[str, bytes]:
         .get_template("project.html")
         .render(api_version=HTML_API_VERSION, project=contract.PROJECT_NAME, variant=variant, files=files)
     )
-    doc = {
-        "meta": {"api-version": JSON_API_VERSION},
-        "name": contract.PROJECT_NAME,
-        "versions": sorted({e.version for e in entries}, key=Version),
-        "files": [
-            {
-                "filename": e.filename,
-                "url": _href(e),
-                "hashes": {"sha256": e.sha256},
-                **({"requires-python": e.requires_python} if e.requires_python else {}),
-                "core-metadata": {"sha256": e.metadata_sha256},
-                "dist-info-metadata": {"sha256": e.metadata_sha256},
-                "yanked": _yanked_json(e),
-                "size": e.size,
-                "upload-time": e.upload_time,
-            }
-            for e in entries
-        ],
-    }
+    json_files: list[dict[str, object]] = [
+        {
+            **_pep691_file(e, _href(e)),
+            "core-metadata": {"sha256": e.metadata_sha256},
+            "dist-info-metadata": {"sha256": e.metadata_sha256},
+        }
+        for e in entries
+    ]
+    doc = _pep691_page(entries, json_files)
     return {base + "index.html": html.encode("utf-8"), base + "index.json": _json(doc)}
 
 
@@ -123,23 +136,7 @@ def _source_pages(sdists: list[SdistEntry]) -> dict[str, bytes]:
     env = _env()
     page = root + contract.PROJECT_NAME + "/"
     label = "source distributions"
-    doc = {
-        "meta": {"api-version": JSON_API_VERSION},
-        "name": contract.PROJECT_NAME,
-        "versions": sorted({e.version for e in sdists}, key=Version),
-        "files": [
-            {
-                "filename": e.filename,
-                "url": href[e.filename],
-                "hashes": {"sha256": e.sha256},
-                **({"requires-python": e.requires_python} if e.requires_python else {}),
-                "yanked": _yanked_json(e),
-                "size": e.size,
-                "upload-time": e.upload_time,
-            }
-            for e in sdists
-        ],
-    }
+    doc = _pep691_page(sdists, [_pep691_file(e, href[e.filename]) for e in sdists])
     roots = {"meta": {"api-version": JSON_API_VERSION}, "projects": [{"name": contract.PROJECT_NAME}]}
     return {
         root + "index.html": env.get_template("root.html")
@@ -228,7 +225,24 @@ def _reason_keys(cells: dict[tuple[str, str], Cell], platforms: list[str], varia
     return keys
 
 
-def _variant_commands(site_url: str, variant_name: str) -> dict[str, Any]:
+class VariantCommands(TypedDict):
+    """What the landing page offers for one variant: the wheel's install commands, and from source."""
+
+    wheel: dict[str, str]
+    source: dict[str, str]
+
+
+class AccelChoice(TypedDict):
+    """One accelerator button of a torch row of the landing page."""
+
+    id: str
+    label: str
+    variant: str
+    pytorch: str
+    stable: bool
+
+
+def _variant_commands(site_url: str, variant_name: str) -> VariantCommands:
     """A torch minor's commands: torch ``==X.Y.*`` from PyTorch's index of the build and our wheel
     from the minor's page (for torch >= 2.10 that page links the family's stable-ABI wheel)."""
     v = contract.Variant.parse(variant_name)
@@ -239,7 +253,7 @@ def _variant_commands(site_url: str, variant_name: str) -> dict[str, Any]:
     }
 
 
-def _stable_commands(site_url: str, sv: contract.StableVariant, newer: str, torch_accel: str) -> dict[str, Any]:
+def _stable_commands(site_url: str, sv: contract.StableVariant, newer: str, torch_accel: str) -> VariantCommands:
     """The "X.Y or newer" entry's commands: torch ``>=X.Y`` from PyTorch's index of the family's newest
     build and our wheel from the family page, which serves every torch >= its target."""
     spec = f">={newer}"
@@ -256,8 +270,8 @@ def _landing(entries: list[Entry], rows: list[CoverageRow], site_url: str, sdist
     per_minor = [n for n in variants if not _is_stable(n)]
     stable = [contract.StableVariant.parse(n) for n in variants if _is_stable(n)]
     newer = _newer_torch(per_minor, stable) if stable else None
-    torch_accels: dict[str, list[dict[str, Any]]] = {}
-    commands: dict[str, Any] = {}
+    torch_accels: dict[str, list[AccelChoice]] = {}
+    commands: dict[str, VariantCommands] = {}
     if newer is not None:  # any torch newer than the site knows: the stable family pages
         torch_accels[newer] = []
         # every family the data has a torch >= the stable target of, with a wheel published or not: a

@@ -16,8 +16,8 @@ from packaging.utils import canonicalize_name
 
 import causal_conv1d_contract as contract
 from causal_conv1d_contract import sdist as sdist_contract
-from index_site.errors import Problem, PublishConflict
-from index_site.wheels import WheelProblem, sha256_file
+from index_site.errors import Problem
+from index_site.wheels import WheelProblem, add_input, sha256_file
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,11 +78,5 @@ def scan_sdists(directory: Path) -> tuple[list[SdistFile], list[Problem]]:
             except WheelProblem as exc:
                 problems.append(Problem(str(path), f"{exc}; skipped"))
                 continue
-            previous = found.get(fname)
-            if previous is not None and previous.sha256 != sd.sha256:
-                raise PublishConflict(
-                    f"two different files named {fname!r} among the inputs: {str(previous.path)!r} "
-                    f"(sha256 {previous.sha256}) and {str(path)!r} (sha256 {sd.sha256}); remove one"
-                )
-            found.setdefault(fname, sd)
+            add_input(found, fname, sd)
     return [found[k] for k in sorted(found)], problems

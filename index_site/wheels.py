@@ -9,7 +9,7 @@ import hashlib
 import os
 import zipfile
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Protocol, TypeVar
 
 from packaging.metadata import Metadata, parse_email
 from packaging.utils import canonicalize_name
@@ -109,6 +109,28 @@ def inspect_wheel(path: Path) -> WheelFile:
     )
 
 
+class _Input(Protocol):
+    @property
+    def path(self) -> Path: ...
+    @property
+    def sha256(self) -> str: ...
+
+
+_I = TypeVar("_I", bound=_Input)
+
+
+def add_input(found: dict[str, _I], fname: str, item: _I) -> None:
+    """Record an input file by name; the same name twice is fine when the contents are the same, and
+    a PublishConflict when they differ."""
+    previous = found.get(fname)
+    if previous is not None and previous.sha256 != item.sha256:
+        raise PublishConflict(
+            f"two different files named {fname!r} among the inputs: {str(previous.path)!r} "
+            f"(sha256 {previous.sha256}) and {str(item.path)!r} (sha256 {item.sha256}); remove one"
+        )
+    found.setdefault(fname, item)
+
+
 def scan_wheels(directory: Path) -> tuple[list[WheelFile], list[Problem]]:
     """All wheels under ``directory`` (recursively, in sorted order) and the problems found.
 
@@ -136,11 +158,5 @@ def scan_wheels(directory: Path) -> tuple[list[WheelFile], list[Problem]]:
             except OSError as exc:
                 problems.append(Problem(str(path), f"cannot read ({exc.strerror or exc}); skipped"))
                 continue
-            previous = found.get(fname)
-            if previous is not None and previous.sha256 != wheel.sha256:
-                raise PublishConflict(
-                    f"two different files named {fname!r} among the inputs: {str(previous.path)!r} "
-                    f"(sha256 {previous.sha256}) and {str(path)!r} (sha256 {wheel.sha256}); remove one"
-                )
-            found.setdefault(fname, wheel)
+            add_input(found, fname, wheel)
     return [found[k] for k in sorted(found)], problems

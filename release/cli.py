@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from causal_conv1d_contract.cli import options_from_args
+from causal_conv1d_contract.cli import bounded_int, options_from_args
 from release import gha
 from release.errors import EXIT_STEP, ReleaseError, UsageError
 
@@ -22,24 +22,8 @@ def _csv(value: str) -> tuple[str, ...]:
     return items
 
 
-def _port(value: str) -> int:
-    try:
-        port = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {value!r}") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"port out of range 0..65535: {port}")
-    return port
-
-
-def _positive(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {n}")
-    return n
+_port = bounded_int(0, 65535, "not a port number: {text!r}", "port out of range 0..65535: {value}")
+_positive = bounded_int(1, None, "not a number: {text!r}", "must be at least 1: {value}")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -219,8 +203,7 @@ def _cmd_summary(args: argparse.Namespace) -> int:
         bad = [
             i
             for i in ids
-            if results.get(i, {}).get("build", {}).get("outcome") != "success"
-            or results.get(i, {}).get("test", {}).get("outcome") == "failure"
+            if gha.outcome(results, i, "build") != "success" or gha.outcome(results, i, "test") == "failure"
         ]
         if bad:
             print(f"{len(bad)} job(s) failed or have no result: {', '.join(bad[:10])}", file=sys.stderr)

@@ -12,19 +12,33 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional, TypedDict
 
 from release.errors import UsageError
-from release.select import plan_jobs
+from release.select import PlanJSON, plan_jobs
 
 __all__ = ["result_record", "load_results", "summary_markdown", "append_lines", "read_json"]
 
 _OUTCOMES = ("success", "failure", "cancelled", "skipped")
 
 
+class ResultRecord(TypedDict):
+    """One job's outcome of one stage, as the workflow's jobs write it (``record-result``)."""
+
+    id: str
+    stage: str  # build | test
+    outcome: str  # one of _OUTCOMES
+    wheels: list[str]
+    seconds: Optional[float]
+
+
+#: ``{job id: {stage: record}}``
+Results = dict[str, dict[str, ResultRecord]]
+
+
 def result_record(
     job_id: str, stage: str, outcome: str, *, wheel_dir: Optional[Path] = None, seconds: Optional[float] = None
-) -> dict[str, Any]:
+) -> ResultRecord:
     if stage not in ("build", "test"):
         raise UsageError(f"Invalid --stage {stage!r}: build or test")
     if outcome not in _OUTCOMES:
@@ -33,9 +47,9 @@ def result_record(
     return {"id": job_id, "stage": stage, "outcome": outcome, "wheels": wheels, "seconds": seconds}
 
 
-def load_results(results_dir: Path) -> dict[str, dict[str, dict[str, Any]]]:
+def load_results(results_dir: Path) -> Results:
     """``{job id: {stage: record}}`` from every ``*.json`` under ``results_dir``."""
-    found: dict[str, dict[str, dict[str, Any]]] = {}
+    found: Results = {}
     if not results_dir.is_dir():
         return found
     for path in sorted(results_dir.rglob("*.json")):
@@ -47,19 +61,30 @@ def load_results(results_dir: Path) -> dict[str, dict[str, dict[str, Any]]]:
     return found
 
 
+def stage_record(results: Mapping[str, Mapping[str, ResultRecord]], job_id: str, stage: str) -> Optional[ResultRecord]:
+    """The record of one job's stage, or None when there is none."""
+    by_stage = results.get(job_id)
+    return by_stage.get(stage) if by_stage is not None else None
+
+
+def outcome(results: Mapping[str, Mapping[str, ResultRecord]], job_id: str, stage: str) -> Optional[str]:
+    """``success`` / ``failure`` / ... of one job's stage; None without a record."""
+    rec = stage_record(results, job_id, stage)
+    return rec.get("outcome") if rec is not None else None
+
+
 _ICON = {"success": "✅ built", "failure": "❌ failed", "cancelled": "⚪ cancelled", "skipped": "⚪ skipped"}
 _TEST_ICON = {"success": "✅ passed", "failure": "❌ failed", "cancelled": "⚪ cancelled", "skipped": "⚪ skipped"}
 
 
-def summary_markdown(plan: Mapping[str, Any], results: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
+def summary_markdown(plan: PlanJSON, results: Mapping[str, Mapping[str, ResultRecord]]) -> str:
     """The run summary: counts, then one row per planned job (failures first)."""
     jobs = plan_jobs(plan)
     rows = []
     counts = {"built": 0, "failed": 0, "no result": 0, "tests failed": 0}
     for job in jobs:
-        rec = results.get(str(job["id"]), {})
-        build = rec.get("build", {}).get("outcome")
-        test = rec.get("test", {}).get("outcome")
+        build = outcome(results, str(job["id"]), "build")
+        test = outcome(results, str(job["id"]), "test")
         if build == "success":
             counts["built"] += 1
         elif build in ("failure", "cancelled"):
@@ -68,7 +93,8 @@ def summary_markdown(plan: Mapping[str, Any], results: Mapping[str, Mapping[str,
             counts["no result"] += 1
         if test == "failure":
             counts["tests failed"] += 1
-        wheels = rec.get("build", {}).get("wheels") or []
+        build_rec = stage_record(results, str(job["id"]), "build")
+        wheels = (build_rec.get("wheels") if build_rec is not None else None) or []
         rank = 0 if build == "failure" or test == "failure" else (1 if build != "success" else 2)
         rows.append(
             (
@@ -111,7 +137,8 @@ def append_lines(path: Optional[str], lines: Sequence[str], *, what: str) -> Non
         raise UsageError(f"Cannot write {what} file {path}: {exc}") from None
 
 
-def read_json(path: Path, *, what: str) -> Any:
+def read_json(path: Path, *, what: str) -> PlanJSON:
+    """A JSON document (the plan: ``plan_jobs`` checks what it reads of it)."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:

@@ -22,19 +22,19 @@ import socket
 import sys
 import time
 import urllib.error
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, Callable, Optional
+from typing import IO, Callable, Optional
 
 import causal_conv1d_contract as contract
 from causal_conv1d_contract import net
 from causal_conv1d_contract.net import index_reachable
 from release import install as inst
-from release.commands import Process, Runner
+from release.commands import CommandResult, Process, Runner
 from release.errors import CommandFailed, StepFailed, UsageError
 from release.machine import Machine, wheel_job_platform
 from release.pipeline import PipelineResult, Step, format_seconds, run_pipeline
-from release.select import DEFAULT_CPU_VARIANT, Selection, plan_summary, select_jobs
+from release.select import DEFAULT_CPU_VARIANT, PlanJob, PlanJSON, Selection, plan_summary, select_jobs
 
 __all__ = ["LocalOptions", "LocalRelease", "REPO_ROOT", "DEFAULT_WORK_DIR", "DEFAULT_CUDA_ARCHS", "free_port"]
 
@@ -78,7 +78,7 @@ def _reachable(url: str, timeout: float = 5.0) -> bool:
     return index_reachable(url, timeout)
 
 
-def _cuda_job(job: Any) -> bool:
+def _cuda_job(job: PlanJob) -> bool:
     """Whether a plan job (its JSON) builds CUDA kernels."""
     return bool(job.get("cuda"))
 
@@ -126,13 +126,13 @@ class LocalRelease:
         # the work folder's layout
         self.wheels_dir, self.site_dir, self.venv_dir = self.work / "wheels", self.work / "site", self.work / "venv"
         self.report_path, self.coverage_path = self.work / "report.json", self.work / "coverage.json"
-        self.plan: Optional[dict[str, Any]] = None
+        self.plan: Optional[PlanJSON] = None
         self.selection: Optional[Selection] = None
         self.wheels: dict[str, Path] = {}  # job id -> wheel in work/wheels
         self.server: Optional[Process] = None
         self.port: Optional[int] = None
-        self.installed: Optional[dict[str, Any]] = None
-        self.smoke: Optional[dict[str, Any]] = None
+        self.installed: Optional[dict[str, object]] = None  # where pip took the wheel from, and which
+        self.smoke: Optional[dict[str, object]] = None  # the smoke script's result
         self.compile_seconds: dict[str, float] = {}
         self._step_no = 0
 
@@ -147,8 +147,10 @@ class LocalRelease:
     def _tool(self, module: str, *args: str | Path) -> list[str]:
         return [str(self.o.python), "-m", module, *[str(a) for a in args]]
 
-    def _run(self, key: str, argv: Sequence[str], **kw: Any):
-        return self.runner.run(argv, log=self._log(key), cwd=REPO_ROOT, **kw)
+    def _run(
+        self, key: str, argv: Sequence[str], *, env: Optional[Mapping[str, str]] = None, capture: bool = False
+    ) -> CommandResult:
+        return self.runner.run(argv, log=self._log(key), cwd=REPO_ROOT, env=env, capture=capture)
 
     # -- the steps -------------------------------------------------------------------------------
     def steps(self) -> list[Step]:
@@ -270,7 +272,7 @@ class LocalRelease:
             done.append(variant)
         return f"{len(done)} wheel(s): {', '.join(done)}"
 
-    def _build_one(self, job: Any) -> Path:
+    def _build_one(self, job: PlanJob) -> Path:
         job_id = str(job["id"])
         out = self.work / "build" / job_id
         report = self.work / "build" / f"{job_id}.report.json"
@@ -301,13 +303,13 @@ class LocalRelease:
             self._say(f"{job_id}: compile time {format_seconds(float(compile_s))}")
         return self._one_wheel(out, job)
 
-    def _build_torch_spec(self, job: Any) -> Optional[str]:
+    def _build_torch_spec(self, job: PlanJob) -> Optional[str]:
         """The torch a stable-ABI job compiles against on this machine (None: the plan's)."""
         if not job.get("stable_abi"):
             return None
         return self.o.cuda_torch_spec if _cuda_job(job) else self.o.cpu_torch_spec
 
-    def _one_wheel(self, directory: Path, job: Any) -> Path:
+    def _one_wheel(self, directory: Path, job: PlanJob) -> Path:
         variant, platform = str(job["variant"]), str(job["platform"])
         matches = []
         for path in sorted(directory.glob("*.whl")):
@@ -324,7 +326,7 @@ class LocalRelease:
             )
         return matches[0]
 
-    def _prebuilt(self, job: Any) -> Path:
+    def _prebuilt(self, job: PlanJob) -> Path:
         assert self.o.wheels_from is not None
         if not self.o.wheels_from.is_dir():
             raise StepFailed("build", f"--wheels-from {self.o.wheels_from} is not a directory")
@@ -515,7 +517,7 @@ class LocalRelease:
         py = inst.venv_python(self.venv_dir)
         out = self.runner.run([str(py), "-I", str(script)], log=self._log("run"), cwd=scratch, capture=True).stdout
         data = inst.check_smoke_output(
-            out, variant=self.installed["variant"], step="run", forbidden_root=REPO_ROOT / "causal_conv1d"
+            out, variant=str(self.installed["variant"]), step="run", forbidden_root=REPO_ROOT / "causal_conv1d"
         )
         self.smoke = data
         doctor = self.runner.run(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 from collections.abc import Mapping, Sequence
-from typing import Any, Optional
+from typing import Optional, cast
 
 import causal_conv1d_contract as contract
 from release.errors import UsageError
@@ -26,9 +26,15 @@ DEFAULT_CPU_VARIANT = "stable2.10-cpu"
 DEFAULT_CUDA_VARIANT = "stable2.10-cu13"
 
 
+#: ``build_matrix plan --format json`` as this package reads it (another process's output: values
+#: are checked where they are used), and one of its jobs.
+PlanJSON = Mapping[str, object]
+PlanJob = Mapping[str, object]
+
+
 @dataclasses.dataclass(frozen=True)
 class Selection:
-    jobs: tuple[Mapping[str, Any], ...]  # the plan's job objects, in build order (CPU first)
+    jobs: tuple[PlanJob, ...]  # the plan's job objects, in build order (CPU first)
     notes: tuple[str, ...]  # why a default variant was left out, for the console
 
     @property
@@ -36,7 +42,7 @@ class Selection:
         return [str(j["id"]) for j in self.jobs]
 
 
-def plan_jobs(plan: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def plan_jobs(plan: PlanJSON) -> list[PlanJob]:
     """The plan's ``jobs`` list, validated enough for selection (id, variant, platform)."""
     jobs = plan.get("jobs")
     if not isinstance(jobs, list):
@@ -47,9 +53,9 @@ def plan_jobs(plan: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return jobs
 
 
-def plan_summary(plan: Mapping[str, Any]) -> str:
+def plan_summary(plan: PlanJSON) -> str:
     """One line: how many combinations, covered, unavailable, build jobs."""
-    combos = plan.get("combinations") or []
+    combos = cast(list[object], plan.get("combinations") or [])
     covered = sum(1 for c in combos if isinstance(c, Mapping) and c.get("status") == "covered")
     unavailable = sum(1 for c in combos if isinstance(c, Mapping) and c.get("status") == "unavailable")
     jobs = plan_jobs(plan)
@@ -74,7 +80,7 @@ def _is_cuda(variant: str) -> bool:
 
 
 def select_jobs(
-    plan: Mapping[str, Any],
+    plan: PlanJSON,
     machine: Machine,
     *,
     variants: Optional[Sequence[str]] = None,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 import zipfile
 from pathlib import Path
@@ -31,6 +32,24 @@ def _report(wheel: Path) -> dict:
     return json.loads(found[0].read_text()) if found else {}
 
 
+def _build_record(wheel: Path) -> dict:
+    with zipfile.ZipFile(wheel) as zf:
+        return json.loads(zf.read(f"{contract.DIST_NAME}/{contract.BUILD_INFO_FILENAME}"))
+
+
+def _note_compile_time(wheel: Path, timings, key: str) -> None:
+    report = _report(wheel)
+    if report.get("compile_s"):
+        timings[key] = report["compile_s"]
+
+
+def _run_in_venv(py: Path, code: str, cwd: Path) -> str:
+    """Run ``code`` with the venv's python; its stdout (the test fails when it fails)."""
+    proc = subprocess.run([str(py), "-c", code], capture_output=True, text=True, cwd=cwd)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
 def _assert_all_checks_pass(wheel: Path, run_cli, *extra: str) -> None:
     proc = run_cli("check", "--require-cuobjdump", *extra, str(wheel))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -42,13 +61,10 @@ def test_cpu_wheel_builds_and_passes_checks(cpu_wheel: Path, run_cli, timings) -
     assert str(name.variant) == "torch2.13-cpu"
     assert all(p.endswith("_x86_64") for p in name.platforms)
     _assert_all_checks_pass(cpu_wheel, run_cli, "--job", CPU_JOB)
-    with zipfile.ZipFile(cpu_wheel) as zf:
-        record = json.loads(zf.read(f"{contract.DIST_NAME}/{contract.BUILD_INFO_FILENAME}"))
+    record = _build_record(cpu_wheel)
     assert record["variant"] == "torch2.13-cpu" and record["with_cuda"] is False
     assert record["torch_version"].startswith("2.13.")
-    report = _report(cpu_wheel)
-    if report.get("compile_s"):
-        timings["cpu compile"] = report["compile_s"]
+    _note_compile_time(cpu_wheel, timings, "cpu compile")
 
 
 def test_cpu_wheel_installs_into_fresh_venv_and_runs(cpu_wheel: Path, fresh_venv, tmp_path: Path, timings) -> None:
@@ -63,9 +79,7 @@ def test_cpu_wheel_installs_into_fresh_venv_and_runs(cpu_wheel: Path, fresh_venv
         "torch.testing.assert_close(out, causal_conv1d_ref(x, w, b, activation='silu'), rtol=1e-4, atol=1e-4)\n"
         "print(causal_conv1d.__version__)\n"
     )
-    proc = __import__("subprocess").run([str(py), "-c", code], capture_output=True, text=True, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.strip() == f"{contract.PACKAGE_VERSION}+cpu.torch2.13"
+    assert _run_in_venv(py, code, tmp_path).strip() == f"{contract.PACKAGE_VERSION}+cpu.torch2.13"
     timings["cpu install+import"] = time.monotonic() - start
 
 
@@ -76,13 +90,10 @@ def test_cuda_wheel_builds_and_passes_checks(cuda_wheel: Path, run_cli, timings)
     # and the arch list really is checked: the job's full default list is not what was built
     proc = run_cli("check", "--job", CUDA_JOB, "--only", "cuda-archs", "--require-cuobjdump", str(cuda_wheel))
     assert proc.returncode == 11 and "cuda-archs" in proc.stdout
-    with zipfile.ZipFile(cuda_wheel) as zf:
-        record = json.loads(zf.read(f"{contract.DIST_NAME}/{contract.BUILD_INFO_FILENAME}"))
+    record = _build_record(cuda_wheel)
     assert record["cuda_version"].startswith("13.0") and record["with_cuda"] is True
     assert record["cuda_archs"] == ["9.0"]
-    report = _report(cuda_wheel)
-    if report.get("compile_s"):
-        timings["cuda compile (1 arch)"] = report["compile_s"]
+    _note_compile_time(cuda_wheel, timings, "cuda compile (1 arch)")
 
 
 def test_cuda_wheel_installs_and_imports_without_gpu(cuda_wheel: Path, fresh_venv, tmp_path: Path, timings) -> None:
@@ -93,9 +104,7 @@ def test_cuda_wheel_installs_and_imports_without_gpu(cuda_wheel: Path, fresh_ven
         "assert hasattr(torch.ops.causal_conv1d, 'fwd'), 'ops not registered'\n"
         "print(causal_conv1d.__version__, torch.version.cuda, torch.cuda.is_available())\n"
     )
-    proc = __import__("subprocess").run([str(py), "-c", code], capture_output=True, text=True, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.split()[:2] == [f"{contract.PACKAGE_VERSION}+cu130.torch2.14", "13.0"]
+    assert _run_in_venv(py, code, tmp_path).split()[:2] == [f"{contract.PACKAGE_VERSION}+cu130.torch2.14", "13.0"]
     timings["cuda install+import"] = time.monotonic() - start
 
 

@@ -352,10 +352,9 @@ def install_env(tmp_path: Path, index_url: str, **extra: str) -> dict[str, str]:
     )
 
 
-def pip_install_sdist_args(sdist_dir: Path, build_deps: Path, verbose: bool = True) -> list[str]:
+def sdist_requirement_args(sdist_dir: Path, build_deps: Path) -> list[str]:
+    """This version of the project from the local sdist and build dependencies only (pip and uv)."""
     return [
-        "install",
-        *(["-v"] if verbose else []),
         "--no-index",
         "--find-links",
         str(sdist_dir),
@@ -363,6 +362,32 @@ def pip_install_sdist_args(sdist_dir: Path, build_deps: Path, verbose: bool = Tr
         str(build_deps),
         f"{contract.PROJECT_NAME}=={contract.PACKAGE_VERSION}",
     ]
+
+
+def pip_install_sdist_args(sdist_dir: Path, build_deps: Path, verbose: bool = True) -> list[str]:
+    return ["install", *(["-v"] if verbose else []), *sdist_requirement_args(sdist_dir, build_deps)]
+
+
+#: The faulty index's failure modes and what the fall-back reason says of each.
+INDEX_FAILURES = [
+    ("404", "HTTP 404"),
+    ("500", "HTTP 500"),
+    ("stall", "timed out"),
+    ("garbage", "no wheel"),
+    ("truncate", "truncated"),
+]
+
+
+def index_first_env(monkeypatch: pytest.MonkeyPatch, index_url: str) -> None:
+    """No setting that skips the index-first step; the index at ``index_url``."""
+    for var in (
+        contract.ENV_FORCE_BUILD,
+        contract.ENV_LOCAL_VERSION,
+        contract.ENV_SKIP_CUDA_BUILD,
+        contract.ENV_FORCE_CXX11_ABI,
+    ):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv(contract.ENV_INDEX_URL, index_url)
 
 
 @pytest.fixture(scope="session")

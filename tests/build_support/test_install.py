@@ -14,7 +14,15 @@ import pytest
 
 import causal_conv1d_contract as contract
 
-from .conftest import CPU_LABEL, CPU_VARIANT, install_env, pip_install_sdist_args, run_in_pty
+from .conftest import (
+    CPU_LABEL,
+    CPU_VARIANT,
+    INDEX_FAILURES,
+    install_env,
+    pip_install_sdist_args,
+    run_in_pty,
+    sdist_requirement_args,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -80,17 +88,7 @@ def test_sdist_install_takes_prebuilt_wheel_compiles_nothing(
     assert "Successfully installed causal-conv1d" in proc.stdout, proc.stdout[-3000:]
 
 
-@pytest.mark.parametrize(
-    "mode,expect",
-    [
-        ("404", "HTTP 404"),
-        ("500", "HTTP 500"),
-        ("stall", "timed out"),
-        ("garbage", "no wheel"),
-        ("truncate", "truncated"),
-        ("refused", "refused"),
-    ],
-)
+@pytest.mark.parametrize("mode,expect", [*INDEX_FAILURES, ("refused", "refused")])
 def test_index_failures_stop_cleanly_when_prebuilt_only(
     venv_clean, index, refused_url, sdist_dir, build_deps, tmp_path, mode, expect
 ):
@@ -265,12 +263,7 @@ def test_uv_isolated_build_blames_the_isolation_not_a_missing_torch(venv_clean, 
         "install",
         "--python",
         str(venv_clean.python),
-        "--no-index",
-        "--find-links",
-        str(sdist_dir),
-        "--find-links",
-        str(build_deps),
-        f"{contract.PROJECT_NAME}=={contract.PACKAGE_VERSION}",
+        *sdist_requirement_args(sdist_dir, build_deps),
     ]
     env, _marker = shim_env(tmp_path, _frontend_env(tmp_path, index.url))  # the diagnosis fails before compiling
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)

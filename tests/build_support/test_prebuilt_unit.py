@@ -13,6 +13,12 @@ from packaging.tags import Tag
 import causal_conv1d_contract as contract
 from build_support import prebuilt
 from build_support.torch_probe import TorchInfo
+from build_support.torch_target import target_variant
+from build_support.wheel_fetch import restamp
+from build_support.wheel_select import Candidate, lookups, parse_page, select
+from causal_conv1d_contract.net import IndexClientError
+
+from .conftest import INDEX_FAILURES, index_first_env
 
 V = contract.Variant.parse("torch2.13-cpu")
 LINUX = [
@@ -23,8 +29,8 @@ LINUX = [
 ]
 
 
-def cand(filename: str, **kw: object) -> prebuilt.Candidate:
-    return prebuilt.Candidate(filename, f"https://x/{filename}", kw.pop("sha256", "ab" * 32), **kw)  # type: ignore[arg-type]
+def cand(filename: str, **kw: object) -> Candidate:
+    return Candidate(filename, f"https://x/{filename}", kw.pop("sha256", "ab" * 32), **kw)  # type: ignore[arg-type]
 
 
 def name(version: str = "1.7.0.post1+cpu.torch2.13", plat: str = "linux_x86_64") -> str:
@@ -37,7 +43,7 @@ def test_html_page_parsing_resolves_relative_urls_and_hashes() -> None:
         b"#sha256=" + b"c" * 64 + b'" data-requires-python="&gt;=3.9">x</a><a href="other.tar.gz">y</a>'
         b'<a href="y.whl" data-yanked="">z</a></html>'
     )
-    got = prebuilt.parse_page(body, "text/html", "http://h/whl/torch2.13-cpu/causal-conv1d/")
+    got = parse_page(body, "text/html", "http://h/whl/torch2.13-cpu/causal-conv1d/")
     assert got[0].filename == "causal_conv1d-1.7.0.post1+cpu.torch2.13-cp39-abi3-linux_x86_64.whl"
     assert got[0].url == "http://h/files/causal_conv1d-1.7.0.post1%2Bcpu.torch2.13-cp39-abi3-linux_x86_64.whl"
     assert got[0].sha256 == "c" * 64 and got[0].requires_python == ">=3.9" and not got[0].yanked
@@ -60,16 +66,14 @@ def test_json_page_parsing() -> None:
             }
         ],
     }
-    got = prebuilt.parse_page(json.dumps(data).encode(), "application/vnd.pypi.simple.v1+json", "http://h/p/q/r/")
-    assert got == [prebuilt.Candidate(name(), "http://h/files/a.whl", "d" * 64, 123, ">=3.9", False)]
+    got = parse_page(json.dumps(data).encode(), "application/vnd.pypi.simple.v1+json", "http://h/p/q/r/")
+    assert got == [Candidate(name(), "http://h/files/a.whl", "d" * 64, 123, ">=3.9", False)]
 
 
 @pytest.mark.parametrize("body", [b"\xff\xfe\x00garbage", b'{"files": 3'])
 def test_garbage_pages_raise_index_error(body: bytes) -> None:
-    with pytest.raises(prebuilt.IndexError_):
-        prebuilt.parse_page(
-            body, "application/vnd.pypi.simple.v1+json" if body.startswith(b"{") else "text/html", "http://h/"
-        )
+    with pytest.raises(IndexClientError):
+        parse_page(body, "application/vnd.pypi.simple.v1+json" if body.startswith(b"{") else "text/html", "http://h/")
 
 
 def test_select_exact_version_variant_and_best_tag() -> None:
@@ -82,23 +86,23 @@ def test_select_exact_version_variant_and_best_tag() -> None:
         cand(name(plat="manylinux_2_28_aarch64")),
         cand(name(plat="win_amd64")),
     ]
-    best, why = prebuilt.select(cands, V, LINUX)
+    best, why = select(cands, V, LINUX)
     assert best is not None and best.filename == name(plat="manylinux_2_28_x86_64"), why
     arm = [Tag("cp312", "abi3", "manylinux_2_28_aarch64"), Tag("cp39", "abi3", "manylinux_2_28_aarch64")]
-    best, _ = prebuilt.select(cands, V, arm)
+    best, _ = select(cands, V, arm)
     assert best is not None and best.filename.endswith("aarch64.whl")
-    best, _ = prebuilt.select(cands, V, [Tag("cp39", "abi3", "win_amd64")])
+    best, _ = select(cands, V, [Tag("cp39", "abi3", "win_amd64")])
     assert best is not None and best.filename.endswith("win_amd64.whl")
 
 
 def test_select_skips_yanked_and_requires_python_and_explains() -> None:
-    best, why = prebuilt.select([cand(name(), yanked=True)], V, LINUX)
+    best, why = select([cand(name(), yanked=True)], V, LINUX)
     assert best is None and "no 1.7.0.post1 wheel" in why
-    best, _ = prebuilt.select([cand(name(), requires_python=">=4")], V, LINUX)
+    best, _ = select([cand(name(), requires_python=">=4")], V, LINUX)
     assert best is None
-    best, why = prebuilt.select([cand(name(plat="win_amd64"))], V, LINUX)
+    best, why = select([cand(name(plat="win_amd64"))], V, LINUX)
     assert best is None and "win_amd64" in why
-    best, why = prebuilt.select([cand(name("1.5.0+cpu.torch2.13"))], V, LINUX)
+    best, why = select([cand(name("1.5.0+cpu.torch2.13"))], V, LINUX)
     assert best is None and "1.5.0+cpu.torch2.13" in why
 
 
@@ -116,21 +120,19 @@ def test_settings_skip_reasons(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_target_variant(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(contract.ENV_FORCE_CXX11_ABI, raising=False)
-    assert prebuilt.target_variant(TorchInfo(True, "2.7.1+cu128", "12.8", None, True)).name == "torch2.7-cu128"
-    assert prebuilt.target_variant(TorchInfo(True, "2.5.1", None, None, True)).name == "torch2.5-cpu-cxx11abi1"
+    assert target_variant(TorchInfo(True, "2.7.1+cu128", "12.8", None, True)).name == "torch2.7-cu128"
+    assert target_variant(TorchInfo(True, "2.5.1", None, None, True)).name == "torch2.5-cpu-cxx11abi1"
     monkeypatch.setenv(contract.ENV_FORCE_CXX11_ABI, "FALSE")
-    assert (
-        prebuilt.target_variant(TorchInfo(True, "2.7.1+cu128", "12.8", None, True)).name == "torch2.7-cu128-cxx11abi0"
-    )
-    with pytest.raises(prebuilt.IndexError_, match="ROCm"):
-        prebuilt.target_variant(TorchInfo(True, "2.7.1+rocm6.3", None, "6.3", True))
-    with pytest.raises(prebuilt.IndexError_, match="no torch"):
-        prebuilt.target_variant(TorchInfo(False, error="nope"))
+    assert target_variant(TorchInfo(True, "2.7.1+cu128", "12.8", None, True)).name == "torch2.7-cu128-cxx11abi0"
+    with pytest.raises(IndexClientError, match="ROCm"):
+        target_variant(TorchInfo(True, "2.7.1+rocm6.3", None, "6.3", True))
+    with pytest.raises(IndexClientError, match="no torch"):
+        target_variant(TorchInfo(False, error="nope"))
 
 
 def test_restamp_keeps_every_file_and_relabels_dist_info(real_cpu_wheel: Path, tmp_path: Path) -> None:
     sha = hashlib.sha256(real_cpu_wheel.read_bytes()).hexdigest()
-    out = prebuilt.restamp(real_cpu_wheel, tmp_path, "http://x/y.whl", sha)
+    out = restamp(real_cpu_wheel, tmp_path, "http://x/y.whl", sha)
     assert out.name == f"causal_conv1d-{contract.PACKAGE_VERSION}-cp39-abi3-" + real_cpu_wheel.name.split("-abi3-")[1]
     with zipfile.ZipFile(real_cpu_wheel) as a, zipfile.ZipFile(out) as b:
         # Directory entries (some repair tools write them) carry no data and are not re-written.
@@ -157,14 +159,7 @@ def test_restamp_keeps_every_file_and_relabels_dist_info(real_cpu_wheel: Path, t
 
 
 def _fetch(tmp_path: Path, url: str, monkeypatch: pytest.MonkeyPatch) -> prebuilt.Outcome:
-    for var in (
-        contract.ENV_FORCE_BUILD,
-        contract.ENV_LOCAL_VERSION,
-        contract.ENV_SKIP_CUDA_BUILD,
-        contract.ENV_FORCE_CXX11_ABI,
-    ):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv(contract.ENV_INDEX_URL, url)
+    index_first_env(monkeypatch, url)
     monkeypatch.setattr(prebuilt, "TIMEOUT_S", 1.5)
     return prebuilt.fetch_prebuilt(tmp_path / "dest")
 
@@ -192,16 +187,7 @@ def test_fetch_file_url(site_dir: Path, tmp_path: Path, monkeypatch: pytest.Monk
     assert out.wheel is not None, out.message
 
 
-@pytest.mark.parametrize(
-    "mode,expect",
-    [
-        ("404", "HTTP 404"),
-        ("500", "HTTP 500"),
-        ("stall", "timed out"),
-        ("garbage", "no wheel"),
-        ("truncate", "truncated"),
-    ],
-)
+@pytest.mark.parametrize("mode,expect", INDEX_FAILURES)
 def test_fetch_failures_fall_back_and_leave_nothing(
     index, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], mode: str, expect: str
 ) -> None:
@@ -266,33 +252,31 @@ STABLE_CPU = contract.StableVariant("cpu")
 
 def test_lookups_ask_the_family_page_first_for_torch_2_10_plus() -> None:
     base = "http://h/"
-    assert prebuilt.lookups(V, base) == [
+    assert lookups(V, base) == [
         ("http://h/whl/stable2.10-cpu/causal-conv1d/", (STABLE_CPU,)),
         ("http://h/whl/torch2.13-cpu/causal-conv1d/", (STABLE_CPU, V)),
     ]
     old = contract.Variant.parse("torch2.9-cu128")
-    assert prebuilt.lookups(old, base) == [("http://h/whl/torch2.9-cu128/causal-conv1d/", (old,))]
+    assert lookups(old, base) == [("http://h/whl/torch2.9-cu128/causal-conv1d/", (old,))]
     # torch 2.15 with the other C++ ABI: no per-minor page exists, the stable wheel serves it
     odd = contract.Variant.parse("torch2.15-cu130-cxx11abi0")
-    assert prebuilt.lookups(odd, base) == [
-        ("http://h/whl/stable2.10-cu13/causal-conv1d/", (contract.StableVariant("cu13"),))
-    ]
-    assert prebuilt.lookups(contract.Variant.parse("torch2.5-cpu-cxx11abi1"), base) == []
+    assert lookups(odd, base) == [("http://h/whl/stable2.10-cu13/causal-conv1d/", (contract.StableVariant("cu13"),))]
+    assert lookups(contract.Variant.parse("torch2.5-cpu-cxx11abi1"), base) == []
 
 
 def test_select_prefers_the_stable_wheel_and_keeps_families_apart() -> None:
     legacy = cand(name())
     stable = cand(name("1.7.0.post1+cpu.stable2.10"))
     cu12 = cand(name("1.7.0.post1+cu12.stable2.10"))
-    best, _ = prebuilt.select([legacy, stable, cu12], (STABLE_CPU, V), LINUX)
+    best, _ = select([legacy, stable, cu12], (STABLE_CPU, V), LINUX)
     assert best == stable
-    best, _ = prebuilt.select([legacy, cu12], (STABLE_CPU, V), LINUX)
+    best, _ = select([legacy, cu12], (STABLE_CPU, V), LINUX)
     assert best == legacy  # a per-minor wheel of exactly this variant still counts
-    best, why = prebuilt.select([cu12], (STABLE_CPU, V), LINUX)
+    best, why = select([cu12], (STABLE_CPU, V), LINUX)
     assert best is None and why == "no wheel"  # a CUDA 12 wheel never serves a CPU torch
     # a better platform tag wins over the stable preference
     better = cand(name(plat="manylinux_2_28_x86_64"))
-    best, _ = prebuilt.select([better, stable], (STABLE_CPU, V), LINUX)
+    best, _ = select([better, stable], (STABLE_CPU, V), LINUX)
     assert best == better
 
 

@@ -12,7 +12,7 @@ import pytest
 import causal_conv1d_contract as contract
 from build_support import backend, prebuilt
 
-from .conftest import REPO, clean_env
+from .conftest import REPO, clean_env, index_first_env
 
 HOOKS = [
     "get_requires_for_build_wheel()",
@@ -111,14 +111,7 @@ def test_using_the_prebuilt_wheel_is_said_at_the_default_verbosity(
     """pip hides a backend's stderr without -v: the line goes to the terminal too (prebuilt._tell_user)."""
     told: list[str] = []
     monkeypatch.setattr(prebuilt, "_tell_user", told.append)
-    for var in (
-        contract.ENV_FORCE_BUILD,
-        contract.ENV_LOCAL_VERSION,
-        contract.ENV_SKIP_CUDA_BUILD,
-        contract.ENV_FORCE_CXX11_ABI,
-    ):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv(contract.ENV_INDEX_URL, index.url)
+    index_first_env(monkeypatch, index.url)
     out = prebuilt.fetch_prebuilt(tmp_path / "dest")
     assert out.wheel is not None, out.message
     assert [m for m in told if m.startswith("using prebuilt wheel ")], told

@@ -311,7 +311,7 @@ class _C:
 ISOLATION_SCRIPT = """
 import json, sys
 sys.path.insert(0, {repo!r})
-from build_support.prebuilt import find_target_torch, in_pip_isolation
+from build_support.torch_target import find_target_torch, in_pip_isolation
 info, why = find_target_torch()
 print(json.dumps({{"isolated": in_pip_isolation(), "version": info.version, "why": why}}))
 """

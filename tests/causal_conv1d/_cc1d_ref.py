@@ -60,6 +60,14 @@ def make_bdl(batch: int, dim: int, seqlen: int, layout: str, dtype: torch.dtype,
     raise ValueError(layout)
 
 
+def fp32_inputs(
+    batch: int, dim: int, seqlen: int, layout: str, width: int, device: str
+) -> tuple[Tensor, Tensor, Tensor]:
+    """float32 (x in ``layout``, weight (dim, width), bias (dim,)), drawn in that order."""
+    x = make_bdl(batch, dim, seqlen, layout, torch.float32, device)
+    return x, torch.randn(dim, width, device=device), torch.randn(dim, device=device)
+
+
 def make_seq_idx(batch: int, seqlen: int, device: str, *, padding: bool = True) -> Tensor:
     """Packed sequences: non-decreasing ids per row, with a run of -1 (padding) when asked."""
     rows = []

@@ -7,7 +7,7 @@ from typing import Optional
 
 import pytest
 import torch
-from _cc1d_ref import OP_LAYER, make_bdl, make_seq_idx
+from _cc1d_ref import OP_LAYER, fp32_inputs, make_bdl, make_seq_idx
 
 from causal_conv1d import causal_conv1d_fn
 from causal_conv1d._reference import fwd_ref
@@ -59,9 +59,7 @@ def _compare(ours, ref, dtype) -> None:
 @pytest.mark.parametrize("silu", [False, True])
 def test_bwd_grid(device: str, seqlen: int, layout: str, width: int, silu: bool) -> None:
     batch, dim = 2, 10
-    x = make_bdl(batch, dim, seqlen, layout, torch.float32, device)
-    weight = torch.randn(dim, width, device=device)
-    bias = torch.randn(dim, device=device)
+    x, weight, bias = fp32_inputs(batch, dim, seqlen, layout, width, device)
     with_states = (seqlen + width) % 2 == 1
     init = torch.randn(batch, dim, width - 1, device=device) if with_states else None
     dfinal = torch.randn(batch, dim, width - 1, device=device) if with_states else None
@@ -93,8 +91,7 @@ def test_bwd_dtypes(device: str, x_dtype: torch.dtype, w_dtype: torch.dtype, lay
 @pytest.mark.parametrize("width", [2, 4, 7])
 def test_bwd_seq_idx(device: str, seqlen: int, layout: str, width: int) -> None:
     batch, dim = 3, 8
-    x = make_bdl(batch, dim, seqlen, layout, torch.float32, device)
-    weight, bias = torch.randn(dim, width, device=device), torch.randn(dim, device=device)
+    x, weight, bias = fp32_inputs(batch, dim, seqlen, layout, width, device)
     seq_idx = make_seq_idx(batch, seqlen, device)
     dout = torch.randn(batch, dim, seqlen, device=device)
     ours = _grads(x, weight, bias, None, seq_idx, True, dout, None, use_ours=True)
@@ -126,8 +123,7 @@ def test_gradcheck_fp64(layout: str, width: int, silu: bool) -> None:
 @pytest.mark.parametrize("layout", ["cf", "cl"])
 def test_bwd_function_preallocated_dx(device: str, layout: str) -> None:
     batch, dim, seqlen, width = 2, 6, 33, 4
-    x = make_bdl(batch, dim, seqlen, layout, torch.float32, device)
-    weight, bias = torch.randn(dim, width, device=device), torch.randn(dim, device=device)
+    x, weight, bias = fp32_inputs(batch, dim, seqlen, layout, width, device)
     init = torch.randn(batch, dim, width - 1, device=device)
     dout = torch.randn(batch, dim, seqlen, device=device)
     dfinal = torch.randn(batch, dim, width - 1, device=device)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from _cc1d_ref import LAYOUTS, make_bdl, make_seq_idx, tol
+from _cc1d_ref import LAYOUTS, fp32_inputs, make_bdl, make_seq_idx, tol
 
 from causal_conv1d import causal_conv1d_fn
 from causal_conv1d._reference import fwd_ref
@@ -22,9 +22,7 @@ FLOAT_DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 @pytest.mark.parametrize("with_init", [False, True])
 def test_fwd_shapes(device: str, seqlen: int, layout: str, width: int, with_init: bool) -> None:
     batch, dim = 2, 12
-    x = make_bdl(batch, dim, seqlen, layout, torch.float32, device)
-    weight = torch.randn(dim, width, device=device)
-    bias = torch.randn(dim, device=device)
+    x, weight, bias = fp32_inputs(batch, dim, seqlen, layout, width, device)
     init = torch.randn(batch, dim, width - 1, device=device) if with_init else None
     silu = (seqlen + width) % 2 == 0  # both activations across the grid
     out = causal_conv1d_fn(x, weight, bias, initial_states=init, activation="silu" if silu else None)
@@ -134,8 +132,7 @@ def test_chunked_equals_whole(device: str) -> None:
 @pytest.mark.parametrize("layout", ["cf", "cl"])
 def test_fwd_function_and_ref_agree(device: str, layout: str) -> None:
     batch, dim, seqlen, width = 2, 10, 65, 4
-    x = make_bdl(batch, dim, seqlen, layout, torch.float32, device)
-    weight, bias = torch.randn(dim, width, device=device), torch.randn(dim, device=device)
+    x, weight, bias = fp32_inputs(batch, dim, seqlen, layout, width, device)
     init = torch.randn(batch, dim, width - 1, device=device)
     fs_out = torch.empty(batch, dim, width - 1, device=device)
     out = causal_conv1d_fwd_function(x, weight, bias, None, init, fs_out, True)

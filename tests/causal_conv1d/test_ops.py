@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from _cc1d_ref import make_bdl, make_seq_idx
+from _cc1d_ref import fp32_inputs, make_bdl, make_seq_idx
 
 from causal_conv1d import causal_conv1d_fn, causal_conv1d_update
 
@@ -32,8 +32,7 @@ def test_opcheck_fwd(device: str, layout: str, variant: str) -> None:
 @pytest.mark.parametrize("states", [False, True])
 def test_opcheck_bwd(device: str, layout: str, states: bool) -> None:
     batch, dim, seqlen, width = 2, 6, 11, 3
-    x = make_bdl(batch, dim, seqlen, layout, torch.float32, device)
-    weight, bias = torch.randn(dim, width, device=device), torch.randn(dim, device=device)
+    x, weight, bias = fp32_inputs(batch, dim, seqlen, layout, width, device)
     dout = torch.randn(batch, dim, seqlen, device=device)
     init = torch.randn(batch, dim, width - 1, device=device) if states else None
     dfinal = torch.randn(batch, dim, width - 1, device=device) if states else None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from _cc1d_ref import make_bdl
+from _cc1d_ref import fp32_inputs, make_bdl
 
 from causal_conv1d import causal_conv1d_fn
 from causal_conv1d.causal_conv1d_interface import causal_conv1d_ref
@@ -81,9 +81,7 @@ def _leaf(t):
 @pytest.mark.parametrize("silu", [False, True])
 def test_fwd_bwd_fp32(device: str, seqlen: int, layout: str, width: int, silu: bool) -> None:
     batch, dim = 3, 12
-    x = make_bdl(batch, dim, seqlen, layout, torch.float32, device)
-    weight = torch.randn(dim, width, device=device)
-    bias = torch.randn(dim, device=device)
+    x, weight, bias = fp32_inputs(batch, dim, seqlen, layout, width, device)
     init = torch.randn(batch, width - 1, dim, device=device).transpose(1, 2)  # channel-last states
     seq_idx = _seq_idx(batch, seqlen, width, device, first_neg=seqlen > 3)
     leaves = [_leaf(t) for t in (x, weight, bias, init)]

@@ -110,27 +110,19 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _pip_install(world, pip_python, tmp_path, *args, venv=None, extra_index=None, check=True):
+    """``pip install ARGS`` from the fake PyPI plus the variant index (or ``extra_index``), into ``venv``
+    (default: pip's own environment)."""
+    target = ["--python", venv] if venv is not None else []
+    index = ["--index-url", world["pypi"], "--extra-index-url", extra_index or world["index"]]
+    return run_cmd([pip_python, "-m", "pip", *target, "install", *index, *args], client_env(tmp_path), check=check)
+
+
 def test_pip_installs_the_variant_wheel_with_pep658(world, pip_python, fresh_venv, tmp_path):
     served = world["served"]
     served.requests.clear()
-    proc = run_cmd(
-        [
-            pip_python,
-            "-m",
-            "pip",
-            "--python",
-            fresh_venv,
-            "install",
-            "-v",
-            "--index-url",
-            world["pypi"],
-            "--extra-index-url",
-            world["index"],
-            "--only-binary",
-            "causal-conv1d",
-            "causal-conv1d",
-        ],
-        client_env(tmp_path),
+    proc = _pip_install(
+        world, pip_python, tmp_path, "-v", "--only-binary", "causal-conv1d", "causal-conv1d", venv=fresh_venv
     )
     assert _installed(fresh_venv, tmp_path) == (VARIANT, "1.7.0.post1+cpu.torch2.13")  # not yanked 1.7.1, not 9.0.0
     quoted = contract.quote_path(WANTED)
@@ -146,23 +138,7 @@ def test_without_only_binary_pip_would_take_the_sdist(world, pip_python, tmp_pat
 
     pip picks the higher-versioned sdist and tries to build it (which fails here: no build tools offline).
     """
-    proc = run_cmd(
-        [
-            pip_python,
-            "-m",
-            "pip",
-            "install",
-            "--dry-run",
-            "-v",
-            "--index-url",
-            world["pypi"],
-            "--extra-index-url",
-            world["index"],
-            "causal-conv1d",
-        ],
-        client_env(tmp_path),
-        check=False,
-    )
+    proc = _pip_install(world, pip_python, tmp_path, "--dry-run", "-v", "causal-conv1d", check=False)
     assert f"{world['pypi']}causal-conv1d/causal_conv1d-9.0.0.tar.gz" in proc.stdout + proc.stderr
 
 
@@ -170,26 +146,13 @@ def test_pip_with_a_plain_static_host(world, pip_python, fresh_venv, tmp_path):
     """A static host cannot negotiate: pip reads the HTML pages (the JSON form is not served)."""
     report = tmp_path / "report.json"
     with serve(world["site"], negotiate=False) as static:
-        run_cmd(
-            [
-                pip_python,
-                "-m",
-                "pip",
-                "--python",
-                fresh_venv,
-                "install",
-                "--dry-run",
-                "--report",
-                report,
-                "--index-url",
-                world["pypi"],
-                "--extra-index-url",
-                static.url + f"whl/{VARIANT}/",
-                "--only-binary",
-                "causal-conv1d",
-                "causal-conv1d",
-            ],
-            client_env(tmp_path),
+        _pip_install(
+            world,
+            pip_python,
+            tmp_path,
+            *("--dry-run", "--report", report, "--only-binary", "causal-conv1d", "causal-conv1d"),
+            venv=fresh_venv,
+            extra_index=static.url + f"whl/{VARIANT}/",
         )
         requests = list(static.requests)
     (item,) = json.loads(report.read_text())["install"]
@@ -217,25 +180,16 @@ def test_pip_require_hashes(world, pip_python, fresh_venv, tmp_path, right):
         sha = hashlib.sha256(b"something else").hexdigest()
     req = tmp_path / "requirements.txt"
     req.write_text(f"causal-conv1d==1.7.0.post1+cpu.torch2.13 --hash=sha256:{sha}\n")
-    proc = run_cmd(
-        [
-            pip_python,
-            "-m",
-            "pip",
-            "--python",
-            fresh_venv,
-            "install",
-            "--require-hashes",
-            "-r",
-            req,
-            "--index-url",
-            world["pypi"],
-            "--extra-index-url",
-            world["index"],
-            "--only-binary",
-            "causal-conv1d",
-        ],
-        client_env(tmp_path),
+    proc = _pip_install(
+        world,
+        pip_python,
+        tmp_path,
+        "--require-hashes",
+        "-r",
+        req,
+        "--only-binary",
+        "causal-conv1d",
+        venv=fresh_venv,
         check=right,
     )
     if right:
@@ -246,23 +200,14 @@ def test_pip_require_hashes(world, pip_python, fresh_venv, tmp_path, right):
 
 
 def test_pip_yanked_only_when_pinned(world, pip_python, fresh_venv, tmp_path):
-    proc = run_cmd(
-        [
-            pip_python,
-            "-m",
-            "pip",
-            "--python",
-            fresh_venv,
-            "install",
-            "--index-url",
-            world["pypi"],
-            "--extra-index-url",
-            world["index"],
-            "--only-binary",
-            "causal-conv1d",
-            "causal-conv1d==1.7.1+cpu.torch2.13",
-        ],
-        client_env(tmp_path),
+    proc = _pip_install(
+        world,
+        pip_python,
+        tmp_path,
+        "--only-binary",
+        "causal-conv1d",
+        "causal-conv1d==1.7.1+cpu.torch2.13",
+        venv=fresh_venv,
     )
     assert "yanked" in proc.stderr and "broken build" in proc.stderr
     assert _installed(fresh_venv, tmp_path) == (VARIANT, "1.7.1+cpu.torch2.13")

@@ -22,6 +22,7 @@ import sys
 import venv
 import zipfile
 from pathlib import Path
+from typing import Optional
 
 import pytest
 from index_site_helpers import NOW, REPO_ROOT, serve
@@ -174,11 +175,20 @@ def _split(argv: list[str]) -> tuple[list[str], list[str]]:
     return reqs, opts
 
 
+def _resolver(argv: list[str], what: str, server: str, tmp: Path, cwd: Path, stdin: Optional[str] = None) -> str:
+    """A resolver's stdout against the local server; the test fails (naming ``what``) when it fails."""
+    proc = subprocess.run(
+        argv, input=stdin, env=_env(tmp, server), capture_output=True, text=True, timeout=300, cwd=cwd
+    )
+    assert proc.returncode == 0, (what, proc.stderr[-3000:])
+    return proc.stdout
+
+
 def resolve_pip(command: str, fixtures, python: Path, tmp: Path, site: str) -> dict[str, str]:
     _root, server = fixtures
     argv = _local(command, server, site)
     assert argv[:2] == ["pip", "install"], command
-    proc = subprocess.run(
+    out = _resolver(
         [
             sys.executable,
             "-m",
@@ -192,14 +202,12 @@ def resolve_pip(command: str, fixtures, python: Path, tmp: Path, site: str) -> d
             "-",
             *argv[2:],
         ],
-        env=_env(tmp, server),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp,
+        command,
+        server,
+        tmp,
+        tmp,
     )
-    assert proc.returncode == 0, (command, proc.stderr[-3000:])
-    return {i["metadata"]["name"]: i["metadata"]["version"] for i in json.loads(proc.stdout)["install"]}
+    return {i["metadata"]["name"]: i["metadata"]["version"] for i in json.loads(out)["install"]}
 
 
 def resolve_uv(command: str, fixtures, python: Path, tmp: Path, site: str) -> dict[str, str]:
@@ -207,17 +215,15 @@ def resolve_uv(command: str, fixtures, python: Path, tmp: Path, site: str) -> di
     argv = _local(command, server, site)
     assert argv[:3] == ["uv", "pip", "install"], command
     reqs, opts = _split(argv[3:])
-    proc = subprocess.run(
+    out = _resolver(
         [str(UV), "pip", "compile", "-", "--quiet", "--no-header", "--python", str(python), *opts],
-        input="\n".join(reqs) + "\n",
-        env=_env(tmp, server),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp,
+        command,
+        server,
+        tmp,
+        tmp,
+        stdin="\n".join(reqs) + "\n",
     )
-    assert proc.returncode == 0, (command, proc.stderr[-3000:])
-    return dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)", proc.stdout, re.M))
+    return dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)", out, re.M))
 
 
 def resolve_uv_project(snippet: str, fixtures, tmp: Path, site: str) -> dict[str, str]:
@@ -231,17 +237,17 @@ def resolve_uv_project(snippet: str, fixtures, tmp: Path, site: str) -> dict[str
         + text[len("[project]\n") :]
         + "\n\n[tool.uv]\nenvironments = [\"sys_platform == 'linux' and platform_machine == 'x86_64'\"]\n"
     )
-    proc = subprocess.run(
-        [str(UV), "lock", "--python", sys.executable],
-        env=_env(tmp, server),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=project,
-    )
-    assert proc.returncode == 0, (snippet, proc.stderr[-3000:])
+    _resolver([str(UV), "lock", "--python", sys.executable], snippet, server, tmp, project)
     lock = (project / "uv.lock").read_text()
     return dict(re.findall(r'\[\[package\]\]\nname = "([^"]+)"\nversion = "([^"]+)"', lock))
+
+
+def assert_uv_commands_match(cmds: dict[str, str], fixtures, python: Path, tmp: Path, variant: str) -> None:
+    """The ``uv`` and ``uv_pyproject`` commands resolve the variant's matching pair (the default site)."""
+    site = contract.DEFAULT_INDEX_URL
+    assert_matching_pair(resolve_uv(cmds["uv"], fixtures, python, tmp, site), variant, cmds["uv"])
+    project = cmds["uv_pyproject"]
+    assert_matching_pair(resolve_uv_project(project, fixtures, tmp, site), variant, project)
 
 
 def assert_matching_pair(resolved: dict[str, str], variant: str, command: str) -> None:
@@ -309,14 +315,7 @@ def test_landing_page_commands_install_a_matching_pair(fixtures, empty_venv, tmp
     assert_matching_pair(
         resolve_pip(cmds["pip"], fixtures, empty_venv, tmp_path, contract.DEFAULT_INDEX_URL), variant, cmds["pip"]
     )
-    assert_matching_pair(
-        resolve_uv(cmds["uv"], fixtures, empty_venv, tmp_path, contract.DEFAULT_INDEX_URL), variant, cmds["uv"]
-    )
-    assert_matching_pair(
-        resolve_uv_project(cmds["uv_pyproject"], fixtures, tmp_path, contract.DEFAULT_INDEX_URL),
-        variant,
-        cmds["uv_pyproject"],
-    )
+    assert_uv_commands_match(cmds, fixtures, empty_venv, tmp_path, variant)
 
 
 @pytest.mark.parametrize("family", sorted(NEWER))
@@ -366,14 +365,7 @@ def test_doctor_and_guard_commands_install_a_matching_pair(fixtures, empty_venv,
         assert_matching_pair(
             resolve_pip(cmds[key], fixtures, empty_venv, tmp_path, contract.DEFAULT_INDEX_URL), variant, cmds[key]
         )
-    assert_matching_pair(
-        resolve_uv(cmds["uv"], fixtures, empty_venv, tmp_path, contract.DEFAULT_INDEX_URL), variant, cmds["uv"]
-    )
-    assert_matching_pair(
-        resolve_uv_project(cmds["uv_pyproject"], fixtures, tmp_path, contract.DEFAULT_INDEX_URL),
-        variant,
-        cmds["uv_pyproject"],
-    )
+    assert_uv_commands_match(cmds, fixtures, empty_venv, tmp_path, variant)
     for command in guard_commands("torch2.7-cu128", torch, cuda):
         resolve = resolve_pip if command.startswith("pip ") else resolve_uv
         assert_matching_pair(

@@ -53,20 +53,20 @@ def test_installs_with_its_torch_and_runs_the_checks(tmp_path: Path) -> None:
     assert "torch>=2.14,<2.15" in stream.getvalue()
 
 
-def test_a_version_mismatch_fails_the_run_step(tmp_path: Path) -> None:
+def _run_cpu_wheel_test(tmp_path: Path, runner):
+    """The wheel test of a fake CPU wheel with ``runner`` standing in for the commands."""
     wheel = write_fake_wheel(tmp_path, "torch2.13-cpu")
-    result = WheelTest(
-        WheelTestOptions(wheel=wheel, work_dir=tmp_path / "w"), fake(version="1.6.0"), stream=io.StringIO()
-    ).run()
+    return WheelTest(WheelTestOptions(wheel=wheel, work_dir=tmp_path / "w"), runner, stream=io.StringIO()).run()
+
+
+def test_a_version_mismatch_fails_the_run_step(tmp_path: Path) -> None:
+    result = _run_cpu_wheel_test(tmp_path, fake(version="1.6.0"))
     assert result.failed is not None and result.failed.key == "run"
     assert "is not the wheel's" in result.failed.detail
 
 
 def test_silent_doctor_fails_the_guard_step(tmp_path: Path) -> None:
-    wheel = write_fake_wheel(tmp_path, "torch2.13-cpu")
-    result = WheelTest(
-        WheelTestOptions(wheel=wheel, work_dir=tmp_path / "w"), fake(doctor=""), stream=io.StringIO()
-    ).run()
+    result = _run_cpu_wheel_test(tmp_path, fake(doctor=""))
     assert result.failed is not None and result.failed.key == "guard"
 
 

@@ -1,0 +1,365 @@
+"""The kernel benchmark (``python benchmarks/bench.py --kernel [--peer PATH] [--json OUT.json]``): every
+row of the kernel-mode table (benchmarks/RESULTS.md) plus the practical shapes, with each op captured
+in a CUDA graph (median of 20 replays; one replay runs the op over several input sets in turn,
+together > 3x the L2, so no replay reads its inputs from the cache) next to the eager time (CUDA
+events around each call).
+
+Each build runs in its own child process (``bench.py --kernel-worker``) that writes JSON, so two
+builds that are both ``causal_conv1d`` can be compared in one run: ours (the package this
+interpreter imports) and, with ``--peer PATH``, another build -- a directory where upstream
+causal-conv1d was built in place (``python setup.py build_ext --inplace``), or the site-packages it
+was installed into. Upstream is called through its own Python functions
+(``causal_conv1d.cpp_functions``: output allocation, the zeroed fp32 weight-gradient buffers and
+their casts included, as its autograd does); ours through the ``causal_conv1d`` torch ops. The copy
+ceiling (a 1 GiB device-to-device copy, bytes read + written) is measured in the same run; ``%copy``
+= bytes the op must move / graph time / ceiling. benchmarks/ncu_rows.py profiles the same rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import json
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Callable, Optional, TypedDict, Union
+
+import bench_common as bc
+import torch
+
+
+class Check(TypedDict, total=False):
+    rel_err: float
+    state_exact: bool  # update only: the state written bit for bit as the reference's
+
+
+class KernelRow(bc.CaseRow, total=False):
+    """One row of one build (a failed row: name and error only)."""
+
+    pitch: int
+    rel_err: float
+    state_exact: bool
+    tol: float
+    ok: bool
+    bytes: int
+    nbuf: int
+    eager_us: float
+    graph_reps: int
+    graph_us: float
+    error: str
+
+
+class BuildResult(TypedDict):
+    """What a kernel worker writes: the build and its rows."""
+
+    build: str
+    where: str
+    version: str
+    rows: list[KernelRow]
+
+
+class CopyCeiling(TypedDict):
+    eager_gbps: float
+    graph_gbps: float
+
+
+# name, kind, B, D, L, dtype, layout, W, pitch: the kernel-mode table's rows first, then the practical shapes
+KERNEL_ROWS = [
+    ("fwd bf16 cf B4 D4096 L4096", "fwd", 4, 4096, 4096, "bf16", "cf", 4, 0),
+    ("bwd bf16 cf B4 D4096 L4096", "bwd", 4, 4096, 4096, "bf16", "cf", 4, 0),
+    ("fwd bf16 cl B4 D4096 L4096", "fwd", 4, 4096, 4096, "bf16", "cl", 4, 0),
+    ("bwd bf16 cl B4 D4096 L4096", "bwd", 4, 4096, 4096, "bf16", "cl", 4, 0),
+    ("fwd fp32 cf B4 D4096 L4096", "fwd", 4, 4096, 4096, "fp32", "cf", 4, 0),
+    ("bwd fp32 cf B4 D4096 L4096", "bwd", 4, 4096, 4096, "fp32", "cf", 4, 0),
+    ("fwd bf16 cl Mamba2 B8 L2048 D5376 pitch 11008", "fwd", 8, 5376, 2048, "bf16", "cl", 4, 11008),
+    ("bwd bf16 cl Mamba2 B8 L2048 D5376 pitch 11008", "bwd", 8, 5376, 2048, "bf16", "cl", 4, 11008),
+    ("fwd bf16 cf B16 D1024 L512", "fwd", 16, 1024, 512, "bf16", "cf", 4, 0),
+    ("bwd bf16 cf B16 D1024 L512", "bwd", 16, 1024, 512, "bf16", "cf", 4, 0),
+    ("update bf16 B256 D8192", "update", 256, 8192, 1, "bf16", "plain", 4, 0),
+]
+
+
+def kernel_rows(only: Sequence[str] = ()) -> list[tuple]:
+    """KERNEL_ROWS, then the practical and decode rows of the eager table not already in it; with
+    `only`, just the rows whose name contains one of its strings."""
+    rows = list(KERNEL_ROWS)
+    seen = {r[1:9] for r in rows}
+    extra = [r for r in bc.PRACTICAL_ROWS + bc.UPDATE_ROWS if r[6] in ("cf", "cl", "plain")]
+    extra.append(("update bf16 B1 D8192", "update", 1, 8192, 1, "bf16", "plain", 4, 0))
+    for r in extra:
+        key = tuple(r[1:8]) + ((r[8] if len(r) > 8 else 0),)
+        if key not in seen:
+            seen.add(key)
+            rows.append(tuple(r[:8]) + ((r[8] if len(r) > 8 else 0),))
+    return [r for r in rows if not only or any(w in r[0] for w in only)]
+
+
+def moved_bytes(kind: str, B: int, D: int, L: int, esz: int, S: int = 3) -> int:
+    """Bytes the op must move: fwd x + out; bwd x + dout + dx; update x + out + state read and written."""
+    if kind == "fwd":
+        return 2 * B * D * L * esz
+    if kind == "bwd":
+        return 3 * B * D * L * esz
+    return (2 + 2 * S) * B * D * esz
+
+
+class _Build:
+    """The three ops of one causal-conv1d build as fwd(x, w, b) -> out, bwd(x, w, b, dout) ->
+    (dx, dweight, dbias), update(x (B, D, 1), state, w, b) -> out; all with silu."""
+
+    fwd: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+    bwd: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], Sequence[torch.Tensor]]
+    update: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+    def __init__(self, peer: Optional[str]) -> None:
+        if peer is None:
+            ops, pkg = bc.load_ops()
+            self.name = "ours"
+            self.where = str(Path(pkg.__file__).parent) if pkg is not None else "torch.ops"
+            self.version = getattr(pkg, "__version__", "?")
+            self._use_ops(ops)
+            return
+        root = Path(peer).resolve()
+        sys.path.insert(0, str(root))
+        pkg = importlib.import_module("causal_conv1d")
+        where = Path(pkg.__file__).resolve().parent
+        if root not in where.parents:
+            raise SystemExit(f"--peer {peer}: `import causal_conv1d` found {where}, not a package under {root}")
+        self.name = "peer"
+        self.where = str(where)
+        self.version = getattr(pkg, "__version__", "?")
+        try:
+            cf = importlib.import_module("causal_conv1d.cpp_functions")  # upstream >= 1.5
+        except ImportError:
+            cf = None
+        if cf is not None and hasattr(cf, "causal_conv1d_fwd_function"):
+            self.fwd = lambda x, w, b: cf.causal_conv1d_fwd_function(x, w, b, None, None, None, True)
+            self.bwd = lambda x, w, b, dout: cf.causal_conv1d_bwd_function(
+                x, w, b, dout, None, None, None, None, False, True
+            )[:3]
+            self.update = lambda x, st, w, b: cf.causal_conv1d_update_function(x, st, w, b, True, None, None)
+        elif hasattr(torch.ops, "causal_conv1d") and hasattr(torch.ops.causal_conv1d, "fwd"):  # a build of ours
+            self._use_ops(bc._Ops(torch.ops.causal_conv1d))
+        else:
+            raise SystemExit(f"--peer {peer}: neither causal_conv1d.cpp_functions nor torch.ops.causal_conv1d")
+
+    def _use_ops(self, ops: bc._Ops) -> None:
+        """The ops of a build of this project (its torch ops)."""
+        self.fwd = lambda x, w, b: ops.fwd(x, w, b, None, None, False, True)[0]
+        self.bwd = lambda x, w, b, dout: ops.bwd(x, w, b, dout, None, None, None, False, True)[:3]
+        self.update = lambda x, st, w, b: ops.update(x, st, w, b, True, None, None)
+
+
+def graph_reps(nbuf: int) -> int:
+    """Calls per captured graph: every input set at least twice, at least 10 calls."""
+    reps = max(10, 2 * nbuf)
+    return (reps + nbuf - 1) // nbuf * nbuf
+
+
+class CaseInputs:
+    """Inputs of one kernel-mode row for one build: `nbuf` input sets (x, and dout or the state),
+    `call(i)` runs the op on set i, `check()` compares set 0's result with the float64 reference."""
+
+    def __init__(self, build: _Build, case: tuple, nbuf: Optional[int] = None) -> None:
+        name, kind, B, D, L, dts, layout, W, pitch = case
+        dtype = bc.DTYPES[dts]
+        esz = torch.tensor([], dtype=dtype).element_size()
+        torch.manual_seed(sum(name.encode()))
+        self.build, self.kind, self.dtype = build, kind, dtype
+        self.w = (torch.randn(D, W, device="cuda") / W**0.5).to(dtype)
+        self.bias = torch.randn(D, device="cuda").to(dtype)
+        S = W - 1
+        self.bytes = moved_bytes(kind, B, D, L, esz, S)
+        self.nbuf = bc.n_buffers(self.bytes) if nbuf is None else nbuf
+        if kind in ("fwd", "bwd"):
+            self.xs = [bc.make_x(B, D, L, dtype, layout, pitch) for _ in range(self.nbuf)]
+            if kind == "bwd":
+                self.douts = [bc.make_x(B, D, L, dtype, layout) for _ in range(self.nbuf)]
+        else:
+            self.xs = [torch.randn(B, D, 1, device="cuda", dtype=dtype) for _ in range(self.nbuf)]
+            self.states = [torch.randn(B, D, S, device="cuda", dtype=dtype) for _ in range(self.nbuf)]
+
+    def call(self, i: int) -> Union[torch.Tensor, Sequence[torch.Tensor]]:
+        b = self.build
+        if self.kind == "fwd":
+            return b.fwd(self.xs[i], self.w, self.bias)
+        if self.kind == "bwd":
+            return b.bwd(self.xs[i], self.w, self.bias, self.douts[i])
+        return b.update(self.xs[i], self.states[i], self.w, self.bias)
+
+    def check(self) -> Check:
+        """rel_err against float64 (and state_exact for update) of set 0; the update's state is
+        restored afterwards, so timing starts from the same inputs."""
+        w, bias, x = self.w, self.bias, self.xs[0]
+        if self.kind == "fwd":
+            ref, _ = bc.fwd_ref(x, w, bias, silu=True)
+            return {"rel_err": bc.rel_err(self.call(0), ref)}
+        if self.kind == "bwd":
+            dout = self.douts[0]
+            xr = x.detach().double().requires_grad_()
+            wr = w.detach().double().requires_grad_()
+            br = bias.detach().double().requires_grad_()
+            ref, _ = bc.fwd_ref(xr, wr, br, silu=True)
+            ref.backward(dout.double())
+            dx, dw, db = self.call(0)
+            return {"rel_err": max(bc.rel_err(dx, xr.grad), bc.rel_err(dw, wr.grad), bc.rel_err(db, br.grad))}
+        st0 = self.states[0].clone()
+        st_ref = st0.clone()
+        ref = bc.update_ref(x, st_ref, w, bias, True, None, None)
+        out = self.call(0)
+        res: Check = {"rel_err": bc.rel_err(out, ref), "state_exact": bool(torch.equal(self.states[0], st_ref))}
+        self.states[0].copy_(st0)
+        return res
+
+
+def kernel_case(build: _Build, case: tuple, quick: bool) -> KernelRow:
+    name, kind, B, D, L, dts, layout, W, pitch = case
+    row: KernelRow = {
+        "name": name,
+        "kind": kind,
+        "B": B,
+        "D": D,
+        "L": L,
+        "dtype": dts,
+        "layout": layout,
+        "W": W,
+        "pitch": pitch,
+    }
+    iters = 20 if quick else 50
+    inp = CaseInputs(build, case)
+    row.update(inp.check())
+    row["tol"] = bc.rel_tol(inp.dtype)
+    row["ok"] = bool(row["rel_err"] < row["tol"]) and row.get("state_exact", True)
+    row["bytes"] = inp.bytes
+    row["nbuf"] = nbuf = inp.nbuf
+    row["eager_us"] = bc.time_fn(inp.call, nbuf, iters=iters)
+    reps = graph_reps(nbuf)
+    row["graph_reps"] = reps
+    row["graph_us"] = bc.time_graph(inp.call, nbuf, reps=reps)
+    del inp
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    return row
+
+
+def kernel_worker(peer: Optional[str], out: Path, only: list[str], quick: bool) -> int:
+    """Child process: time every kernel-mode row with one build, write JSON to `out`."""
+    build = _Build(peer)
+    res: BuildResult = {"build": build.name, "where": build.where, "version": build.version, "rows": []}
+    for case in kernel_rows(only):
+        try:
+            res["rows"].append(kernel_case(build, case, quick))
+        except Exception as exc:  # noqa: BLE001 - e.g. a width the peer does not support
+            res["rows"].append({"name": case[0], "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
+            torch.cuda.empty_cache()
+        r = res["rows"][-1]
+        print(
+            f"[{build.name}] {r['name']}: "
+            + (
+                f"graph {r['graph_us']:.1f} us, eager {r['eager_us']:.1f} us, rel err {r['rel_err']:.2e}"
+                if "error" not in r
+                else r["error"]
+            ),
+            file=sys.stderr,
+            flush=True,
+        )
+    out.write_text(json.dumps(res, indent=1))
+    return 0
+
+
+def copy_ceiling_graph() -> CopyCeiling:
+    """Device-to-device copy of 1 GiB (bytes read + written): eager events and inside a CUDA graph."""
+    n = 1 << 30
+    a = torch.empty(n, dtype=torch.uint8, device="cuda").random_()
+    b = torch.empty_like(a)
+    t = bc.time_fn(lambda i: b.copy_(a), 1, warmup=5, iters=30)
+    tg = bc.time_graph(lambda i: b.copy_(a), 1, reps=4)
+    a = b = None  # noqa: F841 - free the 2 GiB before the workers start
+    torch.cuda.empty_cache()
+    return {"eager_gbps": 2 * n / (t * 1e-6) / 1e9, "graph_gbps": 2 * n / (tg * 1e-6) / 1e9}
+
+
+def kernel_table(ours: BuildResult, peer: Optional[BuildResult], ceiling: float) -> str:
+    prow = {r["name"]: r for r in (peer or {}).get("rows", [])}
+    hdr = (
+        f"{'case':48s} {'ours µs':>8s} {'peer µs':>8s} {'ratio':>6s} {'ours %cp':>8s} {'peer %cp':>8s}"
+        f" {'ours eag':>9s} {'peer eag':>9s} {'ok':>5s}"
+    )
+    lines = [hdr, "-" * len(hdr)]
+    for r in ours["rows"]:
+        p = prow.get(r["name"])
+        if "error" in r:
+            lines.append(f"{r['name']:48s} ERROR {r['error']}")
+            continue
+        po = p if p is not None and "error" not in p else None
+        frac = r["bytes"] / (r["graph_us"] * 1e-6) / 1e9 / ceiling
+        pfrac = po["bytes"] / (po["graph_us"] * 1e-6) / 1e9 / ceiling if po else None
+        ratio = po["graph_us"] / r["graph_us"] if po else None
+        ok = ("y" if r["ok"] else "NO") + ("/" + ("y" if po["ok"] else "NO") if po else "")
+        lines.append(
+            f"{r['name']:48s} {r['graph_us']:8.1f} {bc.fmt(po['graph_us'] if po else None, '8.1f')} "
+            f"{bc.fmt(ratio, '6.3f')} {100 * frac:8.1f} {bc.fmt(None if pfrac is None else 100 * pfrac, '8.1f')} "
+            f"{r['eager_us']:9.1f} {bc.fmt(po['eager_us'] if po else None, '9.1f')} {ok:>5s}"
+        )
+        if p is not None and "error" in p:
+            lines[-1] += f"  (peer: {p['error'][:60]})"
+    return "\n".join(lines)
+
+
+def main(args: argparse.Namespace) -> int:
+    """The kernel table: one worker per build, then the table of both."""
+    if not torch.cuda.is_available():
+        raise SystemExit("no CUDA device: kernel mode needs a GPU")
+    ceil = copy_ceiling_graph()
+    # The faster of the two: a copy captured in a graph can become a copy-engine memcpy node, slower
+    # than the SM copy eager runs (H200: 2764 GB/s in a graph, 4251 eager), which would
+    # put kernels above 100% of "copy".
+    ceiling = max(ceil["graph_gbps"], ceil["eager_gbps"])
+    results: dict[str, BuildResult] = {}
+    with tempfile.TemporaryDirectory() as td:
+        for who, peer in [("ours", None)] + ([("peer", args.peer)] if args.peer else []):
+            out = Path(td) / f"{who}.json"
+            cmd = [
+                sys.executable,
+                str(Path(__file__).resolve().parent / "bench.py"),
+                "--kernel-worker",
+                "--out",
+                str(out),
+            ]
+            if peer:
+                cmd += ["--peer", peer]
+            if args.only:
+                cmd += ["--only", args.only]
+            if args.quick:
+                cmd.append("--quick")
+            rc = subprocess.call(cmd, cwd=str(bc.ROOT) if peer is None else None)
+            if rc != 0 or not out.exists():
+                raise SystemExit(f"kernel worker for {who} failed (exit {rc})")
+            results[who] = json.loads(out.read_text())
+    ours, peer = results["ours"], results.get("peer")
+    head = [
+        f"date {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}, "
+        f"card {torch.cuda.get_device_name(0)}, torch {torch.__version__}",
+        f"copy ceiling: {ceiling:.0f} GB/s (the faster of {ceil['graph_gbps']:.0f} in a CUDA graph and "
+        f"{ceil['eager_gbps']:.0f} eager), 1 GiB, bytes read + written",
+        f"ours: {ours['version']} at {ours['where']}"
+        + (f"; peer: {peer['version']} at {peer['where']}" if peer else ""),
+        "µs: per call in a CUDA graph (median of 20 replays); ratio = peer µs / ours µs (> 1: ours faster);"
+        " %cp = bytes moved / graph time / copy ceiling; eag = eager µs (CUDA events per call);"
+        " ok = rel err vs float64 below tolerance (ours/peer)",
+        "",
+    ]
+    table = "\n".join(head) + kernel_table(ours, peer, ceiling)
+    print(table)
+    if args.json:
+        meta = {**bc.run_meta(), "copy_ceiling": ceil}
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"meta": meta, "ours": ours, "peer": peer, "table": table}, indent=1))
+    bad = [r["name"] for r in ours["rows"] if "error" in r or not r.get("ok", False)]
+    for n in bad:
+        print(f"ours FAILED or inaccurate: {n}")
+    return 1 if bad else 0
