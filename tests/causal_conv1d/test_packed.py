@@ -31,12 +31,16 @@ def packed_x(dim: int, total: int, layout: str, dtype: torch.dtype, device: str)
     return make_bdl(1, dim, total, layout, dtype, device)
 
 
-def _leaves(*ts: Optional[torch.Tensor]) -> list[Optional[torch.Tensor]]:
-    return [t.detach().clone().requires_grad_() if t is not None else None for t in ts]
+def _leaves(*ts: Optional[torch.Tensor], double: bool = False) -> list[Optional[torch.Tensor]]:
+    """Leaves for autograd; float64 for the reference (16-bit leaves would round each sequence's share
+    of dweight / dbias to 16 bits and sum the shares in 16 bits)."""
+    return [
+        (t.detach().double() if double else t.detach().clone()).requires_grad_() if t is not None else None for t in ts
+    ]
 
 
 def grads(x, w, b, cu, init, silu, dout, dfinal, ours: bool):
-    xl, wl, bl, il = _leaves(x, w, b, init)
+    xl, wl, bl, il = _leaves(x, w, b, init, double=not ours)
     if ours:
         out, final = causal_conv1d_fn(
             xl,
@@ -105,7 +109,7 @@ def test_gradients_match_reference(device: str, layout: str, width: int, case: s
             if r is None:
                 assert g is None, name
                 continue
-            assert g.dtype == r.dtype, name
+            assert g.dtype == dtype, name  # the reference's are float64
             assert rel_err(g, r) < GRAD_TOL[dtype], f"{name} {dtype}: {rel_err(g, r)}"
 
 
