@@ -1,7 +1,7 @@
 """Benchmarks of the causal-conv1d kernels, one command for the three of them:
 
     python benchmarks/bench.py [--json OUT.json] [--quick] [--only ROWS]   # eager table, any CUDA machine
-    python benchmarks/bench.py --kernel [--peer PATH] [--json OUT.json]    # kernel against kernel, CUDA graphs
+    python benchmarks/bench.py --kernel [--peer PATH] [--fla PATH] [--json OUT.json]  # kernel against kernel
     python benchmarks/bench.py --cpu [--json OUT.json]                      # CPU forward against F.conv1d
 
 Each tool is its own module beside this one: eager_bench.py (the eager table: copy ceiling, target
@@ -26,6 +26,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     ap.add_argument("--only", default="", help="comma-separated substrings: time only the rows whose name has one")
     ap.add_argument("--kernel", action="store_true", help="kernel mode: CUDA-graph times, ours vs --peer")
     ap.add_argument("--peer", default=None, help="kernel mode: path of another causal-conv1d build to compare")
+    ap.add_argument("--fla", default=None, help="kernel mode: path holding flash-linear-attention's `fla` package")
     ap.add_argument("--kernel-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, default=None, help=argparse.SUPPRESS)
     return ap.parse_args(argv)
@@ -37,7 +38,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.kernel_worker:
         import kernel_bench
 
-        return kernel_bench.kernel_worker(args.peer, args.out, [w for w in args.only.split(",") if w], args.quick)
+        only = [w for w in args.only.split(",") if w]
+        return kernel_bench.kernel_worker(args.peer, args.out, only, args.quick, args.fla)
     if args.kernel:
         import kernel_bench
 

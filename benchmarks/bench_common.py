@@ -37,6 +37,7 @@ def _load_reference() -> ModuleType:
 
 _ref = _load_reference()
 fwd_ref, rel_err, rel_tol, update_ref = _ref.fwd_ref, _ref.rel_err, _ref.rel_tol, _ref.update_ref
+packed_fwd_ref = _ref.packed_fwd_ref
 
 
 class CaseRow(TypedDict, total=False):
@@ -62,6 +63,8 @@ class _Ops:
         self.fwd = ns.fwd.default
         self.bwd = ns.bwd.default
         self.update = ns.update.default
+        self.packed_fwd = getattr(ns, "packed_fwd", None)  # builds without packed sequences: None
+        self.packed_bwd = getattr(ns, "packed_bwd", None)
 
 
 def load_ops() -> tuple[_Ops, Optional[ModuleType]]:

@@ -13,6 +13,13 @@ was installed into. Upstream is called through its own Python functions
 their casts included, as its autograd does); ours through the ``causal_conv1d`` torch ops. The copy
 ceiling (a 1 GiB device-to-device copy, bytes read + written) is measured in the same run; ``%copy``
 = bytes the op must move / graph time / ceiling. benchmarks/ncu_rows.py profiles the same rows.
+
+``--fla PATH`` adds flash-linear-attention's Triton kernels as a third column (FLA's package read
+from PATH, e.g. a copy of its ``fla/`` tree: ``fla.modules.conv.triton.ops.causal_conv1d_fwd / _bwd``,
+the functions its autograd calls, on (B, T, D) channel-last memory; no decode rows). The packed
+rows ("pfwd" / "pbwd": sequences packed into one row of B * L tokens) run ours through
+``cu_seqlens`` (packed_fwd / packed_bwd), FLA through ``cu_seqlens`` (its chunk indices prepared
+once, outside the timing) and a ``--peer`` build through ``seq_idx``.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Callable, Optional, TypedDict, Union
+from typing import Any, Callable, Optional, TypedDict, Union
 
 import bench_common as bc
 import torch
@@ -41,6 +48,7 @@ class KernelRow(bc.CaseRow, total=False):
     """One row of one build (a failed row: name and error only)."""
 
     pitch: int
+    seqs: int  # packed rows: the number of sequences
     rel_err: float
     state_exact: bool
     tol: float
@@ -83,6 +91,51 @@ KERNEL_ROWS = [
 ]
 
 
+# Packed rows: name, kind, B, D, L, dtype, layout, W, pitch, sequences ("7": 7 sequences over the
+# B * L tokens; "3-16/row": each of the B rows of L tokens cut into 3 to 16 sequences)
+PACKED_ROWS = [
+    ("pfwd bf16 cl 7 seqs T16384 D4096", "pfwd", 1, 4096, 16384, "bf16", "cl", 4, 0, "7"),
+    ("pbwd bf16 cl 7 seqs T16384 D4096", "pbwd", 1, 4096, 16384, "bf16", "cl", 4, 0, "7"),
+    ("pfwd bf16 cf 7 seqs T16384 D4096", "pfwd", 1, 4096, 16384, "bf16", "cf", 4, 0, "7"),
+    ("pbwd bf16 cf 7 seqs T16384 D4096", "pbwd", 1, 4096, 16384, "bf16", "cf", 4, 0, "7"),
+    (
+        "pfwd bf16 cl Mamba2 B8 L2048 D5376 pitch 11008 3-16/row",
+        "pfwd",
+        8,
+        5376,
+        2048,
+        "bf16",
+        "cl",
+        4,
+        11008,
+        "3-16/row",
+    ),
+    (
+        "pbwd bf16 cl Mamba2 B8 L2048 D5376 pitch 11008 3-16/row",
+        "pbwd",
+        8,
+        5376,
+        2048,
+        "bf16",
+        "cl",
+        4,
+        11008,
+        "3-16/row",
+    ),
+]
+
+
+def packed_lengths(spec: str, B: int, L: int, gen: torch.Generator) -> list[int]:
+    """The sequence lengths of a packed row (see PACKED_ROWS), summing to B * L."""
+    rows = [B * L] if spec == "7" else [L] * B
+    lens: list[int] = []
+    for n_tok in rows:
+        n = 7 if spec == "7" else int(torch.randint(3, 17, (), generator=gen))
+        cuts = sorted(torch.randperm(n_tok - 1, generator=gen)[: n - 1].add(1).tolist())
+        lens += [b - a for a, b in zip([0, *cuts], [*cuts, n_tok])]
+    return lens
+
+
 def kernel_rows(only: Sequence[str] = ()) -> list[tuple]:
     """KERNEL_ROWS, then the practical and decode rows of the eager table not already in it; with
     `only`, just the rows whose name contains one of its strings."""
@@ -95,14 +148,15 @@ def kernel_rows(only: Sequence[str] = ()) -> list[tuple]:
         if key not in seen:
             seen.add(key)
             rows.append(tuple(r[:8]) + ((r[8] if len(r) > 8 else 0),))
+    rows += PACKED_ROWS
     return [r for r in rows if not only or any(w in r[0] for w in only)]
 
 
 def moved_bytes(kind: str, B: int, D: int, L: int, esz: int, S: int = 3) -> int:
     """Bytes the op must move: fwd x + out; bwd x + dout + dx; update x + out + state read and written."""
-    if kind == "fwd":
+    if kind in ("fwd", "pfwd"):
         return 2 * B * D * L * esz
-    if kind == "bwd":
+    if kind in ("bwd", "pbwd"):
         return 3 * B * D * L * esz
     return (2 + 2 * S) * B * D * esz
 
@@ -114,8 +168,17 @@ class _Build:
     fwd: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
     bwd: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], Sequence[torch.Tensor]]
     update: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+    # packed rows: pfwd(x, w, b, pk) -> out, pbwd(x, w, b, dout, pk) -> (dx, dweight, dbias), pk the
+    # row's Packing; channel_last_only: the build reads (B, T, D) memory only (FLA)
+    pfwd: Optional[Callable[..., Any]] = None
+    pbwd: Optional[Callable[..., Any]] = None
+    channel_last_only = False
+    prepare_chunk_indices: Optional[Callable[..., Any]] = None
 
-    def __init__(self, peer: Optional[str]) -> None:
+    def __init__(self, peer: Optional[str], fla: Optional[str] = None) -> None:
+        if fla is not None:
+            self._init_fla(fla)
+            return
         if peer is None:
             ops, pkg = bc.load_ops()
             self.name = "ours"
@@ -142,6 +205,10 @@ class _Build:
                 x, w, b, dout, None, None, None, None, False, True
             )[:3]
             self.update = lambda x, st, w, b: cf.causal_conv1d_update_function(x, st, w, b, True, None, None)
+            self.pfwd = lambda x, w, b, pk: cf.causal_conv1d_fwd_function(x, w, b, pk.seq_idx, None, None, True)
+            self.pbwd = lambda x, w, b, dout, pk: cf.causal_conv1d_bwd_function(
+                x, w, b, dout, pk.seq_idx, None, None, None, False, True
+            )[:3]
         elif hasattr(torch.ops, "causal_conv1d") and hasattr(torch.ops.causal_conv1d, "fwd"):  # a build of ours
             self._use_ops(bc._Ops(torch.ops.causal_conv1d))
         else:
@@ -152,6 +219,65 @@ class _Build:
         self.fwd = lambda x, w, b: ops.fwd(x, w, b, None, None, False, True)[0]
         self.bwd = lambda x, w, b, dout: ops.bwd(x, w, b, dout, None, None, None, False, True)[:3]
         self.update = lambda x, st, w, b: ops.update(x, st, w, b, True, None, None)
+        if ops.packed_fwd is not None and ops.packed_bwd is not None:
+            pf, pb = ops.packed_fwd.default, ops.packed_bwd.default
+            self.pfwd = lambda x, w, b, pk: pf(x, w, b, pk.cu, None, False, True)[0]
+            self.pbwd = lambda x, w, b, dout, pk: pb(x, w, b, dout, pk.cu, None, None, False, True)[:3]
+
+    def _init_fla(self, path: str) -> None:
+        """flash-linear-attention's Triton kernels from the package under `path` (never a copy in
+        this repository): the forward and backward functions its autograd calls, on (B, T, D)."""
+        root = Path(path).resolve()
+        sys.path.insert(0, str(root))
+        fla = importlib.import_module("fla")
+        where = Path(fla.__file__).resolve().parent
+        if root not in where.parents:
+            raise SystemExit(f"--fla {path}: `import fla` found {where}, not a package under {root}")
+        tops = importlib.import_module("fla.modules.conv.triton.ops")
+        self.prepare_chunk_indices = importlib.import_module("fla.ops.utils").prepare_chunk_indices
+        self.name, self.where, self.version = "fla", str(where), getattr(fla, "__version__", "?")
+        self.channel_last_only = True
+        fwd_raw, bwd_raw = tops.causal_conv1d_fwd, tops.causal_conv1d_bwd
+
+        def fwd(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, pk: Optional[Packing] = None) -> torch.Tensor:
+            # x: a (B, D, L) view of (B, L, D) memory; out in the same view
+            kw = {} if pk is None else {"cu_seqlens": pk.cu, "chunk_indices": pk.chunk_indices}
+            return fwd_raw(x.transpose(1, 2), w, b, None, activation="silu", **kw)[0].transpose(1, 2)
+
+        def bwd(
+            x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, dout: torch.Tensor, pk: Optional[Packing] = None
+        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            kw = {} if pk is None else {"cu_seqlens": pk.cu, "chunk_indices": pk.chunk_indices}
+            dx, dw, db, _, _ = bwd_raw(
+                x=x.transpose(1, 2),
+                dy=dout.transpose(1, 2),
+                dht=None,
+                weight=w,
+                bias=b,
+                residual=None,
+                initial_state=None,
+                activation="silu",
+                **kw,
+            )
+            return dx.transpose(1, 2), dw, db
+
+        def update(*args: Any) -> Any:
+            raise NotImplementedError("FLA's decode update keeps another state layout: not compared")
+
+        self.fwd, self.bwd, self.update, self.pfwd, self.pbwd = fwd, bwd, update, fwd, bwd
+
+
+class Packing:
+    """A packed row's side inputs: cu_seqlens (ours, FLA), seq_idx (1, B * L) (a --peer build), FLA's
+    chunk indices (what its autograd would prepare on every call, with a host sync)."""
+
+    def __init__(self, build: _Build, lens: list[int]) -> None:
+        t = torch.tensor(lens, dtype=torch.int32)
+        self.lens = lens
+        self.cu = torch.cat([torch.zeros(1, dtype=torch.int32), t.cumsum(0).to(torch.int32)]).cuda()
+        self.seq_idx = torch.repeat_interleave(torch.arange(len(lens), dtype=torch.int32), t.long())[None].cuda()
+        prep = build.prepare_chunk_indices
+        self.chunk_indices = prep(self.cu, 64) if prep is not None else None
 
 
 def graph_reps(nbuf: int) -> int:
@@ -165,7 +291,14 @@ class CaseInputs:
     `call(i)` runs the op on set i, `check()` compares set 0's result with the float64 reference."""
 
     def __init__(self, build: _Build, case: tuple, nbuf: Optional[int] = None) -> None:
-        name, kind, B, D, L, dts, layout, W, pitch = case
+        name, kind, B, D, L, dts, layout, W, pitch = case[:9]
+        if build.channel_last_only:
+            layout = "cl"  # the same row on (B, L, D) memory
+        self.pk: Optional[Packing] = None
+        if kind in ("pfwd", "pbwd"):  # one row of B * L tokens
+            gen = torch.Generator().manual_seed(sum(name.encode()))
+            self.pk = Packing(build, packed_lengths(case[9], B, L, gen))
+            B, L = 1, B * L
         dtype = bc.DTYPES[dts]
         esz = torch.tensor([], dtype=dtype).element_size()
         torch.manual_seed(sum(name.encode()))
@@ -175,9 +308,9 @@ class CaseInputs:
         S = W - 1
         self.bytes = moved_bytes(kind, B, D, L, esz, S)
         self.nbuf = bc.n_buffers(self.bytes) if nbuf is None else nbuf
-        if kind in ("fwd", "bwd"):
+        if kind in ("fwd", "bwd", "pfwd", "pbwd"):
             self.xs = [bc.make_x(B, D, L, dtype, layout, pitch) for _ in range(self.nbuf)]
-            if kind == "bwd":
+            if kind in ("bwd", "pbwd"):
                 self.douts = [bc.make_x(B, D, L, dtype, layout) for _ in range(self.nbuf)]
         else:
             self.xs = [torch.randn(B, D, 1, device="cuda", dtype=dtype) for _ in range(self.nbuf)]
@@ -189,21 +322,32 @@ class CaseInputs:
             return b.fwd(self.xs[i], self.w, self.bias)
         if self.kind == "bwd":
             return b.bwd(self.xs[i], self.w, self.bias, self.douts[i])
+        if self.kind in ("pfwd", "pbwd"):
+            if b.pfwd is None or b.pbwd is None:
+                raise NotImplementedError(f"{b.name} has no packed-sequence ops")
+            if self.kind == "pfwd":
+                return b.pfwd(self.xs[i], self.w, self.bias, self.pk)
+            return b.pbwd(self.xs[i], self.w, self.bias, self.douts[i], self.pk)
         return b.update(self.xs[i], self.states[i], self.w, self.bias)
 
     def check(self) -> Check:
         """rel_err against float64 (and state_exact for update) of set 0; the update's state is
         restored afterwards, so timing starts from the same inputs."""
         w, bias, x = self.w, self.bias, self.xs[0]
-        if self.kind == "fwd":
-            ref, _ = bc.fwd_ref(x, w, bias, silu=True)
-            return {"rel_err": bc.rel_err(self.call(0), ref)}
-        if self.kind == "bwd":
+
+        def ref_of(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            if self.pk is not None:
+                return bc.packed_fwd_ref(x, w, b, self.pk.cu, None, silu=True)[0]
+            return bc.fwd_ref(x, w, b, silu=True)[0]
+
+        if self.kind in ("fwd", "pfwd"):
+            return {"rel_err": bc.rel_err(self.call(0), ref_of(x, w, bias))}
+        if self.kind in ("bwd", "pbwd"):
             dout = self.douts[0]
             xr = x.detach().double().requires_grad_()
             wr = w.detach().double().requires_grad_()
             br = bias.detach().double().requires_grad_()
-            ref, _ = bc.fwd_ref(xr, wr, br, silu=True)
+            ref = ref_of(xr, wr, br)
             ref.backward(dout.double())
             dx, dw, db = self.call(0)
             return {"rel_err": max(bc.rel_err(dx, xr.grad), bc.rel_err(dw, wr.grad), bc.rel_err(db, br.grad))}
@@ -217,7 +361,7 @@ class CaseInputs:
 
 
 def kernel_case(build: _Build, case: tuple, quick: bool) -> KernelRow:
-    name, kind, B, D, L, dts, layout, W, pitch = case
+    name, kind, B, D, L, dts, layout, W, pitch = case[:9]
     row: KernelRow = {
         "name": name,
         "kind": kind,
@@ -231,6 +375,8 @@ def kernel_case(build: _Build, case: tuple, quick: bool) -> KernelRow:
     }
     iters = 20 if quick else 50
     inp = CaseInputs(build, case)
+    if inp.pk is not None:
+        row["seqs"] = len(inp.pk.lens)
     row.update(inp.check())
     row["tol"] = bc.rel_tol(inp.dtype)
     row["ok"] = bool(row["rel_err"] < row["tol"]) and row.get("state_exact", True)
@@ -246,9 +392,9 @@ def kernel_case(build: _Build, case: tuple, quick: bool) -> KernelRow:
     return row
 
 
-def kernel_worker(peer: Optional[str], out: Path, only: list[str], quick: bool) -> int:
+def kernel_worker(peer: Optional[str], out: Path, only: list[str], quick: bool, fla: Optional[str] = None) -> int:
     """Child process: time every kernel-mode row with one build, write JSON to `out`."""
-    build = _Build(peer)
+    build = _Build(peer, fla)
     res: BuildResult = {"build": build.name, "where": build.where, "version": build.version, "rows": []}
     for case in kernel_rows(only):
         try:
@@ -283,12 +429,17 @@ def copy_ceiling_graph() -> CopyCeiling:
     return {"eager_gbps": 2 * n / (t * 1e-6) / 1e9, "graph_gbps": 2 * n / (tg * 1e-6) / 1e9}
 
 
-def kernel_table(ours: BuildResult, peer: Optional[BuildResult], ceiling: float) -> str:
+def kernel_table(
+    ours: BuildResult, peer: Optional[BuildResult], ceiling: float, fla: Optional[BuildResult] = None
+) -> str:
     prow = {r["name"]: r for r in (peer or {}).get("rows", [])}
+    frow = {r["name"]: r for r in (fla or {}).get("rows", [])}
     hdr = (
         f"{'case':48s} {'ours µs':>8s} {'peer µs':>8s} {'ratio':>6s} {'ours %cp':>8s} {'peer %cp':>8s}"
         f" {'ours eag':>9s} {'peer eag':>9s} {'ok':>5s}"
     )
+    if fla is not None:
+        hdr += f" {'fla µs':>8s} {'fla/ours':>8s} {'fla %cp':>8s} {'fla ok':>6s}"
     lines = [hdr, "-" * len(hdr)]
     for r in ours["rows"]:
         p = prow.get(r["name"])
@@ -305,6 +456,15 @@ def kernel_table(ours: BuildResult, peer: Optional[BuildResult], ceiling: float)
             f"{bc.fmt(ratio, '6.3f')} {100 * frac:8.1f} {bc.fmt(None if pfrac is None else 100 * pfrac, '8.1f')} "
             f"{r['eager_us']:9.1f} {bc.fmt(po['eager_us'] if po else None, '9.1f')} {ok:>5s}"
         )
+        if fla is not None:
+            fr = frow.get(r["name"])
+            fo = fr if fr is not None and "error" not in fr else None
+            ffrac = 100 * fo["bytes"] / (fo["graph_us"] * 1e-6) / 1e9 / ceiling if fo else None
+            lines[-1] += (
+                f" {bc.fmt(fo['graph_us'] if fo else None, '8.1f')}"
+                f" {bc.fmt(fo['graph_us'] / r['graph_us'] if fo else None, '8.3f')}"
+                f" {bc.fmt(ffrac, '8.1f')} {('y' if fo['ok'] else 'NO') if fo else '-':>6s}"
+            )
         if p is not None and "error" in p:
             lines[-1] += f"  (peer: {p['error'][:60]})"
     return "\n".join(lines)
@@ -321,7 +481,8 @@ def main(args: argparse.Namespace) -> int:
     ceiling = max(ceil["graph_gbps"], ceil["eager_gbps"])
     results: dict[str, BuildResult] = {}
     with tempfile.TemporaryDirectory() as td:
-        for who, peer in [("ours", None)] + ([("peer", args.peer)] if args.peer else []):
+        builds = [("ours", None)] + ([("peer", args.peer)] if args.peer else []) + ([("fla", None)] if args.fla else [])
+        for who, peer in builds:
             out = Path(td) / f"{who}.json"
             cmd = [
                 sys.executable,
@@ -332,33 +493,37 @@ def main(args: argparse.Namespace) -> int:
             ]
             if peer:
                 cmd += ["--peer", peer]
+            if who == "fla":
+                cmd += ["--fla", args.fla]
             if args.only:
                 cmd += ["--only", args.only]
             if args.quick:
                 cmd.append("--quick")
-            rc = subprocess.call(cmd, cwd=str(bc.ROOT) if peer is None else None)
+            rc = subprocess.call(cmd, cwd=str(bc.ROOT) if who == "ours" else None)
             if rc != 0 or not out.exists():
                 raise SystemExit(f"kernel worker for {who} failed (exit {rc})")
             results[who] = json.loads(out.read_text())
-    ours, peer = results["ours"], results.get("peer")
+    ours, peer, fla = results["ours"], results.get("peer"), results.get("fla")
     head = [
         f"date {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}, "
         f"card {torch.cuda.get_device_name(0)}, torch {torch.__version__}",
         f"copy ceiling: {ceiling:.0f} GB/s (the faster of {ceil['graph_gbps']:.0f} in a CUDA graph and "
         f"{ceil['eager_gbps']:.0f} eager), 1 GiB, bytes read + written",
         f"ours: {ours['version']} at {ours['where']}"
-        + (f"; peer: {peer['version']} at {peer['where']}" if peer else ""),
+        + (f"; peer: {peer['version']} at {peer['where']}" if peer else "")
+        + (f"; fla: {fla['version']} at {fla['where']} (Triton, on (B, L, D) memory)" if fla else ""),
         "µs: per call in a CUDA graph (median of 20 replays); ratio = peer µs / ours µs (> 1: ours faster);"
         " %cp = bytes moved / graph time / copy ceiling; eag = eager µs (CUDA events per call);"
         " ok = rel err vs float64 below tolerance (ours/peer)",
         "",
     ]
-    table = "\n".join(head) + kernel_table(ours, peer, ceiling)
+    table = "\n".join(head) + kernel_table(ours, peer, ceiling, fla)
     print(table)
     if args.json:
         meta = {**bc.run_meta(), "copy_ceiling": ceil}
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"meta": meta, "ours": ours, "peer": peer, "table": table}, indent=1))
+        out_json = {"meta": meta, "ours": ours, "peer": peer, "fla": fla, "table": table}
+        args.json.write_text(json.dumps(out_json, indent=1))
     bad = [r["name"] for r in ours["rows"] if "error" in r or not r.get("ok", False)]
     for n in bad:
         print(f"ours FAILED or inaccurate: {n}")
