@@ -304,30 +304,33 @@ def needs_grad(x: Tensor, weight: Tensor, bias: Optional[Tensor], initial_states
 
 
 def _fwd_setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
-    x, weight, bias, seq_idx, initial_states, return_final_states, silu = inputs
+    """fwd's and packed_fwd's (their inputs line up: x, weight, bias, seq_idx / cu_seqlens,
+    initial_states, return_final_states, silu)."""
+    x, weight, bias, packing, initial_states, return_final_states, silu = inputs
     ctx.set_materialize_grads(False)  # unused outputs arrive as None: no zero tensors built
-    ctx.save_for_backward(x, weight, bias, seq_idx, initial_states)
+    ctx.save_for_backward(x, weight, bias, packing, initial_states)
     ctx.silu = silu
     ctx.return_final_states = return_final_states
     ctx.return_dinitial_states = initial_states is not None and ctx.needs_input_grad[4]
 
 
-def _fwd_backward(ctx: Any, dout: Optional[Tensor], dfinal_states: Optional[Tensor]) -> tuple:
+def _conv_backward(bwd: Any, ctx: Any, dout: Optional[Tensor], dfinal_states: Optional[Tensor]) -> tuple:
+    """The backward of fwd (bwd = the bwd op, packing = seq_idx) or packed_fwd (packed_bwd, cu_seqlens)."""
     from causal_conv1d._errors import reraise  # noqa: PLC0415  (cheap after the first call)
 
-    x, weight, bias, seq_idx, initial_states = ctx.saved_tensors
+    x, weight, bias, packing, initial_states = ctx.saved_tensors
     if dout is None:
         dout = torch.zeros_like(x)
     elif dout.stride(2) != 1 and dout.stride(1) != 1:
         dout = dout.contiguous()
     rdis = ctx.return_dinitial_states
     try:
-        dx, dweight, dbias, dinitial_states = _bwd(
+        dx, dweight, dbias, dinitial_states = bwd(
             x,
             weight,
             bias,
             dout,
-            seq_idx,
+            packing,
             initial_states,
             dfinal_states if ctx.return_final_states else None,
             rdis,
@@ -339,11 +342,15 @@ def _fwd_backward(ctx: Any, dout: Optional[Tensor], dfinal_states: Optional[Tens
         dx,
         dweight,
         dbias if bias is not None else None,
-        None,  # seq_idx
+        None,  # seq_idx / cu_seqlens
         dinitial_states if rdis else None,
         None,  # return_final_states
         None,  # silu
     )
+
+
+def _fwd_backward(ctx: Any, dout: Optional[Tensor], dfinal_states: Optional[Tensor]) -> tuple:
+    return _conv_backward(_bwd, ctx, dout, dfinal_states)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -352,52 +359,11 @@ def _fwd_backward(ctx: Any, dout: Optional[Tensor], dfinal_states: Optional[Tens
 _packed_bwd = torch.ops.causal_conv1d.packed_bwd.default
 
 
-def _packed_fwd_setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
-    x, weight, bias, cu_seqlens, initial_states, return_final_states, silu = inputs
-    ctx.set_materialize_grads(False)
-    ctx.save_for_backward(x, weight, bias, cu_seqlens, initial_states)
-    ctx.silu = silu
-    ctx.return_final_states = return_final_states
-    ctx.return_dinitial_states = initial_states is not None and ctx.needs_input_grad[4]
-
-
 def _packed_fwd_backward(ctx: Any, dout: Optional[Tensor], dfinal_states: Optional[Tensor]) -> tuple:
-    from causal_conv1d._errors import reraise  # noqa: PLC0415  (cheap after the first call)
-
-    x, weight, bias, cu_seqlens, initial_states = ctx.saved_tensors
-    if dout is None:
-        dout = torch.zeros_like(x)
-    elif dout.stride(2) != 1 and dout.stride(1) != 1:
-        dout = dout.contiguous()
-    rdis = ctx.return_dinitial_states
-    try:
-        dx, dweight, dbias, dinitial_states = _packed_bwd(
-            x,
-            weight,
-            bias,
-            dout,
-            cu_seqlens,
-            initial_states,
-            dfinal_states if ctx.return_final_states else None,
-            rdis,
-            ctx.silu,
-        )
-    except RuntimeError as exc:
-        reraise(exc)
-    return (
-        dx,
-        dweight,
-        dbias if bias is not None else None,
-        None,  # cu_seqlens
-        dinitial_states if rdis else None,
-        None,  # return_final_states
-        None,  # silu
-    )
+    return _conv_backward(_packed_bwd, ctx, dout, dfinal_states)
 
 
-torch.library.register_autograd(
-    "causal_conv1d::packed_fwd", _packed_fwd_backward, setup_context=_packed_fwd_setup_context
-)
+torch.library.register_autograd("causal_conv1d::packed_fwd", _packed_fwd_backward, setup_context=_fwd_setup_context)
 #: The packed-sequence forward (autograd above; its CUDA kernels are the varlen_fwd ones).
 packed_fwd = torch.ops.causal_conv1d.packed_fwd.default
 

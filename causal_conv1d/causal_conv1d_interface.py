@@ -108,38 +108,33 @@ def causal_conv1d_fn(
             out, final_states = _packed_fwd(x, weight, bias, cu_seqlens, initial_states, rfs, silu)
         except RuntimeError as exc:
             reraise(exc)
-        if not rfs:
-            return out
-        if final_states_out is not None:
-            final_states_out.copy_(final_states)
-            return out, final_states_out
-        return out, final_states
-    try:
-        # A torch.compile trace: the OpOverload (Dynamo traces it). Legacy C++ autograd: the op and
-        # its autograd kernel. Python autograd (stable op layer): the cheaper CausalConv1dFwd when an
-        # input requires grad, else below autograd (the rule of _ops.use_below_autograd, inlined: a
-        # call costs ~0.1 µs).
-        if _is_compiling():
-            out, final_states = _fwd(x, weight, bias, seq_idx, initial_states, rfs, silu)
-        elif not _python_autograd:
-            out, final_states = _fwd_op(x, weight, bias, seq_idx, initial_states, rfs, silu)
-        elif _grad_enabled() and (
-            x.requires_grad
-            or weight.requires_grad
-            or (bias is not None and bias.requires_grad)
-            or (initial_states is not None and initial_states.requires_grad)
-        ):
-            out, final_states = _apply_fwd(x, weight, bias, seq_idx, initial_states, rfs, silu)
-        elif _tls_excluded(_AUTOGRAD_KEY):  # below autograd already (e.g. inference_mode)
-            out, final_states = _fwd_op(x, weight, bias, seq_idx, initial_states, rfs, silu)
-        else:  # below autograd: the Autograd key excluded for the call (causal_conv1d._ops)
-            _tls_set_excluded(_AUTOGRAD_KEY, True)
-            try:
+    else:
+        try:
+            # A torch.compile trace: the OpOverload (Dynamo traces it). Legacy C++ autograd: the op and
+            # its autograd kernel. Python autograd (stable op layer): the cheaper CausalConv1dFwd when an
+            # input requires grad, else below autograd (the rule of _ops.use_below_autograd, inlined: a
+            # call costs ~0.1 µs).
+            if _is_compiling():
+                out, final_states = _fwd(x, weight, bias, seq_idx, initial_states, rfs, silu)
+            elif not _python_autograd:
                 out, final_states = _fwd_op(x, weight, bias, seq_idx, initial_states, rfs, silu)
-            finally:
-                _tls_set_excluded(_AUTOGRAD_KEY, False)
-    except RuntimeError as exc:
-        reraise(exc)
+            elif _grad_enabled() and (
+                x.requires_grad
+                or weight.requires_grad
+                or (bias is not None and bias.requires_grad)
+                or (initial_states is not None and initial_states.requires_grad)
+            ):
+                out, final_states = _apply_fwd(x, weight, bias, seq_idx, initial_states, rfs, silu)
+            elif _tls_excluded(_AUTOGRAD_KEY):  # below autograd already (e.g. inference_mode)
+                out, final_states = _fwd_op(x, weight, bias, seq_idx, initial_states, rfs, silu)
+            else:  # below autograd: the Autograd key excluded for the call (causal_conv1d._ops)
+                _tls_set_excluded(_AUTOGRAD_KEY, True)
+                try:
+                    out, final_states = _fwd_op(x, weight, bias, seq_idx, initial_states, rfs, silu)
+                finally:
+                    _tls_set_excluded(_AUTOGRAD_KEY, False)
+        except RuntimeError as exc:
+            reraise(exc)
     if not rfs:
         return out
     if final_states_out is not None:
