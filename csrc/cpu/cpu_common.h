@@ -211,5 +211,28 @@ struct CC1D_HIDDEN PackedArgs {
   void* dbias;              // acc type (dim,) or nullptr, written
 };
 
+// The inputs both packed ops pass (x (1, dim, total), n sequences): the sizes, the sequence table,
+// x, the initial states, silu, and the weight and bias in the accumulation type, contiguous, as
+// wf / bf (the caller keeps them alive while the args are used).
+inline PackedArgs packed_inputs(const Tensor& x, const Tensor& weight, const OptTensor& bias, const Tensor& cu_seqlens,
+                                const OptTensor& initial_states, int64_t n, bool silu, Tensor& wf, Tensor& bf) {
+  const ScalarType acc = acc_dtype(x);
+  wf = as_contiguous(to_dtype(weight, acc));
+  bf = bias.has_value() ? as_contiguous(to_dtype(*bias, acc)) : Tensor();
+  PackedArgs a{};
+  a.dim = x.size(1);
+  a.total = x.size(2);
+  a.width = weight.size(1);
+  a.nseq = n;
+  a.cu = cu_seqlens.const_data_ptr<int32_t>();
+  a.cu_stride = cu_seqlens.stride(0);
+  a.x = &x;
+  a.init = initial_states.has_value() ? &*initial_states : nullptr;
+  a.weight = wf.const_data_ptr();
+  a.bias = bf.defined() ? bf.const_data_ptr() : nullptr;
+  a.silu = silu;
+  return a;
+}
+
 }  // namespace cpu
 }  // namespace causal_conv1d

@@ -119,20 +119,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> packed_bwd_cpu(const Tensor& x, const
   Tensor dwf = alloc_zeros({D, W}, acc, x);
   Tensor dbf = alloc_zeros({D}, acc, x);
   if (D > 0 && n > 0) {
-    Tensor wf = as_contiguous(to_dtype(weight, acc));
-    Tensor bf = bias.has_value() ? as_contiguous(to_dtype(*bias, acc)) : Tensor();
-    PackedArgs a{};
-    a.dim = D;
-    a.total = T;
-    a.width = W;
-    a.nseq = n;
-    a.cu = cu_seqlens.const_data_ptr<int32_t>();
-    a.cu_stride = cu_seqlens.stride(0);
-    a.x = &x;
-    a.init = initial_states.has_value() ? &*initial_states : nullptr;
-    a.weight = wf.const_data_ptr();
-    a.bias = bf.defined() ? bf.const_data_ptr() : nullptr;
-    a.silu = silu;
+    Tensor wf, bf;
+    PackedArgs a = packed_inputs(x, weight, bias, cu_seqlens, initial_states, n, silu, wf, bf);
     a.dout = &dout;
     a.dfinal = dfinal_states.has_value() ? &*dfinal_states : nullptr;
     a.dx = &dx;
