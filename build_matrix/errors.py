@@ -77,20 +77,16 @@ def perhaps(value: str, choices: Iterable[str]) -> str:
     return " Perhaps you meant " + " or ".join(repr(f) for f in found) + "?"
 
 
-class BuildMatrixError(ToolError):
+class BuildMatrixError(ToolError, exit_code=EXIT_INTERNAL):
     """Base class: a user-facing failure with a message that says what failed and what to do."""
 
-    exit_code = EXIT_INTERNAL
 
-
-class UnknownValue(BuildMatrixError, ValueError):
+class UnknownValue(BuildMatrixError, ValueError, exit_code=3):
     """A filter or lookup value that the compatibility data does not know.
 
     ``kind`` names the field ("torch", "accel", "platform", "python", "job"), ``value`` the bad
     value, ``suggestions`` the close valid ones (difflib), ``valid`` all valid values.
     """
-
-    exit_code = 3
 
     def __init__(
         self,
@@ -127,10 +123,8 @@ class UnknownJob(UnknownValue):
         super().__init__("job", value, valid, hint=hint, suggestions=suggestions)
 
 
-class DataError(BuildMatrixError):
+class DataError(BuildMatrixError, exit_code=4):
     """The compatibility data file is missing or malformed; the message names file, key and value."""
-
-    exit_code = 4
 
     def __init__(self, path: object, key: str, value: object, reason: str) -> None:
         self.path = str(path)
@@ -141,25 +135,17 @@ class DataError(BuildMatrixError):
         super().__init__(f"Invalid compatibility data ({reason}) at {where} = {value!r}")
 
 
-class FetchError(BuildMatrixError):
+class FetchError(BuildMatrixError, exit_code=5):
     """``refresh`` could not fetch or parse a page of PyTorch's index; nothing was written."""
 
-    exit_code = 5
 
-
-class PlanFileError(BuildMatrixError):
+class PlanFileError(BuildMatrixError, exit_code=6):
     """A plan JSON file (input of ``diff``) is missing or malformed."""
 
-    exit_code = 6
 
-
-class BuildError(BuildMatrixError):
+class BuildError(BuildMatrixError, exit_code=10):
     """A wheel build failed (``build``); raised by ``build_matrix.native``."""
 
-    exit_code = 10
 
-
-class CheckError(BuildMatrixError):
+class CheckError(BuildMatrixError, exit_code=11):
     """A built wheel failed a check (``check``); raised by ``build_matrix.wheelcheck``."""
-
-    exit_code = 11

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from typing import Callable, Optional, TypeVar
+from typing import Any, Callable, Optional, TypeVar
 
 __all__ = [
     "EXIT_OK",
@@ -32,9 +32,15 @@ T = TypeVar("T")
 
 class ToolError(Exception):
     """Base class of a tool's user-facing failures: the message says what failed and what to do;
-    ``exit_code`` is the process's exit status."""
+    ``exit_code`` is the process's exit status, given where a family is declared:
+    ``class FetchError(BuildMatrixError, exit_code=5)`` (a family without one keeps its base's)."""
 
     exit_code = EXIT_FAILURE
+
+    def __init_subclass__(cls, *, exit_code: Optional[int] = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if exit_code is not None:
+            cls.exit_code = exit_code
 
 
 def options_from_args(cls: type[T], args: argparse.Namespace, **overrides: object) -> T:

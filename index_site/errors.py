@@ -27,10 +27,8 @@ class Problem:
         return f"{self.path}: {self.reason}"
 
 
-class IndexSiteError(ToolError):
+class IndexSiteError(ToolError, exit_code=1):
     """Base class: a failure that is reported as one message, without a traceback."""
-
-    exit_code = 1
 
 
 class _ProblemsError(IndexSiteError):
@@ -42,31 +40,23 @@ class _ProblemsError(IndexSiteError):
         super().__init__(f"{summary}:\n{lines}")
 
 
-class BadInputError(_ProblemsError):
+class BadInputError(_ProblemsError, exit_code=1):
     """Bad inputs were found and ``--strict`` makes them a failure (nothing was written)."""
-
-    exit_code = 1
 
     def __init__(self, problems: list[Problem]) -> None:
         super().__init__(problems, f"{len(problems)} bad input(s) and --strict is set; the site was not changed")
 
 
-class ManifestError(IndexSiteError):
+class ManifestError(IndexSiteError, exit_code=4):
     """The existing manifest cannot be read, so merging into it would drop published wheels."""
 
-    exit_code = 4
 
-
-class PublishConflict(IndexSiteError):
+class PublishConflict(IndexSiteError, exit_code=3):
     """A wheel name already published with different contents: publishing is append-only."""
 
-    exit_code = 3
 
-
-class VerifyFailed(_ProblemsError):
+class VerifyFailed(_ProblemsError, exit_code=1):
     """``verify`` found links that do not resolve or files that do not match."""
-
-    exit_code = 1
 
     def __init__(self, problems: list[Problem]) -> None:
         super().__init__(problems, f"verify found {len(problems)} problem(s)")

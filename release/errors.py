@@ -13,16 +13,12 @@ __all__ = ["ReleaseError", "UsageError", "CommandFailed", "StepFailed", "EXIT_US
 EXIT_STEP = EXIT_FAILURE  #: a pipeline step failed
 
 
-class ReleaseError(ToolError):
+class ReleaseError(ToolError, exit_code=EXIT_STEP):
     """Base class: a failure with a message meant for a person."""
 
-    exit_code = EXIT_STEP
 
-
-class UsageError(ReleaseError):
+class UsageError(ReleaseError, exit_code=EXIT_USAGE):
     """A bad option value or input file; the message names the value and what to do."""
-
-    exit_code = EXIT_USAGE
 
 
 class CommandFailed(ReleaseError):
