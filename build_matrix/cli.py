@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Callable, NoReturn, Optional
 import causal_conv1d_contract as contract
 from build_matrix import errors
 from build_matrix.errors import BuildMatrixError, perhaps
-from causal_conv1d_contract.cli import bounded_int
+from causal_conv1d_contract.cli import add_command, bounded_int
 
 if TYPE_CHECKING:
     from build_matrix.plan import Plan
@@ -95,6 +95,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
         )
 
 
+def _output(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--output", "-o", metavar="FILE", help="write here (atomically) instead of stdout")
+
+
 def _filters(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("filters (comma-separated; repeatable)")
     g.add_argument("--torch", metavar="SPEC", help="torch minors: '2.7', '2.6-2.9', '2.10-', '>=2.6,<2.10'")
@@ -147,6 +151,12 @@ def _write(args: argparse.Namespace, text: str) -> None:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
+    """every combination, the build jobs, and which job covers which combination
+
+    Enumerate torch x accel x CPython x ABI x platform, classify each combination as covered (by a build job) or
+    unavailable (with the reason). Jobs are abi3: one per (variant, platform), serving all of that torch's
+    CPythons.
+    """
     start = time.perf_counter()
     plan = _plan(args)
     elapsed = time.perf_counter() - start
@@ -184,6 +194,11 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_emit_matrix(args: argparse.Namespace) -> int:
+    """GitHub Actions matrix shards (<= 256 jobs each)
+
+    The build jobs as GitHub Actions matrix 'include' lists, cut into shards of at most 256 jobs (GitHub's
+    limit); job ids are the plan's and never change with the sharding.
+    """
     from build_matrix import emit
 
     shard_list = emit.shards(_plan(args), size=args.shard_size)
@@ -195,6 +210,10 @@ def _cmd_emit_matrix(args: argparse.Namespace) -> int:
 
 
 def _cmd_emit_env(args: argparse.Namespace) -> int:
+    """one job's complete cibuildwheel environment
+
+    Print the CIBW_* variables of one build job.
+    """
     from build_matrix import compat, emit
     from build_matrix.plan import make_plan
 
@@ -205,6 +224,10 @@ def _cmd_emit_env(args: argparse.Namespace) -> int:
 
 
 def _cmd_coverage(args: argparse.Namespace) -> int:
+    """coverage table: torch x accel rows, platform columns
+
+    Which wheel serves each torch x accel x platform, or why there is none.
+    """
     from build_matrix import coverage
 
     plan = _plan(args)
@@ -216,6 +239,11 @@ def _cmd_coverage(args: argparse.Namespace) -> int:
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
+    """what changes between two plans
+
+    Compare two plans. Each side is a plan JSON file, a compatibility data .toml, or 'current'. Exit 0; with
+    --exit-code, 7 when they differ.
+    """
     from build_matrix import diff
 
     data = getattr(args, "data", None)
@@ -228,6 +256,11 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
 
 def _cmd_refresh(args: argparse.Namespace) -> int:
+    """rebuild the availability data from PyTorch's wheel index
+
+    Fetch <index>/<accel>/torch/ for every accelerator, derive which torch builds exist for which CPython and
+    platform, and rewrite the data file atomically. A failed or partial fetch writes nothing.
+    """
     from build_matrix import refresh
 
     accels: list[str] = []
@@ -262,6 +295,10 @@ def _cmd_refresh(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
+    """validate the compatibility data file
+
+    Load and validate the compatibility data; print what it covers.
+    """
     from build_matrix import compat
 
     data = compat.load(getattr(args, "data", None))
@@ -305,13 +342,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
-    p = sub.add_parser(
-        "plan",
-        help="every combination, the build jobs, and which job covers which combination",
-        description="Enumerate torch x accel x CPython x ABI x platform, classify each combination "
-        "as covered (by a build job) or unavailable (with the reason). Jobs are abi3: "
-        "one per (variant, platform), serving all of that torch's CPythons.",
-    )
+    p = add_command(sub, "plan", _cmd_plan)
     _filters(p)
     p.add_argument(
         "--format",
@@ -321,23 +352,19 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         "jobs; jobs: job ids, one a line (default: summary)",
     )
     p.add_argument("--compact", action="store_true", help="json on one line")
-    p.add_argument("--output", "-o", metavar="FILE", help="write here (atomically) instead of stdout")
+    _output(p)
     p.add_argument("--time", action="store_true", help="print the planning time on stderr")
-    p.set_defaults(handler=_cmd_plan)
 
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "emit",
+        None,
         help="GitHub Actions matrix shards, or one job's cibuildwheel environment",
         description="Emit CI inputs from the plan.",
     )
     esub = p.add_subparsers(dest="what", metavar="WHAT", parser_class=_Parser)
     esub.required = True
-    e = esub.add_parser(
-        "matrix",
-        help="GitHub Actions matrix shards (<= 256 jobs each)",
-        description="The build jobs as GitHub Actions matrix 'include' lists, cut into shards of at "
-        "most 256 jobs (GitHub's limit); job ids are the plan's and never change with the sharding.",
-    )
+    e = add_command(esub, "matrix", _cmd_emit_matrix)
     _filters(e)
     e.add_argument(
         "--shard-size", type=_shard_size, default=256, metavar="N", help="jobs per shard, 1..256 (default 256)"
@@ -348,14 +375,9 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         default="json",
         help="json (default) or lines for $GITHUB_OUTPUT (shards=N, names=[...], shard-K={...})",
     )
-    e.add_argument("--output", "-o", metavar="FILE", help="write here (atomically) instead of stdout")
-    e.set_defaults(handler=_cmd_emit_matrix)
+    _output(e)
     _common(e)
-    e = esub.add_parser(
-        "env",
-        help="one job's complete cibuildwheel environment",
-        description="Print the CIBW_* variables of one build job.",
-    )
+    e = add_command(esub, "env", _cmd_emit_env)
     e.add_argument("--job", required=True, metavar="ID", help="job id, e.g. torch2.13-cpu-linux-x86_64")
     e.add_argument(
         "--format",
@@ -364,42 +386,24 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         help="json (default); shell: export lines; github: $GITHUB_ENV multiline syntax; dotenv",
     )
     e.add_argument("--index-url", metavar="URL", help="PyTorch wheel index base")
-    e.add_argument("--output", "-o", metavar="FILE", help="write here (atomically) instead of stdout")
-    e.set_defaults(handler=_cmd_emit_env)
+    _output(e)
     _common(e)
 
-    p = sub.add_parser(
-        "coverage",
-        help="coverage table: torch x accel rows, platform columns",
-        description="Which wheel serves each torch x accel x platform, or why there is none.",
-    )
+    p = add_command(sub, "coverage", _cmd_coverage)
     _filters(p)
     p.add_argument(
         "--format", choices=("markdown", "json"), default="markdown", help="markdown (README) or json (landing page)"
     )
-    p.add_argument("--output", "-o", metavar="FILE", help="write here (atomically) instead of stdout")
-    p.set_defaults(handler=_cmd_coverage)
+    _output(p)
 
-    p = sub.add_parser(
-        "diff",
-        help="what changes between two plans",
-        description="Compare two plans. Each side is a plan JSON file, a compatibility data .toml, "
-        "or 'current'. Exit 0; with --exit-code, 7 when they differ.",
-    )
+    p = add_command(sub, "diff", _cmd_diff)
     p.add_argument("old", metavar="OLD", help="plan JSON, data .toml or 'current'")
     p.add_argument("new", metavar="NEW", help="plan JSON, data .toml or 'current'")
     p.add_argument("--format", choices=("text", "json"), default="text", help="text (default) or json")
     p.add_argument("--exit-code", action="store_true", help="exit 7 when the plans differ")
-    p.add_argument("--output", "-o", metavar="FILE", help="write here (atomically) instead of stdout")
-    p.set_defaults(handler=_cmd_diff)
+    _output(p)
 
-    p = sub.add_parser(
-        "refresh",
-        help="rebuild the availability data from PyTorch's wheel index",
-        description="Fetch <index>/<accel>/torch/ for every accelerator, derive which torch builds "
-        "exist for which CPython and platform, and rewrite the data file atomically. "
-        "A failed or partial fetch writes nothing.",
-    )
+    p = add_command(sub, "refresh", _cmd_refresh)
     p.add_argument(
         "--index-url",
         metavar="URL",
@@ -413,14 +417,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=60.0, metavar="S", help="read timeout per request (default 60)")
     p.add_argument("--connect-timeout", type=float, default=10.0, metavar="S", help="connect timeout (default 10)")
     p.add_argument("--retries", type=int, default=3, metavar="N", help="retries per page with backoff (default 3)")
-    p.set_defaults(handler=_cmd_refresh)
 
-    p = sub.add_parser(
-        "validate",
-        help="validate the compatibility data file",
-        description="Load and validate the compatibility data; print what it covers.",
-    )
-    p.set_defaults(handler=_cmd_validate)
+    add_command(sub, "validate", _cmd_validate)
 
     for name, choice in sub.choices.items():
         if name != "emit":  # emit's own subcommands got theirs
@@ -436,17 +434,15 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
             except Exception as exc:  # noqa: BLE001 - a broken module must not break the other commands
                 failure = exc
         if mod is not None:
-            p = sub.add_parser(name, help=help_text)
+            p = add_command(sub, name, mod.run, help=help_text)
             mod.configure_parser(p)
-            p.set_defaults(handler=mod.run)
             _common(p)
         else:
             # Not selected (never parsed), or broken: take every argument as-is ('+' is no prefix
             # anyone uses), so that the handler can say why the command is unavailable.
-            p = sub.add_parser(name, help=help_text, add_help=False, prefix_chars="+")
+            handler = _lazy_handler(name, module, failure) if failure is not None else None
+            p = add_command(sub, name, handler, help=help_text, add_help=False, prefix_chars="+")
             p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-            if failure is not None:
-                p.set_defaults(handler=_lazy_handler(name, module, failure))
 
     return parser
 

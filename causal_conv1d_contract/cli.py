@@ -1,5 +1,6 @@
 """What the command-line tools share: the base class of their user-facing errors with its exit codes,
-the step from parsed arguments to an options dataclass, and integer arguments within bounds.
+the declaration of a subcommand with its handler, the step from parsed arguments to an options dataclass,
+and integer arguments within bounds.
 
 ``python -m build_matrix``, ``python -m index_site`` and ``python -m release`` each define their
 error families as subclasses of :class:`ToolError` (``build_matrix/errors.py``, ``index_site/errors.py``,
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import inspect
 from typing import Any, Callable, Optional, TypeVar
 
 __all__ = [
@@ -18,6 +20,8 @@ __all__ = [
     "EXIT_USAGE",
     "EXIT_INTERRUPTED",
     "ToolError",
+    "Handler",
+    "add_command",
     "options_from_args",
     "bounded_int",
 ]
@@ -28,6 +32,9 @@ EXIT_USAGE = 2  #: bad options or input (argparse exits with 2 as well)
 EXIT_INTERRUPTED = 130  #: Ctrl-C
 
 T = TypeVar("T")
+
+#: What a subcommand runs: the parsed arguments in, the exit status out.
+Handler = Callable[[argparse.Namespace], int]
 
 
 class ToolError(Exception):
@@ -41,6 +48,26 @@ class ToolError(Exception):
         super().__init_subclass__(**kwargs)
         if exit_code is not None:
             cls.exit_code = exit_code
+
+
+def add_command(
+    subparsers: argparse._SubParsersAction[Any],  # what add_subparsers returns
+    name: str,
+    handler: Optional[Handler],
+    help: Optional[str] = None,
+    **kwargs: Any,
+) -> argparse.ArgumentParser:
+    """The subcommand ``name``; its parsed arguments carry ``handler`` as ``args.handler`` (None: a group
+    of subcommands). Without ``help``, the handler's docstring is the text: its first paragraph the
+    one-line help, the rest (unless ``description`` is given) the description. ``kwargs`` go to
+    ``add_parser``."""
+    if help is None and handler is not None:
+        help, _, rest = inspect.cleandoc(handler.__doc__ or "").partition("\n\n")
+        kwargs.setdefault("description", rest or None)
+    parser: argparse.ArgumentParser = subparsers.add_parser(name, help=help, **kwargs)
+    if handler is not None:
+        parser.set_defaults(handler=handler)
+    return parser
 
 
 def options_from_args(cls: type[T], args: argparse.Namespace, **overrides: object) -> T:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from causal_conv1d_contract.cli import options_from_args
+from causal_conv1d_contract.cli import add_command, options_from_args
 from index_site.errors import IndexSiteError, Problem, VerifyFailed
 
 _EPILOG = """exit codes: 0 success; 1 bad input under --strict, or verify found problems; 2 usage error;
@@ -22,6 +22,14 @@ def _warn(problems: list[Problem]) -> None:
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
+    """write the site, merging new wheels into its manifest
+
+    Write SITE_DIR from the wheels in WHEELS_DIR (searched recursively) and the site's existing manifest.json.
+    Publishing is append-only: a published file is never dropped or replaced. The whole new site (pages,
+    manifest, files) is written to a temporary directory and swapped in at once, so a failure -- or a kill at
+    any point -- leaves the old site or the new one, never a mix. A WHEELS_DIR without any usable wheel is an
+    error.
+    """
     from index_site.site import BuildOptions, build_site
 
     result = build_site(options_from_args(BuildOptions, args))
@@ -38,6 +46,10 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
 
 def _cmd_yank(args: argparse.Namespace) -> int:
+    """mark a published file yanked (PEP 592)
+
+    Mark FILE yanked: pip and uv skip it unless pinned exactly. It stays listed.
+    """
     from index_site.site import yank_file
 
     entry, problems = yank_file(args.site, args.file, args.reason, strict=args.strict)
@@ -47,6 +59,10 @@ def _cmd_yank(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
+    """serve a site on 127.0.0.1
+
+    Serve SITE_DIR over HTTP, answering PEP 691 JSON to clients that ask for it.
+    """
     from index_site.serve import make_server
 
     try:
@@ -67,6 +83,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
+    """check every link, hash, size and .metadata of a site
+
+    Check a site (a folder or an http(s):// URL): every link resolves, hashes and sizes match the manifest,
+    every .metadata is its wheel's METADATA, the JSON pages agree.
+    """
     from index_site.verify import verify_site
 
     checked, problems = verify_site(args.site)
@@ -74,6 +95,10 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         raise VerifyFailed(problems)
     print(f"verified {checked} file(s): every link resolves and matches its hash, size and metadata")
     return 0
+
+
+def _site_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("site", type=Path, metavar="SITE_DIR")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -85,16 +110,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--traceback", action="store_true", help="show a traceback on errors (for bug reports)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    b = sub.add_parser(
-        "build",
-        help="write the site, merging new wheels into its manifest",
-        description="Write SITE_DIR from the wheels in WHEELS_DIR (searched recursively) and the site's existing "
-        "manifest.json. Publishing is append-only: a published file is never dropped or replaced. The whole new site "
-        "(pages, manifest, files) is written to a temporary directory and swapped in at once, so a failure -- or "
-        "a kill at any point -- leaves the old site or the new one, never a mix. A WHEELS_DIR without any usable "
-        "wheel is an error.",
-        epilog=_EPILOG,
-    )
+    b = add_command(sub, "build", _cmd_build, epilog=_EPILOG)
     b.add_argument(
         "wheels_dir",
         type=Path,
@@ -133,37 +149,20 @@ def _parser() -> argparse.ArgumentParser:
         help="upload time recorded for new wheels: Unix time or ISO 8601 (default: $SOURCE_DATE_EPOCH, else the clock)",
     )
     b.add_argument("--strict", action="store_true", help="fail (and change nothing) on any bad input")
-    b.set_defaults(func=_cmd_build)
 
-    y = sub.add_parser(
-        "yank",
-        help="mark a published file yanked (PEP 592)",
-        description="Mark FILE yanked: pip and uv skip it unless pinned exactly. It stays listed.",
-    )
-    y.add_argument("site", type=Path, metavar="SITE_DIR")
+    y = add_command(sub, "yank", _cmd_yank)
+    _site_dir(y)
     y.add_argument("file", metavar="FILE", help="the wheel's file name (or a path ending in it)")
     y.add_argument("--reason", default="", help="why it is yanked (shown by pip)")
     y.add_argument("--strict", action="store_true", help="fail on unreadable manifest entries")
-    y.set_defaults(func=_cmd_yank)
 
-    s = sub.add_parser(
-        "serve",
-        help="serve a site on 127.0.0.1",
-        description="Serve SITE_DIR over HTTP, answering PEP 691 JSON to clients that ask for it.",
-    )
-    s.add_argument("site", type=Path, metavar="SITE_DIR")
+    s = add_command(sub, "serve", _cmd_serve)
+    _site_dir(s)
     s.add_argument("--port", type=int, default=8000, help="port (0: any free port; default 8000)")
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    s.set_defaults(func=_cmd_serve)
 
-    v = sub.add_parser(
-        "verify",
-        help="check every link, hash, size and .metadata of a site",
-        description="Check a site (a folder or an http(s):// URL): every link resolves, hashes and "
-        "sizes match the manifest, every .metadata is its wheel's METADATA, the JSON pages agree.",
-    )
+    v = add_command(sub, "verify", _cmd_verify)
     v.add_argument("site", metavar="SITE", help="site folder or URL")
-    v.set_defaults(func=_cmd_verify)
     return parser
 
 
@@ -171,7 +170,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args))
+        return int(args.handler(args))
     except IndexSiteError as exc:
         if args.traceback:
             raise

@@ -6,9 +6,9 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
-from causal_conv1d_contract.cli import bounded_int, options_from_args
+from causal_conv1d_contract.cli import Handler, add_command, bounded_int, options_from_args
 from release import gha
 from release.errors import EXIT_STEP, ReleaseError, UsageError
 
@@ -26,6 +26,13 @@ _port = bounded_int(0, 65535, "not a port number: {text!r}", "port out of range 
 _positive = bounded_int(1, None, "not a number: {text!r}", "must be at least 1: {value}")
 
 
+def _command(
+    sub: argparse._SubParsersAction[Any], name: str, handler: Handler, **kwargs: Any
+) -> argparse.ArgumentParser:
+    """A subcommand that, like the top level, takes no abbreviated options."""
+    return add_command(sub, name, handler, allow_abbrev=False, **kwargs)
+
+
 def _parser() -> argparse.ArgumentParser:
     from release.local import DEFAULT_CUDA_ARCHS, DEFAULT_WORK_DIR
     from release.select import DEFAULT_CPU_VARIANT, DEFAULT_CUDA_VARIANT
@@ -34,9 +41,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--traceback", action="store_true", help="show a traceback on errors (for bug reports)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    loc = sub.add_parser(
+    loc = _command(
+        sub,
         "local",
-        allow_abbrev=False,
+        _cmd_local,
         help="rehearse the release on this machine: plan, build, check, publish, serve, install, run",
         description=(
             "Rehearse the whole release on this machine. With no options: build the stable-ABI CPU wheel "
@@ -100,9 +108,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     loc.add_argument("--quiet", action="store_true", help="keep command output in the logs only")
 
-    tw = sub.add_parser(
-        "test-wheel", allow_abbrev=False, help="install a wheel with its torch into a fresh venv and test it"
-    )
+    tw = _command(sub, "test-wheel", _cmd_test_wheel)
     tw.add_argument("wheel", type=Path, metavar="WHEEL")
     tw.add_argument("--torch-index-url", metavar="URL", help="PyTorch's index for the wheel's accelerator")
     tw.add_argument(
@@ -118,28 +124,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     tw.add_argument("--work-dir", type=Path, metavar="DIR", help="where the venv and logs go (default: a temp dir)")
 
-    fs = sub.add_parser(
-        "fetch-site",
-        allow_abbrev=False,
-        help="download a published site's manifest and .metadata files to publish on top of",
-    )
+    fs = _command(sub, "fetch-site", _cmd_fetch_site)
     fs.add_argument("url", metavar="URL", help="the published site, e.g. https://OWNER.github.io/REPO/")
     fs.add_argument("--out", type=Path, required=True, metavar="DIR", help="an empty or new directory")
 
-    rr = sub.add_parser(
-        "record-result", allow_abbrev=False, help="write one job's build/test outcome for the run summary"
-    )
+    rr = _command(sub, "record-result", _cmd_record_result)
     rr.add_argument("--job", required=True, metavar="ID")
     rr.add_argument("--stage", required=True, choices=("build", "test"))
     rr.add_argument("--outcome", required=True, metavar="OUTCOME", help="success, failure, cancelled or skipped")
     rr.add_argument("--wheel-dir", type=Path, metavar="DIR", help="where the job's wheels are (recorded by name)")
     rr.add_argument("--out", type=Path, required=True, metavar="DIR")
 
-    cv = sub.add_parser(
-        "check-version",
-        allow_abbrev=False,
-        help="refuse to release a version the package index (PyPI) already holds under this project's name",
-    )
+    cv = _command(sub, "check-version", _cmd_check_version)
     cv.add_argument(
         "--index-url",
         default=None,
@@ -147,9 +143,7 @@ def _parser() -> argparse.ArgumentParser:
         help="the index's simple API root (default https://pypi.org/simple/)",
     )
 
-    sm = sub.add_parser(
-        "summary", allow_abbrev=False, help="Markdown table of built/failed jobs ($GITHUB_STEP_SUMMARY)"
-    )
+    sm = _command(sub, "summary", _cmd_summary)
     sm.add_argument("--plan", type=Path, required=True, metavar="FILE")
     sm.add_argument("--results", type=Path, required=True, metavar="DIR")
     sm.add_argument("--out", metavar="FILE", help="default: $GITHUB_STEP_SUMMARY, else stdout")
@@ -170,6 +164,7 @@ def _cmd_local(args: argparse.Namespace) -> int:
 
 
 def _cmd_test_wheel(args: argparse.Namespace) -> int:
+    """install a wheel with its torch into a fresh venv and test it"""
     from release.commands import SubprocessRunner
     from release.wheeltest import WheelTest, WheelTestOptions, parse_tests
 
@@ -178,6 +173,7 @@ def _cmd_test_wheel(args: argparse.Namespace) -> int:
 
 
 def _cmd_fetch_site(args: argparse.Namespace) -> int:
+    """download a published site's manifest and .metadata files to publish on top of"""
     from release.fetch import fetch_site
 
     print(f"{args.url}: {fetch_site(args.url, args.out)}", file=sys.stderr)
@@ -185,6 +181,7 @@ def _cmd_fetch_site(args: argparse.Namespace) -> int:
 
 
 def _cmd_record_result(args: argparse.Namespace) -> int:
+    """write one job's build/test outcome for the run summary"""
     rec = gha.result_record(args.job, args.stage, args.outcome, wheel_dir=args.wheel_dir)
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"{args.stage}-{args.job}.json"
@@ -194,6 +191,7 @@ def _cmd_record_result(args: argparse.Namespace) -> int:
 
 
 def _cmd_summary(args: argparse.Namespace) -> int:
+    """Markdown table of built/failed jobs ($GITHUB_STEP_SUMMARY)"""
     plan = gha.read_json(args.plan, what="plan")
     results = gha.load_results(args.results)
     text = gha.summary_markdown(plan, results)
@@ -212,26 +210,17 @@ def _cmd_summary(args: argparse.Namespace) -> int:
 
 
 def _cmd_check_version(args: argparse.Namespace) -> int:
+    """refuse to release a version the package index (PyPI) already holds under this project's name"""
     from release import version_check
 
     print(version_check.check_version(args.index_url or version_check.PYPI_SIMPLE))
     return 0
 
 
-_COMMANDS = {
-    "check-version": _cmd_check_version,
-    "local": _cmd_local,
-    "test-wheel": _cmd_test_wheel,
-    "fetch-site": _cmd_fetch_site,
-    "record-result": _cmd_record_result,
-    "summary": _cmd_summary,
-}
-
-
 def main(argv: Optional[list[str]] = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return _COMMANDS[args.command](args)
+        return int(args.handler(args))
     except ReleaseError as exc:
         if args.traceback:
             raise
