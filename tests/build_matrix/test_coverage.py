@@ -8,6 +8,18 @@ from build_matrix import coverage
 from build_matrix.plan import make_plan
 
 
+def _covered(job, pythons: list[str], torch_version: str, *, stable_abi: bool) -> dict:
+    """The cell of a combination that ``job``'s wheel serves."""
+    return {
+        "status": "covered",
+        "job": job.id,
+        "wheel": job.wheel_filename,
+        "pythons": pythons,
+        "torch_version": torch_version,
+        "stable_abi": stable_abi,
+    }
+
+
 def test_table_rows_and_cells(data) -> None:
     plan = make_plan(data)
     t = coverage.table(plan)
@@ -16,14 +28,7 @@ def test_table_rows_and_cells(data) -> None:
     assert set(rows) == {(m, a) for m, rel in data.torch.items() for a in rel.builds}
     cell = rows[("2.7", "cu128")]["cells"]["linux-aarch64"]
     job = plan.job("torch2.7-cu128-linux-aarch64")
-    assert cell == {
-        "status": "covered",
-        "job": job.id,
-        "wheel": job.wheel_filename,
-        "pythons": list(job.covers_pythons),
-        "torch_version": "2.7.1",
-        "stable_abi": False,
-    }
+    assert cell == _covered(job, list(job.covers_pythons), "2.7.1", stable_abi=False)
     missing = rows[("2.7", "cu118")]["cells"]["linux-aarch64"]
     assert missing["status"] == "unavailable" and "no cu118 build for linux-aarch64" in missing["reason"]
     covered = [c for r in t["rows"] for c in r["cells"].values() if c["status"] == "covered"]
@@ -32,14 +37,7 @@ def test_table_rows_and_cells(data) -> None:
     assert {c["job"] for c in covered} == {j.id for j in plan.jobs}
     stable = rows[("2.12", "cu126")]["cells"]["linux-x86_64"]
     job = plan.job("stable2.10-cu12-linux-x86_64")
-    assert stable == {
-        "status": "covered",
-        "job": job.id,
-        "wheel": job.wheel_filename,
-        "stable_abi": True,
-        "pythons": ["3.10", "3.11", "3.12", "3.13", "3.14"],
-        "torch_version": "2.11.0",
-    }
+    assert stable == _covered(job, ["3.10", "3.11", "3.12", "3.13", "3.14"], "2.11.0", stable_abi=True)
     assert rows[("2.15", "cpu")]["cells"]["windows-amd64"]["pythons"] == ["3.11", "3.12", "3.13", "3.14", "3.15"]
     assert t["jobs"] == {"per_minor": 133, "stable_abi": 70, "stable_jobs": 9, "saved": 63}
 

@@ -56,20 +56,33 @@ def _assert_all_checks_pass(wheel: Path, run_cli, *extra: str) -> None:
     assert "FAIL" not in proc.stdout
 
 
+def _checked_build(wheel: Path, variant: str, run_cli, timings, key: str, *check_args: str):
+    """``wheel`` is of ``variant`` and passes every check; its parsed name and build record (the compile
+    time noted as ``timings[key]``)."""
+    name = contract.parse_wheel_name(wheel.name)
+    assert str(name.variant) == variant
+    _assert_all_checks_pass(wheel, run_cli, *check_args)
+    _note_compile_time(wheel, timings, key)
+    return name, _build_record(wheel)
+
+
+def _install_and_run(wheel: Path, torch_spec: str, code: str, fresh_venv, tmp_path: Path, timings, key: str) -> str:
+    """Install ``wheel`` with ``torch_spec`` into a fresh venv and run ``code`` there; its stdout (the time
+    both took noted as ``timings[key]``)."""
+    start = time.monotonic()
+    out = _run_in_venv(fresh_venv(tmp_path / "venv", torch_spec, str(wheel)), code, tmp_path)
+    timings[key] = time.monotonic() - start
+    return out
+
+
 def test_cpu_wheel_builds_and_passes_checks(cpu_wheel: Path, run_cli, timings) -> None:
-    name = contract.parse_wheel_name(cpu_wheel.name)
-    assert str(name.variant) == "torch2.13-cpu"
+    name, record = _checked_build(cpu_wheel, "torch2.13-cpu", run_cli, timings, "cpu compile", "--job", CPU_JOB)
     assert all(p.endswith("_x86_64") for p in name.platforms)
-    _assert_all_checks_pass(cpu_wheel, run_cli, "--job", CPU_JOB)
-    record = _build_record(cpu_wheel)
     assert record["variant"] == "torch2.13-cpu" and record["with_cuda"] is False
     assert record["torch_version"].startswith("2.13.")
-    _note_compile_time(cpu_wheel, timings, "cpu compile")
 
 
 def test_cpu_wheel_installs_into_fresh_venv_and_runs(cpu_wheel: Path, fresh_venv, tmp_path: Path, timings) -> None:
-    start = time.monotonic()
-    py = fresh_venv(tmp_path / "venv", "torch==2.13.0", str(cpu_wheel))
     code = (
         "import torch, causal_conv1d\n"
         "from causal_conv1d import causal_conv1d_fn\n"
@@ -79,39 +92,37 @@ def test_cpu_wheel_installs_into_fresh_venv_and_runs(cpu_wheel: Path, fresh_venv
         "torch.testing.assert_close(out, causal_conv1d_ref(x, w, b, activation='silu'), rtol=1e-4, atol=1e-4)\n"
         "print(causal_conv1d.__version__)\n"
     )
-    assert _run_in_venv(py, code, tmp_path).strip() == f"{contract.PACKAGE_VERSION}+cpu.torch2.13"
-    timings["cpu install+import"] = time.monotonic() - start
+    out = _install_and_run(cpu_wheel, "torch==2.13.0", code, fresh_venv, tmp_path, timings, "cpu install+import")
+    assert out.strip() == f"{contract.PACKAGE_VERSION}+cpu.torch2.13"
 
 
 def test_cuda_wheel_builds_and_passes_checks(cuda_wheel: Path, run_cli, timings) -> None:
-    name = contract.parse_wheel_name(cuda_wheel.name)
-    assert str(name.variant) == "torch2.14-cu130"
-    _assert_all_checks_pass(cuda_wheel, run_cli, "--job", CUDA_JOB, "--cuda-archs", "9.0")
+    check_args = ("--job", CUDA_JOB, "--cuda-archs", "9.0")
+    _, record = _checked_build(cuda_wheel, "torch2.14-cu130", run_cli, timings, "cuda compile (1 arch)", *check_args)
     # and the arch list really is checked: the job's full default list is not what was built
     proc = run_cli("check", "--job", CUDA_JOB, "--only", "cuda-archs", "--require-cuobjdump", str(cuda_wheel))
     assert proc.returncode == 11 and "cuda-archs" in proc.stdout
-    record = _build_record(cuda_wheel)
     assert record["cuda_version"].startswith("13.0") and record["with_cuda"] is True
     assert record["cuda_archs"] == ["9.0"]
-    _note_compile_time(cuda_wheel, timings, "cuda compile (1 arch)")
 
 
 def test_cuda_wheel_installs_and_imports_without_gpu(cuda_wheel: Path, fresh_venv, tmp_path: Path, timings) -> None:
-    start = time.monotonic()
-    py = fresh_venv(tmp_path / "venv", "torch==2.14.1", str(cuda_wheel))
     code = (
         "import torch, causal_conv1d\n"
         "assert hasattr(torch.ops.causal_conv1d, 'fwd'), 'ops not registered'\n"
         "print(causal_conv1d.__version__, torch.version.cuda, torch.cuda.is_available())\n"
     )
-    assert _run_in_venv(py, code, tmp_path).split()[:2] == [f"{contract.PACKAGE_VERSION}+cu130.torch2.14", "13.0"]
-    timings["cuda install+import"] = time.monotonic() - start
+    out = _install_and_run(cuda_wheel, "torch==2.14.1", code, fresh_venv, tmp_path, timings, "cuda install+import")
+    assert out.split()[:2] == [f"{contract.PACKAGE_VERSION}+cu130.torch2.14", "13.0"]
 
 
 # --- bad input: a clear error, a distinct exit code, nothing in --out
 
 
-def _assert_failed_cleanly(proc, out: Path, code: int, *messages: str) -> None:
+def _assert_build_fails(run_cli, tmp_path: Path, args: list[str], code: int, *messages: str, **kwargs) -> None:
+    """``build ARGS --out <tmp>/out`` exits with ``code``, says every one of ``messages`` and leaves --out empty."""
+    out = tmp_path / "out"
+    proc = run_cli("build", *args, "--out", str(out), **kwargs)
     assert proc.returncode == code, proc.stdout + proc.stderr
     for message in messages:
         assert message in proc.stderr, proc.stderr
@@ -119,16 +130,13 @@ def _assert_failed_cleanly(proc, out: Path, code: int, *messages: str) -> None:
 
 
 def test_unknown_job(run_cli, tmp_path: Path) -> None:
-    out = tmp_path / "out"
     # a per-minor job of a torch before the stable ABI: the plan has it, and the typo's close match names it
-    proc = run_cli("build", "--job", "torch2.9-cpu-linux-x86", "--native", "--out", str(out))
-    _assert_failed_cleanly(proc, out, 3, "Unknown job", "torch2.9-cpu-linux-x86_64")
+    args = ["--job", "torch2.9-cpu-linux-x86", "--native"]
+    _assert_build_fails(run_cli, tmp_path, args, 3, "Unknown job", "torch2.9-cpu-linux-x86_64")
 
 
 def test_native_flag_required(run_cli, tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    proc = run_cli("build", "--job", CPU_JOB, "--out", str(out))
-    _assert_failed_cleanly(proc, out, 10, "add --native")
+    _assert_build_fails(run_cli, tmp_path, ["--job", CPU_JOB], 10, "add --native")
 
 
 @pytest.mark.parametrize(
@@ -139,92 +147,37 @@ def test_native_flag_required(run_cli, tmp_path: Path) -> None:
     ],
 )
 def test_job_for_another_platform(run_cli, tmp_path: Path, job: str, message: str) -> None:
-    out = tmp_path / "out"
-    proc = run_cli("build", "--job", job, "--native", "--out", str(out))
-    _assert_failed_cleanly(proc, out, 10, message)
+    _assert_build_fails(run_cli, tmp_path, ["--job", job, "--native"], 10, message)
 
 
 def test_bad_cuda_archs(run_cli, tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    proc = run_cli("build", "--job", CUDA_JOB, "--native", "--out", str(out), "--cuda-archs", "sm_90")
-    _assert_failed_cleanly(proc, out, 10, "Invalid CUDA arch", "'sm_90'")
+    args = ["--job", CUDA_JOB, "--native", "--cuda-archs", "sm_90"]
+    _assert_build_fails(run_cli, tmp_path, args, 10, "Invalid CUDA arch", "'sm_90'")
 
 
 def test_torch_not_installable(run_cli, tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    proc = run_cli(
-        "build",
-        "--job",
-        CPU_JOB,
-        "--native",
-        "--out",
-        str(out),
-        "--torch-spec",
-        "torch==0.0.1",
-        "--torch-index-url",
-        "",
-    )
-    _assert_failed_cleanly(proc, out, 10, "installing torch==0.0.1 failed", "--torch-spec")
+    args = ["--job", CPU_JOB, "--native", "--torch-spec", "torch==0.0.1", "--torch-index-url", ""]
+    _assert_build_fails(run_cli, tmp_path, args, 10, "installing torch==0.0.1 failed", "--torch-spec")
 
 
 def test_compiler_missing(cpu_wheel: Path, run_cli, tmp_path: Path, clean_env: dict[str, str]) -> None:
-    out = tmp_path / "out"
     env = dict(clean_env, CXX=str(tmp_path / "no-such-c++"))
-    proc = run_cli(
-        "build",
-        "--job",
-        CPU_JOB,
-        "--native",
-        "--out",
-        str(out),
-        "--venv",
-        str(VENVS / CPU_JOB),
-        "--torch-index-url",
-        "",
-        env=env,
-    )
-    _assert_failed_cleanly(proc, out, 10, "no C++ compiler found")
+    args = ["--job", CPU_JOB, "--native", "--venv", str(VENVS / CPU_JOB), "--torch-index-url", ""]
+    _assert_build_fails(run_cli, tmp_path, args, 10, "no C++ compiler found", env=env)
 
 
 def test_wrong_torch_for_the_job(cuda_wheel: Path, run_cli, tmp_path: Path) -> None:
     # the CUDA build venv holds torch 2.14.1+cu130: the CPU 2.14 job must refuse it before compiling
-    out = tmp_path / "out"
-    proc = run_cli(
-        "build",
-        "--job",
-        "torch2.14-cpu-linux-x86_64",
-        "--native",
-        "--out",
-        str(out),
-        "--venv",
-        str(VENVS / CUDA_JOB),
-        "--torch-spec",
-        "torch==2.14.1",
-        "--torch-index-url",
-        "",
-    )
-    _assert_failed_cleanly(proc, out, 10, "is a cu130 build, the job needs cpu")
+    args = ["--job", "torch2.14-cpu-linux-x86_64", "--native", "--venv", str(VENVS / CUDA_JOB)]
+    args += ["--torch-spec", "torch==2.14.1", "--torch-index-url", ""]
+    _assert_build_fails(run_cli, tmp_path, args, 10, "is a cu130 build, the job needs cpu")
 
 
 def test_no_cuda_toolkit(cuda_wheel: Path, run_cli, tmp_path: Path, clean_env: dict[str, str]) -> None:
-    out = tmp_path / "out"
     env = dict(clean_env, CUDA_HOME=str(tmp_path / "no-cuda"))
-    proc = run_cli(
-        "build",
-        "--job",
-        CUDA_JOB,
-        "--native",
-        "--out",
-        str(out),
-        "--venv",
-        str(VENVS / CUDA_JOB),
-        "--cuda-archs",
-        "9.0",
-        "--torch-index-url",
-        "",
-        env=env,
-    )
-    _assert_failed_cleanly(proc, out, 10, f"CUDA_HOME={tmp_path / 'no-cuda'} does not exist")
+    args = ["--job", CUDA_JOB, "--native", "--venv", str(VENVS / CUDA_JOB), "--cuda-archs", "9.0"]
+    args += ["--torch-index-url", ""]
+    _assert_build_fails(run_cli, tmp_path, args, 10, f"CUDA_HOME={tmp_path / 'no-cuda'} does not exist", env=env)
 
 
 def test_source_hash_tracks_sources(tmp_path: Path) -> None:
