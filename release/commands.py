@@ -37,7 +37,20 @@ class Process(Protocol):
     def stop(self, timeout: float = 10.0) -> Optional[int]: ...
 
 
-class Runner(Protocol):
+def _open_log(log: Path, argv: Sequence[str]) -> IO[str]:
+    """``log`` opened for appending (its folder created), headed by the command line."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log_file = open(log, "a", encoding="utf-8")  # noqa: SIM115 - the caller closes it
+    log_file.write(f"$ {' '.join(argv)}\n")
+    log_file.flush()
+    return log_file
+
+
+class Runner:
+    """Runs a command with its output appended to a log file: what the pipeline calls. A subclass
+    says how a command is spawned (:class:`SubprocessRunner`: for real); tests pass a fake with the
+    same ``run`` and ``start``."""
+
     def run(
         self,
         argv: Sequence[str],
@@ -47,16 +60,39 @@ class Runner(Protocol):
         cwd: Optional[Path] = None,
         capture: bool = False,
         check: bool = True,
-    ) -> CommandResult: ...
+    ) -> CommandResult:
+        """Run ``argv`` to its end (``env``: on top of this process's); ``capture``: its stdout is the
+        result's, not the log's. A non-zero exit raises :class:`CommandFailed` unless ``check`` is off."""
+        args = [str(a) for a in argv]
+        start = time.monotonic()
+        with _open_log(log, args) as log_file:
+            returncode, stdout = self._wait(args, log_file, _full_env(env), cwd, capture)
+            log_file.write(f"[exit status {returncode}]\n")
+        result = CommandResult(tuple(args), returncode, stdout, time.monotonic() - start)
+        if check and returncode != 0:
+            raise CommandFailed(args, returncode, log)
+        return result
 
     def start(
-        self,
-        argv: Sequence[str],
-        *,
-        log: Path,
-        env: Optional[Mapping[str, str]] = None,
-        cwd: Optional[Path] = None,
-    ) -> Process: ...
+        self, argv: Sequence[str], *, log: Path, env: Optional[Mapping[str, str]] = None, cwd: Optional[Path] = None
+    ) -> Process:
+        """Start ``argv`` in the background, its output going to ``log``."""
+        args = [str(a) for a in argv]
+        return self._spawn(args, _open_log(log, args), _full_env(env), cwd)
+
+    def _wait(
+        self, argv: list[str], log_file: IO[str], env: Optional[dict[str, str]], cwd: Optional[Path], capture: bool
+    ) -> tuple[int, str]:
+        """Run ``argv`` to its end: its exit status and (``capture``) its stdout."""
+        raise NotImplementedError
+
+    def _spawn(self, argv: list[str], log_file: IO[str], env: Optional[dict[str, str]], cwd: Optional[Path]) -> Process:
+        """Start ``argv``; the process owns ``log_file`` and closes it when stopped."""
+        raise NotImplementedError
+
+
+def _full_env(env: Optional[Mapping[str, str]]) -> Optional[dict[str, str]]:
+    return None if env is None else {**os.environ, **env}
 
 
 class _Popen:
@@ -86,7 +122,7 @@ class _Popen:
             self._log_file.close()
 
 
-class SubprocessRunner:
+class SubprocessRunner(Runner):
     """Runs commands for real, writing their output to a log file and (unless quiet) the console.
 
     Console lines are indented under the step header so the progress stays readable.
@@ -97,50 +133,31 @@ class SubprocessRunner:
         self.stream = stream
         self.prefix = prefix
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        log: Path,
-        env: Optional[Mapping[str, str]] = None,
-        cwd: Optional[Path] = None,
-        capture: bool = False,
-        check: bool = True,
-    ) -> CommandResult:
-        argv = [str(a) for a in argv]
-        log.parent.mkdir(parents=True, exist_ok=True)
-        start = time.monotonic()
-        full_env = None if env is None else {**os.environ, **env}
-        with open(log, "a", encoding="utf-8") as log_file:
-            log_file.write(f"$ {' '.join(argv)}\n")
-            log_file.flush()
-            proc = subprocess.Popen(
-                argv,
-                cwd=cwd,
-                env=full_env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE if capture else subprocess.STDOUT,
-                text=True,
-                errors="replace",
-            )
-            out_parts: list[str] = []
-            err_thread: Optional[threading.Thread] = None
-            if capture:
-                # stdout is the data (e.g. plan JSON); stderr is progress: log and echo it.
-                assert proc.stderr is not None
-                err_thread = threading.Thread(target=self._pump, args=(proc.stderr, log_file, None), daemon=True)
-                err_thread.start()
-            assert proc.stdout is not None
-            self._pump(proc.stdout, log_file, out_parts if capture else None)
-            if err_thread is not None:
-                err_thread.join()
-            returncode = proc.wait()
-            log_file.write(f"[exit status {returncode}]\n")
-        result = CommandResult(tuple(argv), returncode, "".join(out_parts), time.monotonic() - start)
-        if check and returncode != 0:
-            raise CommandFailed(argv, returncode, log)
-        return result
+    def _wait(
+        self, argv: list[str], log_file: IO[str], env: Optional[dict[str, str]], cwd: Optional[Path], capture: bool
+    ) -> tuple[int, str]:
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE if capture else subprocess.STDOUT,
+            text=True,
+            errors="replace",
+        )
+        out_parts: list[str] = []
+        err_thread: Optional[threading.Thread] = None
+        if capture:
+            # stdout is the data (e.g. plan JSON); stderr is progress: log and echo it.
+            assert proc.stderr is not None
+            err_thread = threading.Thread(target=self._pump, args=(proc.stderr, log_file, None), daemon=True)
+            err_thread.start()
+        assert proc.stdout is not None
+        self._pump(proc.stdout, log_file, out_parts if capture else None)
+        if err_thread is not None:
+            err_thread.join()
+        return proc.wait(), "".join(out_parts)
 
     def _pump(self, pipe: IO[str], log_file: IO[str], keep: Optional[list[str]]) -> None:
         for line in pipe:
@@ -153,21 +170,8 @@ class SubprocessRunner:
                 self.stream.write(self.prefix + line.rstrip("\n") + "\n")
                 self.stream.flush()
 
-    def start(
-        self,
-        argv: Sequence[str],
-        *,
-        log: Path,
-        env: Optional[Mapping[str, str]] = None,
-        cwd: Optional[Path] = None,
-    ) -> Process:
-        argv = [str(a) for a in argv]
-        log.parent.mkdir(parents=True, exist_ok=True)
-        log_file = open(log, "a", encoding="utf-8")  # noqa: SIM115 - closed by _Popen.stop
-        log_file.write(f"$ {' '.join(argv)}\n")
-        log_file.flush()
-        full_env = None if env is None else {**os.environ, **env}
+    def _spawn(self, argv: list[str], log_file: IO[str], env: Optional[dict[str, str]], cwd: Optional[Path]) -> Process:
         proc = subprocess.Popen(
-            argv, cwd=cwd, env=full_env, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT
+            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT
         )
         return _Popen(proc, log_file)
