@@ -503,11 +503,7 @@ constexpr int64_t tokens_per_warp() {
 }
 
 int64_t tokens_per_warp_any(int x_dtype) {
-  switch (x_dtype) {
-    case kFloat16: return tokens_per_warp<__half>();
-    case kBFloat16: return tokens_per_warp<__nv_bfloat16>();
-    default: return tokens_per_warp<float>();
-  }
+  return dispatch_dtype(x_dtype, [](auto tag) { return tokens_per_warp<typename decltype(tag)::type>(); });
 }
 
 

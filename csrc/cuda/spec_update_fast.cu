@@ -282,11 +282,6 @@ bool raw_eligible(const SpecParams& p) {
 }
 
 template <typename T>
-bool vec_aligned(const void* ptr, int64_t stride) {
-  return aligned_to(ptr, 16) && (stride * static_cast<int64_t>(sizeof(T))) % 16 == 0;
-}
-
-template <typename T>
 bool eligible_typed(const SpecParams& p) {
   constexpr int kC = 16 / static_cast<int>(sizeof(T));
   const bool rows = p.qsl != nullptr || (vec_aligned<T>(p.x, p.x_bs) && vec_aligned<T>(p.out, p.o_bs));
@@ -299,11 +294,7 @@ bool eligible_typed(const SpecParams& p) {
 namespace spec_update_fast {
 bool eligible(const SpecParams& p) {
   if (p.width > 4 || p.st_dtype != p.x_dtype || p.parent != nullptr) return false;
-  switch (p.x_dtype) {
-    case kFloat16: return eligible_typed<__half>(p);
-    case kBFloat16: return eligible_typed<__nv_bfloat16>(p);
-    default: return eligible_typed<float>(p);
-  }
+  return dispatch_dtype(p.x_dtype, [&](auto tag) { return eligible_typed<typename decltype(tag)::type>(p); });
 }
 
 void launch(const SpecParams& p, cudaStream_t stream) {

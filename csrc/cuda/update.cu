@@ -183,25 +183,18 @@ __global__ void __launch_bounds__(kThreads) update_kernel(const UpdateParams p) 
   }
 }
 
-template <typename T, int kW>
-void launch_update(const UpdateParams& p, cudaStream_t stream) {
-  const int per_thread = (p.dim + kCh - 1) / kCh;
-  const int threads = per_thread >= kThreads ? kThreads : ((per_thread + 31) / 32) * 32;
-  dim3 grid(p.batch, (p.dim + threads * kCh - 1) / (threads * kCh));
-  update_kernel<T, kW><<<grid, threads, 0, stream>>>(p);
-  CC1D_CUDA_LAUNCH_CHECK();
-}
+struct UpdateLaunch {
+  template <typename T, int kW>
+  static void run(const UpdateParams& p, cudaStream_t stream) {
+    const int per_thread = (p.dim + kCh - 1) / kCh;
+    const int threads = per_thread >= kThreads ? kThreads : ((per_thread + 31) / 32) * 32;
+    dim3 grid(p.batch, (p.dim + threads * kCh - 1) / (threads * kCh));
+    update_kernel<T, kW><<<grid, threads, 0, stream>>>(p);
+    CC1D_CUDA_LAUNCH_CHECK();
+  }
+};
 
 }  // namespace
 
-namespace update_general {
-
-// Every case the op accepts: widths 2-4 on the width-4 kernel, 5-8 on the width-8 one.
-void launch(const UpdateParams& p, cudaStream_t stream) {
-  dispatch_dtype_width(p.x_dtype, p.width, Widths<4, 8>{}, [&](auto tag, auto width) {
-    launch_update<typename decltype(tag)::type, decltype(width)::value>(p, stream);
-  });
-}
-
-}  // namespace update_general
+void update_general::launch(const UpdateParams& p, cudaStream_t stream) { launch_general<UpdateLaunch>(p, stream); }
 }  // namespace causal_conv1d_cuda
