@@ -511,30 +511,28 @@ BwdGeometry geometry(const ConvParams& p, bool channel_last) {
 }
 
 BwdGeometry geometry_any(const ConvParams& p, bool channel_last) {
-  switch (p.x_dtype) {
-    case kFloat16: return geometry<__half>(p, channel_last);
-    case kBFloat16: return geometry<__nv_bfloat16>(p, channel_last);
-    default: return geometry<float>(p, channel_last);
-  }
+  return dispatch_dtype(p.x_dtype, [&](auto tag) { return geometry<typename decltype(tag)::type>(p, channel_last); });
 }
 
-template <typename T, int kW>
-void launch_bwd(const ConvParams& p, cudaStream_t stream) {
-  const BwdGeometry g = geometry<T>(p, p.channel_last);
-  if (!p.channel_last) {
-    bwd_cf_kernel<T, kW><<<static_cast<unsigned>(g.blocks), g.threads, 0, stream>>>(p, g.nchunks, g.spw, g.nwarps);
-    CC1D_CUDA_LAUNCH_CHECK();
-  } else {
-    bwd_cl_kernel<T, kW><<<static_cast<unsigned>(g.blocks), dim3(kClThreadsX, kClThreadsY), 0, stream>>>(
-        p, g.nchb, g.ntiles, g.sub);
+struct BwdLaunch {
+  template <typename T, int kW>
+  static void run(const ConvParams& p, cudaStream_t stream) {
+    const BwdGeometry g = geometry<T>(p, p.channel_last);
+    if (!p.channel_last) {
+      bwd_cf_kernel<T, kW><<<static_cast<unsigned>(g.blocks), g.threads, 0, stream>>>(p, g.nchunks, g.spw, g.nwarps);
+      CC1D_CUDA_LAUNCH_CHECK();
+    } else {
+      bwd_cl_kernel<T, kW><<<static_cast<unsigned>(g.blocks), dim3(kClThreadsX, kClThreadsY), 0, stream>>>(
+          p, g.nchb, g.ntiles, g.sub);
+      CC1D_CUDA_LAUNCH_CHECK();
+    }
+    const int64_t total = (int64_t)(kW + 1) * p.dim;
+    const int threads = 256;
+    dw_reduce_kernel<<<static_cast<unsigned>((total + threads - 1) / threads), threads, 0, stream>>>(
+        p.partial, g.nparts, kW, p.dim, p.width, p.dweight, p.w_dtype, p.dbias, p.b_dtype);
     CC1D_CUDA_LAUNCH_CHECK();
   }
-  const int64_t total = (int64_t)(kW + 1) * p.dim;
-  const int threads = 256;
-  dw_reduce_kernel<<<static_cast<unsigned>((total + threads - 1) / threads), threads, 0, stream>>>(
-      p.partial, g.nparts, kW, p.dim, p.width, p.dweight, p.w_dtype, p.dbias, p.b_dtype);
-  CC1D_CUDA_LAUNCH_CHECK();
-}
+};
 
 }  // namespace
 
@@ -544,12 +542,7 @@ namespace bwd_general {
 
 int64_t num_parts(const ConvParams& p) { return geometry_any(p, p.channel_last).nparts; }
 
-// Every case the op accepts: widths 2-4 on the width-4 kernels, 5-8 on the width-8 ones.
-void launch(const ConvParams& p, cudaStream_t stream) {
-  dispatch_dtype_width(p.x_dtype, p.width, Widths<4, 8>{}, [&](auto tag, auto width) {
-    launch_bwd<typename decltype(tag)::type, decltype(width)::value>(p, stream);
-  });
-}
+void launch(const ConvParams& p, cudaStream_t stream) { launch_general<BwdLaunch>(p, stream); }
 
 }  // namespace bwd_general
 }  // namespace causal_conv1d_cuda

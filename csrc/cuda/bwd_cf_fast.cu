@@ -158,6 +158,24 @@ __device__ __forceinline__ void store_partial(const ConvParams& p, int64_t part,
   }
 }
 
+// rx[v] / rd[v] (v < N): vector v of this lane in x / dout (32 vectors of T apart), zero for v >= nv
+// (past the row); last first (the order of use).
+template <typename T, int N>
+__device__ __forceinline__ void load_lane_vectors(const T* __restrict__ xl, const T* __restrict__ dl, int nv,
+                                                  uint4 (&rx)[N], uint4 (&rd)[N]) {
+  constexpr int kSpan = 32 * Vec16<T>::kPer;
+#pragma unroll
+  for (int v = N - 1; v >= 0; --v) {
+    if (v < nv) {
+      rx[v] = ld_global_16(xl + v * kSpan);
+      rd[v] = ld_global_16(dl + v * kSpan);
+    } else {
+      rx[v] = make_uint4(0u, 0u, 0u, 0u);
+      rd[v] = make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+}
+
 template <typename T, int kW, int kVecs>
 __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
     bwd_cf_fast_kernel(const ConvParams p, const FastDiv wpr, const FastDiv dim, const uint32_t nwarps) {
@@ -193,16 +211,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs))
 
   // 1. every global load of this thread before any use; last vector first (the order of use)
   uint4 rx[kVecs], rd[kVecs];
-#pragma unroll
-  for (int v = kVecs - 1; v >= 0; --v) {
-    if (v < nv) {
-      rx[v] = ld_global_16(xl + v * kSpan);
-      rd[v] = ld_global_16(dl + v * kSpan);
-    } else {
-      rx[v] = make_uint4(0u, 0u, 0u, 0u);
-      rd[v] = make_uint4(0u, 0u, 0u, 0u);
-    }
-  }
+  load_lane_vectors<T>(xl, dl, nv, rx, rd);
   // lane 31: the vectors of x and dout just after the warp (for g at w1 .. w1+kH-1);
   // lane 0: the vector of x just before the warp (zero at the row start: no initial_states here)
   uint4 ax = make_uint4(0u, 0u, 0u, 0u), ad = make_uint4(0u, 0u, 0u, 0u), bx = make_uint4(0u, 0u, 0u, 0u);
@@ -366,16 +375,7 @@ __global__ void __launch_bounds__(kThreads, kSpansMinBlocks)
   T* __restrict__ dxl = dxr + lane_l0;
 
   uint4 rx[kVecs], rd[kVecs];
-#pragma unroll
-  for (int v = kVecs - 1; v >= 0; --v) {
-    if (v < nv) {
-      rx[v] = ld_global_16(xl + v * kSpan);
-      rd[v] = ld_global_16(dl + v * kSpan);
-    } else {
-      rx[v] = make_uint4(0u, 0u, 0u, 0u);
-      rd[v] = make_uint4(0u, 0u, 0u, 0u);
-    }
-  }
+  load_lane_vectors<T>(xl, dl, nv, rx, rd);
   uint4 ax = make_uint4(0u, 0u, 0u, 0u), ad = make_uint4(0u, 0u, 0u, 0u);
   if (lane == 31 && w1 < L) {
     ax = ld_global_16(xr + w1);
@@ -503,11 +503,7 @@ constexpr int64_t tokens_per_warp() {
 }
 
 int64_t tokens_per_warp_any(int x_dtype) {
-  switch (x_dtype) {
-    case kFloat16: return tokens_per_warp<__half>();
-    case kBFloat16: return tokens_per_warp<__nv_bfloat16>();
-    default: return tokens_per_warp<float>();
-  }
+  return dispatch_dtype(x_dtype, [](auto tag) { return tokens_per_warp<typename decltype(tag)::type>(); });
 }
 
 

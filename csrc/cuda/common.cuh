@@ -93,6 +93,12 @@ inline bool aligned_to(const void* ptr, uintptr_t bytes) {
   return (reinterpret_cast<uintptr_t>(ptr) & (bytes - 1)) == 0;
 }
 
+// Whether rows of T at ptr, `stride` elements apart, all start 16-byte aligned (16-byte accesses).
+template <typename T>
+bool vec_aligned(const void* ptr, int64_t stride) {
+  return aligned_to(ptr, 16) && (stride * static_cast<int64_t>(sizeof(T))) % 16 == 0;
+}
+
 // Host entry points (one per op): each picks its kernel path from the op's dispatch table
 // (dispatch.cu: the first eligible path whose switch is on), records it (csrc/kernel_paths.h) and
 // launches on `stream`, checking the launch with CC1D_CUDA_LAUNCH_CHECK (launch_check.cuh).

@@ -34,19 +34,35 @@ inline int64_t drain_rows(int64_t resident, int64_t eighths, int64_t per_row, in
 template <int... Ws>
 struct Widths {};
 
+// Returns f(TypeTag<T>{}): T the element type of dtype code `dtype` (float for anything but
+// fp16/bf16: the op layer admits no other).
+template <typename F>
+decltype(auto) dispatch_dtype(int dtype, F&& f) {
+  switch (dtype) {
+    case kFloat16: return f(TypeTag<__half>{});
+    case kBFloat16: return f(TypeTag<__nv_bfloat16>{});
+    default: return f(TypeTag<float>{});
+  }
+}
+
 // Calls f(TypeTag<T>{}, std::integral_constant<int, kW>{}): T the element type of dtype code
-// `dtype` (float for anything but fp16/bf16: the op layer admits no other), kW the first of Ws not
-// below `width` (so Widths<4, 8> runs widths 2-4 on the width-4 kernel, padded taps masked, and
-// Widths<2, 3, 4> each width on its own). A width above the last of Ws calls nothing: a path's
-// eligible() admits only widths its list covers.
+// `dtype` (dispatch_dtype), kW the first of Ws not below `width` (so Widths<4, 8> runs widths 2-4
+// on the width-4 kernel, padded taps masked, and Widths<2, 3, 4> each width on its own). A width
+// above the last of Ws calls nothing: a path's eligible() admits only widths its list covers.
 template <int... Ws, typename F>
 void dispatch_dtype_width(int dtype, int width, Widths<Ws...>, F&& f) {
-  auto by_width = [&](auto tag) { (void)((width <= Ws ? (f(tag, std::integral_constant<int, Ws>{}), true) : false) || ...); };
-  switch (dtype) {
-    case kFloat16: by_width(TypeTag<__half>{}); break;
-    case kBFloat16: by_width(TypeTag<__nv_bfloat16>{}); break;
-    default: by_width(TypeTag<float>{}); break;
-  }
+  dispatch_dtype(dtype, [&](auto tag) {
+    (void)((width <= Ws ? (f(tag, std::integral_constant<int, Ws>{}), true) : false) || ...);
+  });
+}
+
+// The launch() of a general path: every case the op accepts, widths 2-4 on the width-4 kernel and
+// 5-8 on the width-8 one, by Launch::run<T, kW>(p, stream) with T x's element type.
+template <typename Launch, typename Params>
+void launch_general(const Params& p, cudaStream_t stream) {
+  dispatch_dtype_width(p.x_dtype, p.width, Widths<4, 8>{}, [&](auto tag, auto width) {
+    Launch::template run<typename decltype(tag)::type, decltype(width)::value>(p, stream);
+  });
 }
 
 // One row of an op's dispatch table. The last row of a table is its general path: no switch, no
@@ -77,28 +93,28 @@ const PathRow<Params>& path_row(const PathRow<Params> (&table)[N], KernelPath pa
 
 // The paths (one file each; each launcher assumes its eligible() held). The backward paths also
 // size the weight-gradient workspace: num_parts() rows of (padded width + 1) x dim floats.
-namespace fwd_cf_fast {
-bool eligible(const ConvParams& p);
-void launch(const ConvParams& p, cudaStream_t stream);
-}  // namespace fwd_cf_fast
-namespace fwd_cl_fast {
-bool eligible(const ConvParams& p);
-void launch(const ConvParams& p, cudaStream_t stream);
-}  // namespace fwd_cl_fast
+// CC1D_FAST_PATH(ns, Params) declares a path with an eligible() test and a launcher in namespace ns,
+// CC1D_BWD_FAST_PATH(ns) a backward one (with num_parts()); the general paths (the last rows) have
+// a launcher only.
+#define CC1D_FAST_PATH(ns, Params)                    \
+  namespace ns {                                      \
+  bool eligible(const Params& p);                     \
+  void launch(const Params& p, cudaStream_t stream);  \
+  }
+#define CC1D_BWD_FAST_PATH(ns)                        \
+  CC1D_FAST_PATH(ns, ConvParams)                      \
+  namespace ns {                                      \
+  int64_t num_parts(const ConvParams& p);             \
+  }
+
+CC1D_FAST_PATH(fwd_cf_fast, ConvParams)
+CC1D_FAST_PATH(fwd_cl_fast, ConvParams)
 namespace fwd_general {
 void launch(const ConvParams& p, cudaStream_t stream);
 }  // namespace fwd_general
 
-namespace bwd_cf_fast {
-bool eligible(const ConvParams& p);
-int64_t num_parts(const ConvParams& p);
-void launch(const ConvParams& p, cudaStream_t stream);
-}  // namespace bwd_cf_fast
-namespace bwd_cl_fast {
-bool eligible(const ConvParams& p);
-int64_t num_parts(const ConvParams& p);
-void launch(const ConvParams& p, cudaStream_t stream);
-}  // namespace bwd_cl_fast
+CC1D_BWD_FAST_PATH(bwd_cf_fast)
+CC1D_BWD_FAST_PATH(bwd_cl_fast)
 namespace bwd_general {
 int64_t num_parts(const ConvParams& p);
 void launch(const ConvParams& p, cudaStream_t stream);
@@ -108,37 +124,25 @@ void launch(const ConvParams& p, cudaStream_t stream);
 // weight's / bias's dtype (dbias only when p.dbias is set). Same order every run: bit-identical.
 void launch_bwd_fast_reduce(const ConvParams& p, int64_t nparts, cudaStream_t stream);
 
-namespace update_fast {
-bool eligible(const UpdateParams& p);
-void launch(const UpdateParams& p, cudaStream_t stream);
-}  // namespace update_fast
+CC1D_FAST_PATH(update_fast, UpdateParams)
 namespace update_general {
 void launch(const UpdateParams& p, cudaStream_t stream);
 }  // namespace update_general
 
-namespace varlen_cl_fast {
-bool eligible(const VarlenParams& p);
-void launch(const VarlenParams& p, cudaStream_t stream);
-}  // namespace varlen_cl_fast
-namespace varlen_cf_fast {
-bool eligible(const VarlenParams& p);
-void launch(const VarlenParams& p, cudaStream_t stream);
-}  // namespace varlen_cf_fast
+CC1D_FAST_PATH(varlen_cl_fast, VarlenParams)
+CC1D_FAST_PATH(varlen_cf_fast, VarlenParams)
 namespace varlen_general {
 void launch(const VarlenParams& p, cudaStream_t stream);
 }  // namespace varlen_general
 
-namespace spec_update_decode {
-bool eligible(const SpecParams& p);
-void launch(const SpecParams& p, cudaStream_t stream);
-}  // namespace spec_update_decode
-namespace spec_update_fast {
-bool eligible(const SpecParams& p);
-void launch(const SpecParams& p, cudaStream_t stream);
-}  // namespace spec_update_fast
+CC1D_FAST_PATH(spec_update_decode, SpecParams)
+CC1D_FAST_PATH(spec_update_fast, SpecParams)
 namespace spec_update_general {
 void launch(const SpecParams& p, cudaStream_t stream);
 }  // namespace spec_update_general
+
+#undef CC1D_BWD_FAST_PATH
+#undef CC1D_FAST_PATH
 
 namespace packed_bwd_general {
 void launch(const PackedBwdParams& p, cudaStream_t stream);

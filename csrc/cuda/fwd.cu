@@ -258,42 +258,35 @@ __global__ void __launch_bounds__(kClThreads, 4) fwd_cl_kernel(const ConvParams 
   }
 }
 
-template <typename T, int kW>
-void launch_fwd(const ConvParams& p, cudaStream_t stream) {
-  if (!p.channel_last) {
-    constexpr int kN = 32 / sizeof(T);
-    const int64_t per_warp = 32 * kN;
-    const int64_t wpr = (p.seqlen + per_warp - 1) / per_warp;  // segments per row
-    // segments per warp: up to 4 while that still leaves >= 16 warps per SM (several waves)
-    int64_t spw = 4;
-    while (spw > 1 && ((wpr + spw - 1) / spw) * p.dim * p.batch < 16LL * p.num_sms * (kCfThreads / 32)) spw /= 2;
-    const int64_t nwarps = ((wpr + spw - 1) / spw) * p.dim * p.batch;
-    const int64_t blocks = (nwarps + kCfThreads / 32 - 1) / (kCfThreads / 32);
-    fwd_cf_kernel<T, kW><<<static_cast<unsigned>(blocks), kCfThreads, 0, stream>>>(p, wpr, spw, nwarps);
-    CC1D_CUDA_LAUNCH_CHECK();
-  } else {
-    const int64_t thr_needed = (p.dim + kClChannels - 1) / kClChannels;
-    const int threads = static_cast<int>(thr_needed >= kClThreads ? kClThreads : ((thr_needed + 31) / 32) * 32);
-    const int nchb = static_cast<int>((thr_needed + threads - 1) / threads);
-    int tile = 64;
-    auto nblocks = [&](int t) { return (int64_t)nchb * p.batch * ((p.seqlen + t - 1) / t); };
-    while (tile > 16 && nblocks(tile) < 4LL * p.num_sms) tile /= 2;
-    const int64_t ntiles = (p.seqlen + tile - 1) / tile;
-    fwd_cl_kernel<T, kW><<<static_cast<unsigned>(nblocks(tile)), threads, 0, stream>>>(p, nchb, ntiles, tile);
-    CC1D_CUDA_LAUNCH_CHECK();
+struct FwdLaunch {
+  template <typename T, int kW>
+  static void run(const ConvParams& p, cudaStream_t stream) {
+    if (!p.channel_last) {
+      constexpr int kN = 32 / sizeof(T);
+      const int64_t per_warp = 32 * kN;
+      const int64_t wpr = (p.seqlen + per_warp - 1) / per_warp;  // segments per row
+      // segments per warp: up to 4 while that still leaves >= 16 warps per SM (several waves)
+      int64_t spw = 4;
+      while (spw > 1 && ((wpr + spw - 1) / spw) * p.dim * p.batch < 16LL * p.num_sms * (kCfThreads / 32)) spw /= 2;
+      const int64_t nwarps = ((wpr + spw - 1) / spw) * p.dim * p.batch;
+      const int64_t blocks = (nwarps + kCfThreads / 32 - 1) / (kCfThreads / 32);
+      fwd_cf_kernel<T, kW><<<static_cast<unsigned>(blocks), kCfThreads, 0, stream>>>(p, wpr, spw, nwarps);
+      CC1D_CUDA_LAUNCH_CHECK();
+    } else {
+      const int64_t thr_needed = (p.dim + kClChannels - 1) / kClChannels;
+      const int threads = static_cast<int>(thr_needed >= kClThreads ? kClThreads : ((thr_needed + 31) / 32) * 32);
+      const int nchb = static_cast<int>((thr_needed + threads - 1) / threads);
+      int tile = 64;
+      auto nblocks = [&](int t) { return (int64_t)nchb * p.batch * ((p.seqlen + t - 1) / t); };
+      while (tile > 16 && nblocks(tile) < 4LL * p.num_sms) tile /= 2;
+      const int64_t ntiles = (p.seqlen + tile - 1) / tile;
+      fwd_cl_kernel<T, kW><<<static_cast<unsigned>(nblocks(tile)), threads, 0, stream>>>(p, nchb, ntiles, tile);
+      CC1D_CUDA_LAUNCH_CHECK();
+    }
   }
-}
+};
 
 }  // namespace
 
-namespace fwd_general {
-
-// Every case the op accepts: widths 2-4 on the width-4 kernel, 5-8 on the width-8 one.
-void launch(const ConvParams& p, cudaStream_t stream) {
-  dispatch_dtype_width(p.x_dtype, p.width, Widths<4, 8>{}, [&](auto tag, auto width) {
-    launch_fwd<typename decltype(tag)::type, decltype(width)::value>(p, stream);
-  });
-}
-
-}  // namespace fwd_general
+void fwd_general::launch(const ConvParams& p, cudaStream_t stream) { launch_general<FwdLaunch>(p, stream); }
 }  // namespace causal_conv1d_cuda

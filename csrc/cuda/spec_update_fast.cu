@@ -22,6 +22,31 @@ using namespace serving;
 constexpr int kThreads = 128;
 constexpr int kUnroll = 4;
 
+__device__ __forceinline__ void store_zero16(void* ptr) { st_global_16(ptr, make_uint4(0u, 0u, 0u, 0u)); }
+
+// The tokens of request b: returns how many, with xr / outr at channel ch of its first token in x / out.
+// In a ragged batch the first / last request's threads also write 0 to the tokens of no request
+// (before the first, after the last).
+template <typename T>
+__device__ __forceinline__ int64_t request_tokens(const SpecParams& p, int64_t b, int64_t ch, const T*& xr, T*& outr) {
+  int64_t n = p.seqlen;
+  if (p.qsl != nullptr) {
+    const int64_t t0 = clamp64(p.qsl[b], 0, p.total), t1 = clamp64(p.qsl[b + 1], 0, p.total);
+    n = t1 > t0 ? t1 - t0 : 0;
+    xr = static_cast<const T*>(p.x) + t0 * p.x_ls + ch;
+    outr = static_cast<T*>(p.out) + t0 * p.o_ls + ch;
+    T* o = static_cast<T*>(p.out) + ch;
+    if (b == 0)
+      for (int64_t t = 0; t < t0; ++t) store_zero16(o + t * p.o_ls);
+    if (b == p.batch - 1)
+      for (int64_t t = t1 > t0 ? t1 : t0; t < p.total; ++t) store_zero16(o + t * p.o_ls);
+  } else {
+    xr = static_cast<const T*>(p.x) + b * p.x_bs + ch;
+    outr = static_cast<T*>(p.out) + b * p.o_bs + ch;
+  }
+  return n;
+}
+
 template <typename T, int kW>
 __global__ void __launch_bounds__(kThreads, 4) spec_fast_kernel(const SpecParams p) {
   constexpr int kC = 16 / static_cast<int>(sizeof(T));
@@ -32,24 +57,9 @@ __global__ void __launch_bounds__(kThreads, 4) spec_fast_kernel(const SpecParams
   float w[kC][kW], bias[kC];
   bool have_w = false;  // loaded after the first loads of x and the window are in flight
   for (int64_t b = blockIdx.y; b < p.batch; b += gridDim.y) {
-    int64_t n = p.seqlen;
     const T* xr;
     T* outr;
-    if (p.qsl != nullptr) {
-      const int64_t t0 = clamp64(p.qsl[b], 0, p.total), t1 = clamp64(p.qsl[b + 1], 0, p.total);
-      n = t1 > t0 ? t1 - t0 : 0;
-      xr = static_cast<const T*>(p.x) + t0 * p.x_ls + ch;
-      outr = static_cast<T*>(p.out) + t0 * p.o_ls + ch;
-      // tokens of no request (before the first, after the last): 0, by the first / last request's threads
-      T* o = static_cast<T*>(p.out) + ch;
-      if (b == 0)
-        for (int64_t t = 0; t < t0; ++t) st_global_16(o + t * p.o_ls, make_uint4(0u, 0u, 0u, 0u));
-      if (b == p.batch - 1)
-        for (int64_t t = t1 > t0 ? t1 : t0; t < p.total; ++t) st_global_16(o + t * p.o_ls, make_uint4(0u, 0u, 0u, 0u));
-    } else {
-      xr = static_cast<const T*>(p.x) + b * p.x_bs + ch;
-      outr = static_cast<T*>(p.out) + b * p.o_bs + ch;
-    }
+    int64_t n = request_tokens<T>(p, b, ch, xr, outr);
     uint4 xraw[kUnroll];  // the first tokens' loads, issued before the cache line is known
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
@@ -157,34 +167,20 @@ __global__ void __launch_bounds__(kThreads, 5) spec_raw_kernel(const SpecParams 
   uint4 wr[kWv], br = make_uint4(0u, 0u, 0u, 0u);
   bool have_w = false;
   for (int64_t b = blockIdx.y; b < p.batch; b += gridDim.y) {
-    int64_t n = p.seqlen;
     const T* xr;
     T* outr;
-    if (p.qsl != nullptr) {
-      const int64_t t0 = clamp64(p.qsl[b], 0, p.total), t1 = clamp64(p.qsl[b + 1], 0, p.total);
-      n = t1 > t0 ? t1 - t0 : 0;
-      xr = static_cast<const T*>(p.x) + t0 * p.x_ls + ch;
-      outr = static_cast<T*>(p.out) + t0 * p.o_ls + ch;
-      T* o = static_cast<T*>(p.out) + ch;
-      if (b == 0)
-        for (int64_t t = 0; t < t0; ++t) st_global_16(o + t * p.o_ls, make_uint4(0u, 0u, 0u, 0u));
-      if (b == p.batch - 1)
-        for (int64_t t = t1 > t0 ? t1 : t0; t < p.total; ++t) st_global_16(o + t * p.o_ls, make_uint4(0u, 0u, 0u, 0u));
-    } else {
-      xr = static_cast<const T*>(p.x) + b * p.x_bs + ch;
-      outr = static_cast<T*>(p.out) + b * p.o_bs + ch;
-    }
+    int64_t n = request_tokens<T>(p, b, ch, xr, outr);
     uint4 xraw[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
       if (u < n) xraw[u] = ld_global_16(xr + u * p.x_ls);
     if (n == 0) continue;
-    if (p.qsl != nullptr && p.num_accepted != nullptr && n > p.seqlen) {
+    if (p.qsl != nullptr && p.num_accepted != nullptr && n > p.seqlen) {  // a speculative step: at most max_query_len
       for (int64_t i = p.seqlen; i < n; ++i) st_global_16(outr + i * p.o_ls, make_uint4(0u, 0u, 0u, 0u));
       n = p.seqlen;
     }
     int64_t c_in = 0, c_out = 0;
-    if (!request_lines(p.ci, b, p.pad_slot_id, p.lines, c_in, c_out)) {
+    if (!request_lines(p.ci, b, p.pad_slot_id, p.lines, c_in, c_out)) {  // skipped: output 0
       for (int64_t i = 0; i < n; ++i) st_global_16(outr + i * p.o_ls, make_uint4(0u, 0u, 0u, 0u));
       continue;
     }
@@ -282,11 +278,6 @@ bool raw_eligible(const SpecParams& p) {
 }
 
 template <typename T>
-bool vec_aligned(const void* ptr, int64_t stride) {
-  return aligned_to(ptr, 16) && (stride * static_cast<int64_t>(sizeof(T))) % 16 == 0;
-}
-
-template <typename T>
 bool eligible_typed(const SpecParams& p) {
   constexpr int kC = 16 / static_cast<int>(sizeof(T));
   const bool rows = p.qsl != nullptr || (vec_aligned<T>(p.x, p.x_bs) && vec_aligned<T>(p.out, p.o_bs));
@@ -299,11 +290,7 @@ bool eligible_typed(const SpecParams& p) {
 namespace spec_update_fast {
 bool eligible(const SpecParams& p) {
   if (p.width > 4 || p.st_dtype != p.x_dtype || p.parent != nullptr) return false;
-  switch (p.x_dtype) {
-    case kFloat16: return eligible_typed<__half>(p);
-    case kBFloat16: return eligible_typed<__nv_bfloat16>(p);
-    default: return eligible_typed<float>(p);
-  }
+  return dispatch_dtype(p.x_dtype, [&](auto tag) { return eligible_typed<typename decltype(tag)::type>(p); });
 }
 
 void launch(const SpecParams& p, cudaStream_t stream) {

@@ -113,26 +113,20 @@ __global__ void __launch_bounds__(kThreads) spec_general_kernel(const SpecParams
   }
 }
 
-template <typename T, int kW>
-void launch_typed(const SpecParams& p, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>((p.dim + kThreads - 1) / kThreads),
-                  static_cast<unsigned>(p.batch < 65535 ? p.batch : 65535));
-  switch (p.st_dtype) {
-    case kFloat16: spec_general_kernel<T, __half, kW><<<grid, kThreads, 0, stream>>>(p); break;
-    case kBFloat16: spec_general_kernel<T, __nv_bfloat16, kW><<<grid, kThreads, 0, stream>>>(p); break;
-    default: spec_general_kernel<T, float, kW><<<grid, kThreads, 0, stream>>>(p); break;
+struct SpecLaunch {
+  template <typename T, int kW>
+  static void run(const SpecParams& p, cudaStream_t stream) {
+    const dim3 grid(static_cast<unsigned>((p.dim + kThreads - 1) / kThreads),
+                    static_cast<unsigned>(p.batch < 65535 ? p.batch : 65535));
+    dispatch_dtype(p.st_dtype, [&](auto st) {
+      spec_general_kernel<T, typename decltype(st)::type, kW><<<grid, kThreads, 0, stream>>>(p);
+    });
+    CC1D_CUDA_LAUNCH_CHECK();
   }
-  CC1D_CUDA_LAUNCH_CHECK();
-}
+};
 
 }  // namespace
 
-namespace spec_update_general {
-void launch(const SpecParams& p, cudaStream_t stream) {
-  dispatch_dtype_width(p.x_dtype, p.width, Widths<4, 8>{}, [&](auto tag, auto width) {
-    launch_typed<typename decltype(tag)::type, decltype(width)::value>(p, stream);
-  });
-}
-}  // namespace spec_update_general
+void spec_update_general::launch(const SpecParams& p, cudaStream_t stream) { launch_general<SpecLaunch>(p, stream); }
 
 }  // namespace causal_conv1d_cuda

@@ -28,6 +28,44 @@ __device__ __forceinline__ T pick(const T (&arr)[N], int idx) {
   return r;
 }
 
+// The history window: win[j] (off <= j < kW - 1) = the state entry kW - 1 - j before the write
+// position, read as entry(idx); win[kW - 1] and the padded taps j < off are 0.
+template <int kW, typename Entry>
+__device__ __forceinline__ void load_window(float (&win)[kW], int off, bool circular, int head, int S, Entry entry) {
+  constexpr int kH = kW - 1;
+#pragma unroll
+  for (int j = 0; j < kW; ++j) {
+    win[j] = 0.f;
+    if (j < kH && j >= off) {
+      const int back = kH - j;
+      int idx = circular ? (head - back) % S : S - back;
+      if (idx < 0) idx += S;
+      win[j] = to_float(entry(idx));
+    }
+  }
+}
+
+// Row b's write position in its circular buffer of S entries (cache_seqlens[b] mod S), 0 without one.
+__device__ __forceinline__ int circular_head(const UpdateParams& p, bool circular, int b, int S) {
+  int head = 0;
+  if (circular) {
+    head = p.cache_seqlens[b] % S;
+    if (head < 0) head += S;
+  }
+  return head;
+}
+
+// act(bias + sum_k w[k] * win[k]) with win[kW - 1] the current token; then the window moves on a token.
+template <int kW>
+__device__ __forceinline__ float conv_and_shift(float (&win)[kW], const float (&w)[kW], float bias, bool silu) {
+  float acc = bias;
+#pragma unroll
+  for (int k = 0; k < kW; ++k) acc = fmaf(w[k], win[k], acc);
+#pragma unroll
+  for (int k = 0; k + 1 < kW; ++k) win[k] = win[k + 1];
+  return silu ? silu_f(acc) : acc;
+}
+
 template <typename T, int kW>
 __device__ __forceinline__ void update_channel_general(const UpdateParams& p, int b, int sb, int d) {
   // Any state_len / number of new tokens: history into registers, then the state, then outputs.
@@ -38,27 +76,14 @@ __device__ __forceinline__ void update_channel_general(const UpdateParams& p, in
   const int S = p.state_len;
   const int off = kW - p.width;
   const bool circular = p.cache_seqlens != nullptr;
-  int head = 0;
-  if (circular) {
-    head = p.cache_seqlens[b] % S;
-    if (head < 0) head += S;
-  }
+  const int head = circular_head(p, circular, b, S);
   float w[kW];
 #pragma unroll
   for (int k = 0; k < kW; ++k)
     w[k] = k >= off ? load_any(p.weight, p.w_dtype, (int64_t)d * p.w_cs + (int64_t)(k - off) * p.w_ws) : 0.f;
   const float bias = p.bias != nullptr ? load_any(p.bias, p.b_dtype, (int64_t)d * p.b_s) : 0.f;
   float win[kW];
-#pragma unroll
-  for (int j = 0; j < kW; ++j) {
-    win[j] = 0.f;
-    if (j < kH && j >= off) {
-      const int back = kH - j;
-      int idx = circular ? (head - back) % S : S - back;
-      if (idx < 0) idx += S;
-      win[j] = to_float(st[(int64_t)idx * p.st_ls]);
-    }
-  }
+  load_window<kW>(win, off, circular, head, S, [st, &p](int idx) { return st[(int64_t)idx * p.st_ls]; });
   const int Lx = p.seqlen;
   if (circular) {
     for (int t = 0; t < Lx; ++t) st[(int64_t)((head + t) % S) * p.st_ls] = xr[(int64_t)t * p.x_ls];
@@ -70,12 +95,7 @@ __device__ __forceinline__ void update_channel_general(const UpdateParams& p, in
   }
   for (int t = 0; t < Lx; ++t) {
     win[kH] = to_float(xr[(int64_t)t * p.x_ls]);
-    float acc = bias;
-#pragma unroll
-    for (int k = 0; k < kW; ++k) acc = fmaf(w[k], win[k], acc);
-    outr[(int64_t)t * p.out_ls] = from_float<T>(p.silu ? silu_f(acc) : acc);
-#pragma unroll
-    for (int k = 0; k < kH; ++k) win[k] = win[k + 1];
+    outr[(int64_t)t * p.out_ls] = from_float<T>(conv_and_shift<kW>(win, w, bias, p.silu));
   }
 }
 
@@ -110,11 +130,7 @@ __global__ void __launch_bounds__(kThreads) update_kernel(const UpdateParams p) 
   }
   const int off = kW - p.width;
   const bool circular = p.cache_seqlens != nullptr;
-  int head = 0;
-  if (circular) {
-    head = p.cache_seqlens[b] % S;
-    if (head < 0) head += S;
-  }
+  const int head = circular_head(p, circular, b, S);
   // phase 1: loads
   T xs[kCh][kMaxReg];
   T old[kCh][kMaxReg];
@@ -143,16 +159,7 @@ __global__ void __launch_bounds__(kThreads) update_kernel(const UpdateParams p) 
     T* st = static_cast<T*>(p.state) + (int64_t)sb * p.st_bs + (int64_t)d * p.st_cs;
     T* outr = static_cast<T*>(p.out) + (int64_t)b * p.out_bs + (int64_t)d * p.out_cs;
     float win[kW];
-#pragma unroll
-    for (int j = 0; j < kW; ++j) {
-      win[j] = 0.f;
-      if (j < kH && j >= off) {
-        const int back = kH - j;
-        int idx = circular ? (head - back) % S : S - back;
-        if (idx < 0) idx += S;
-        win[j] = to_float(pick<T, kMaxReg>(old[cc], idx));
-      }
-    }
+    load_window<kW>(win, off, circular, head, S, [&](int idx) { return pick<T, kMaxReg>(old[cc], idx); });
     if (circular) {
 #pragma unroll
       for (int t = 0; t < kMaxReg; ++t)
@@ -170,36 +177,24 @@ __global__ void __launch_bounds__(kThreads) update_kernel(const UpdateParams p) 
     for (int t = 0; t < kMaxReg; ++t) {
       if (t < Lx) {
         win[kH] = to_float(xs[cc][t]);
-        float acc = bias[cc];
-#pragma unroll
-        for (int k = 0; k < kW; ++k) acc = fmaf(w[cc][k], win[k], acc);
-        outr[(int64_t)t * p.out_ls] = from_float<T>(p.silu ? silu_f(acc) : acc);
-#pragma unroll
-        for (int k = 0; k < kH; ++k) win[k] = win[k + 1];
+        outr[(int64_t)t * p.out_ls] = from_float<T>(conv_and_shift<kW>(win, w[cc], bias[cc], p.silu));
       }
     }
   }
 }
 
-template <typename T, int kW>
-void launch_update(const UpdateParams& p, cudaStream_t stream) {
-  const int per_thread = (p.dim + kCh - 1) / kCh;
-  const int threads = per_thread >= kThreads ? kThreads : ((per_thread + 31) / 32) * 32;
-  dim3 grid(p.batch, (p.dim + threads * kCh - 1) / (threads * kCh));
-  update_kernel<T, kW><<<grid, threads, 0, stream>>>(p);
-  CC1D_CUDA_LAUNCH_CHECK();
-}
+struct UpdateLaunch {
+  template <typename T, int kW>
+  static void run(const UpdateParams& p, cudaStream_t stream) {
+    const int per_thread = (p.dim + kCh - 1) / kCh;
+    const int threads = per_thread >= kThreads ? kThreads : ((per_thread + 31) / 32) * 32;
+    dim3 grid(p.batch, (p.dim + threads * kCh - 1) / (threads * kCh));
+    update_kernel<T, kW><<<grid, threads, 0, stream>>>(p);
+    CC1D_CUDA_LAUNCH_CHECK();
+  }
+};
 
 }  // namespace
 
-namespace update_general {
-
-// Every case the op accepts: widths 2-4 on the width-4 kernel, 5-8 on the width-8 one.
-void launch(const UpdateParams& p, cudaStream_t stream) {
-  dispatch_dtype_width(p.x_dtype, p.width, Widths<4, 8>{}, [&](auto tag, auto width) {
-    launch_update<typename decltype(tag)::type, decltype(width)::value>(p, stream);
-  });
-}
-
-}  // namespace update_general
+void update_general::launch(const UpdateParams& p, cudaStream_t stream) { launch_general<UpdateLaunch>(p, stream); }
 }  // namespace causal_conv1d_cuda

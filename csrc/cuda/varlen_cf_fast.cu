@@ -312,11 +312,6 @@ __global__ void __launch_bounds__(kThreads) varlen_cf_heads_kernel(const VarlenP
   }
 }
 
-template <typename T>
-bool vec_aligned(const void* ptr, int64_t stride) {
-  return aligned_to(ptr, 16) && (stride * static_cast<int64_t>(sizeof(T))) % 16 == 0;
-}
-
 // Rows at 16-byte multiples, or x and out rows of one pitch (then each row's first partial vector is
 // the same for both: `shift` in the kernel).
 template <typename T>
@@ -332,11 +327,7 @@ bool eligible(const VarlenParams& p) {
   if (p.width > 4 || p.st_dtype != p.x_dtype || p.ci.last_idx != nullptr || p.total >= (int64_t{1} << 30) ||
       p.batch + 1 > kSmemQ || p.dim > 65535)
     return false;
-  switch (p.x_dtype) {
-    case kFloat16: return eligible_typed<__half>(p);
-    case kBFloat16: return eligible_typed<__nv_bfloat16>(p);
-    default: return eligible_typed<float>(p);
-  }
+  return dispatch_dtype(p.x_dtype, [&](auto tag) { return eligible_typed<typename decltype(tag)::type>(p); });
 }
 
 void launch(const VarlenParams& p, cudaStream_t stream) {

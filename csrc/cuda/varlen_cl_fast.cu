@@ -71,11 +71,6 @@ __global__ void __launch_bounds__(kThreads) varlen_cl_fast_kernel(const VarlenPa
   varlen_walk<kW, kUnroll, VecLane<T>, kAct>(p, lane, c0, c1, s);
 }
 
-template <typename T>
-bool vec_aligned(const void* ptr, int64_t stride) {
-  return aligned_to(ptr, 16) && (stride * static_cast<int64_t>(sizeof(T))) % 16 == 0;
-}
-
 template <typename T, int kW>
 void launch_typed(const VarlenParams& p, cudaStream_t stream) {
   constexpr int kC = VecLane<T>::kC;
@@ -110,11 +105,7 @@ bool eligible_typed(const VarlenParams& p) {
 namespace varlen_cl_fast {
 bool eligible(const VarlenParams& p) {
   if (p.width > 4 || p.st_dtype != p.x_dtype) return false;
-  switch (p.x_dtype) {
-    case kFloat16: return eligible_typed<__half>(p);
-    case kBFloat16: return eligible_typed<__nv_bfloat16>(p);
-    default: return eligible_typed<float>(p);
-  }
+  return dispatch_dtype(p.x_dtype, [&](auto tag) { return eligible_typed<typename decltype(tag)::type>(p); });
 }
 
 void launch(const VarlenParams& p, cudaStream_t stream) {

@@ -81,14 +81,7 @@ __device__ __forceinline__ void load_weights_as(const Params& p, int64_t c0, flo
   const Wt* __restrict__ base = static_cast<const Wt*>(p.weight) + c0 * p.w_cs;
   constexpr int kBytes = kC * kW * static_cast<int>(sizeof(Wt));
   if (kBytes % 16 == 0 && p.width == kW && p.w_ws == 1 && p.w_cs == kW && (reinterpret_cast<uintptr_t>(base) & 15u) == 0) {
-    constexpr int kN = kBytes % 16 == 0 ? kBytes / 16 : 1;
-    uint4 raw[kN];
-#pragma unroll
-    for (int v = 0; v < kN; ++v) raw[v] = ld_global_16(reinterpret_cast<const uint4*>(base) + v);
-#pragma unroll
-    for (int c = 0; c < kC; ++c)
-#pragma unroll
-      for (int k = 0; k < kW; ++k) w[c][k] = to_float(reinterpret_cast<const Wt*>(&raw[0])[c * kW + k]);
+    load_tile16<Wt, kC, kW>(base, w);
     return;
   }
   const int off = kW - p.width;

@@ -52,28 +52,22 @@ __global__ void __launch_bounds__(kThreads) varlen_general_kernel(const VarlenPa
   varlen_walk<kW, 4>(p, lane, c0, c1, s);
 }
 
-template <typename T, int kW>
-void launch_typed(const VarlenParams& p, cudaStream_t stream) {
-  int64_t chunk = 64;
-  while ((p.total + chunk - 1) / chunk > 65535) chunk *= 2;
-  const dim3 grid(static_cast<unsigned>((p.dim + kThreads - 1) / kThreads),
-                  static_cast<unsigned>((p.total + chunk - 1) / chunk));
-  switch (p.st_dtype) {
-    case kFloat16: varlen_general_kernel<T, __half, kW><<<grid, kThreads, 0, stream>>>(p, chunk); break;
-    case kBFloat16: varlen_general_kernel<T, __nv_bfloat16, kW><<<grid, kThreads, 0, stream>>>(p, chunk); break;
-    default: varlen_general_kernel<T, float, kW><<<grid, kThreads, 0, stream>>>(p, chunk); break;
+struct VarlenLaunch {
+  template <typename T, int kW>
+  static void run(const VarlenParams& p, cudaStream_t stream) {
+    int64_t chunk = 64;
+    while ((p.total + chunk - 1) / chunk > 65535) chunk *= 2;
+    const dim3 grid(static_cast<unsigned>((p.dim + kThreads - 1) / kThreads),
+                    static_cast<unsigned>((p.total + chunk - 1) / chunk));
+    dispatch_dtype(p.st_dtype, [&](auto st) {
+      varlen_general_kernel<T, typename decltype(st)::type, kW><<<grid, kThreads, 0, stream>>>(p, chunk);
+    });
+    CC1D_CUDA_LAUNCH_CHECK();
   }
-  CC1D_CUDA_LAUNCH_CHECK();
-}
+};
 
 }  // namespace
 
-namespace varlen_general {
-void launch(const VarlenParams& p, cudaStream_t stream) {
-  dispatch_dtype_width(p.x_dtype, p.width, Widths<4, 8>{}, [&](auto tag, auto width) {
-    launch_typed<typename decltype(tag)::type, decltype(width)::value>(p, stream);
-  });
-}
-}  // namespace varlen_general
+void varlen_general::launch(const VarlenParams& p, cudaStream_t stream) { launch_general<VarlenLaunch>(p, stream); }
 
 }  // namespace causal_conv1d_cuda

@@ -77,6 +77,21 @@ __device__ __forceinline__ void st_global_16(void* ptr, const uint4& v) {
                : "memory");
 }
 
+// w[c][k] = base[c * kW + k] as float: kC * kW contiguous elements of Wt (a multiple of 16 bytes,
+// 16-byte aligned), by 16-byte loads.
+template <typename Wt, int kC, int kW>
+__device__ __forceinline__ void load_tile16(const Wt* __restrict__ base, float (&w)[kC][kW]) {
+  constexpr int kBytes = kC * kW * static_cast<int>(sizeof(Wt));
+  constexpr int kN = kBytes % 16 == 0 ? kBytes / 16 : 1;
+  uint4 raw[kN];
+#pragma unroll
+  for (int v = 0; v < kN; ++v) raw[v] = ld_global_16(reinterpret_cast<const uint4*>(base) + v);
+#pragma unroll
+  for (int c = 0; c < kC; ++c)
+#pragma unroll
+    for (int k = 0; k < kW; ++k) w[c][k] = to_float(reinterpret_cast<const Wt*>(&raw[0])[c * kW + k]);
+}
+
 // Programmatic dependent launch (sm_90+; no-ops when compiled for older GPUs). pdl_trigger: the next
 // grid in the stream, if launched with programmatic stream serialization, may start its blocks now.
 // pdl_wait: block until the grids before this one are complete and their memory is visible; returns
