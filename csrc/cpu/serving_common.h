@@ -1,10 +1,11 @@
 // What the CPU kernels of the serving ops share (cpu/varlen_fwd.cpp, cpu/spec_update.cpp;
-// semantics: docs/serving.md): the accumulation type, SiLU, the dtype dispatch, strided reads of
-// the int32 index tensors, and the value checks. The index tensors are on the host here, so every
+// semantics: docs/serving.md): the op body around the kernel, strided reads of the int32 index
+// tensors, and the value checks. The index tensors are on the host here, so every
 // value a kernel reads is checked first; a bad one raises ValueError naming the argument and entry.
 #pragma once
 
 #include "../varlen_checks.h"
+#include "cpu_common.h"
 
 #include <cmath>
 #include <cstdint>
@@ -13,24 +14,29 @@
 namespace causal_conv1d {
 namespace cpu_serving {
 
-// float32 accumulation; float64 for a float64 state cache (the compute dtype: x is cast to it).
-template <typename T>
-using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+// From the other CPU kernels (cpu_common.h): the accumulation type (float32; float64 for a float64
+// state cache, the compute dtype: x is cast to it), SiLU, the dtype dispatch, strided tensor access
+// and the W-tap walk over a sequence.
+using cpu::acc_t;
+using cpu::conv_walk;
+using cpu::dispatch_dtype;
+using cpu::silu;
+using cpu::Strided;
 
-template <typename A>
-inline A silu(A z) {
-  return z / (A(1) + std::exp(-z));
-}
-
+// What a serving op does around its kernel: x cast to the cache's dtype (as in vLLM:
+// x.to(conv_states.dtype)), out (allocated in that dtype) zero-filled (skipped requests and tokens of
+// no request are 0), weight and bias in its accumulation type; then, where `run`,
+// rows(tag, xc, out, wf, bf) with tag the TypeTag of the cache's element type. Returns out in x's dtype.
 template <typename F>
-void dispatch_dtype(ScalarType t, const char* name, F&& f) {
-  switch (t) {
-    case ScalarType::Float: f(float{}); break;
-    case ScalarType::Double: f(double{}); break;
-    case ScalarType::Half: f(Half{}); break;
-    case ScalarType::BFloat16: f(BFloat16{}); break;
-    default: CC1D_CHECK_TYPE(false, name, " must be float32, float16, bfloat16 or float64 on the CPU, got ", t);
-  }
+Tensor run_rows(const Tensor& x, const Tensor& weight, const OptTensor& bias, Tensor out, const Tensor& cache,
+                const char* cache_name, bool run, F&& rows) {
+  const ScalarType st = cache.scalar_type();
+  const Tensor xc = to_dtype(x, st);
+  if (out.numel() > 0) zero_fill(out);
+  Tensor wf, bf;
+  cpu::acc_weight_bias(weight, bias, cpu::acc_dtype(st), wf, bf);
+  if (run) dispatch_dtype(st, cache_name, [&](auto tag) { rows(tag, xc, out, wf, bf); });
+  return to_dtype(out, x.scalar_type());  // a dense tensor keeps its layout
 }
 
 // An int32 index tensor read through its strides (1-D: at(i); 2-D: at(i, j)); absent: empty().
