@@ -186,6 +186,22 @@ struct CC1D_HIDDEN FwdArgs {
   bool silu;
 };
 
+// A forward kernel's view of FwdArgs for element type T: x and out (batch, dim, seqlen) with their
+// strides, the weight, bias and initial states in the accumulation type A (float in the vector
+// kernels, which have no float64 ones) and the seq ids.
+template <typename T, typename A = acc_t<T>>
+struct FwdView {
+  Strided<const T> x;
+  Strided<T> out;
+  const A* w;
+  const A* bias;
+  const A* init;
+  const int32_t* seq;
+  explicit FwdView(const FwdArgs& a)
+      : x(a.x), out(a.out), w(static_cast<const A*>(a.weight)), bias(static_cast<const A*>(a.bias)),
+        init(static_cast<const A*>(a.init)), seq(a.seq) {}
+};
+
 // Runs a forward path's kernels for x's dtype and the width: channel-first, cf(tag, w, r0, r1) over
 // the (batch, channel) rows [r0, r1), vectorised along seqlen; channel-last, cl(tag, w, t0, t1,
 // rows, nblocks) over the tasks [t0, t1) of `rows` positions each (nblocks per batch row),
