@@ -56,6 +56,34 @@ struct Index {
   int64_t at(int64_t i, int64_t j) const { return p[i * s0 + j * s1]; }
 };
 
+// What both serving ops read of the cache lines: the table (1-D, or 2-D with prefix caching, whose
+// input and output columns are initial_state_idx and block_idx_last_scheduled_token), pad_slot_id,
+// and the batch and activation. Each op's plan extends it.
+struct LinePlan {
+  Index lines, last, init_idx;
+  int64_t batch = 0, pad_slot_id = -1;
+  bool apc = false, silu = false;
+  void set(const OptTensor& table, const OptTensor& block_idx_last, const OptTensor& initial_state_idx,
+           int64_t pad, bool act) {
+    lines = Index(table);
+    apc = block_idx_last.has_value();
+    last = Index(block_idx_last);
+    init_idx = Index(initial_state_idx);
+    pad_slot_id = pad;
+    silu = act;
+  }
+};
+
+// The input and output lines of request i (pad_slot_id possible).
+inline int64_t line_in(const LinePlan& p, int64_t i) {
+  if (p.apc) return p.lines.at(i, p.init_idx.at(i));
+  return p.lines.empty() ? i : p.lines.at(i);
+}
+inline int64_t line_out(const LinePlan& p, int64_t i) {
+  if (p.apc) return p.lines.at(i, p.last.at(i));
+  return p.lines.empty() ? i : p.lines.at(i);
+}
+
 // query_start_loc: non-decreasing, from >= 0 to <= total_tokens (the first batch + 1 entries).
 inline void check_qsl_values(const Index& q, int64_t batch, int64_t total, const char* total_desc) {
   CC1D_CHECK_VALUE(q.at(0) >= 0, "query_start_loc[0] must be >= 0, got ", q.at(0));
@@ -84,6 +112,18 @@ inline void check_block_col(int64_t v, int64_t max_blocks, const char* name, int
   CC1D_CHECK_VALUE(v >= 0 && v < max_blocks, name, "[", i, "] = ", v, " is out of range: it indexes a column of ",
                    table, ", which has max_blocks = ", max_blocks, " columns (0 <= value < ", max_blocks, ")");
 }
+
+// The ops (varlen_fwd.cpp, spec_update.cpp; registered in register.cpp).
+Tensor varlen_fwd_cpu(const Tensor& x, const Tensor& weight, const OptTensor& bias, Tensor& conv_states,
+                      const Tensor& query_start_loc, const OptTensor& cache_indices,
+                      const OptTensor& has_initial_state, bool silu, int64_t pad_slot_id,
+                      const OptTensor& block_idx_first, const OptTensor& block_idx_last,
+                      const OptTensor& initial_state_idx, const OptTensor& num_computed_tokens,
+                      int64_t block_size_to_align);
+Tensor spec_update_cpu(const Tensor& x, Tensor& conv_state, const Tensor& weight, const OptTensor& bias, bool silu,
+                       const OptTensor& conv_state_indices, const OptTensor& num_accepted_tokens, int64_t pad_slot_id,
+                       const OptTensor& query_start_loc, int64_t max_query_len, const OptTensor& block_idx_last,
+                       const OptTensor& initial_state_idx, const OptTensor& retrieve_parent_token);
 
 }  // namespace cpu_serving
 }  // namespace causal_conv1d

@@ -15,20 +15,12 @@ namespace causal_conv1d {
 namespace cpu_serving {
 namespace {
 
-struct SpecPlan {
-  Index lines, nacc, q, last, init_idx, parent;
-  int64_t batch = 0, seqlen = 1, pad_slot_id = -1, max_query_len = -1;
-  bool ragged = false, token = false, apc = false, silu = false;
+struct SpecPlan : LinePlan {
+  Index nacc, q, parent;
+  int64_t seqlen = 1, max_query_len = -1;
+  bool ragged = false, token = false;
 };
 
-inline int64_t line_in(const SpecPlan& p, int64_t b) {
-  if (p.apc) return p.lines.at(b, p.init_idx.at(b));
-  return p.lines.empty() ? b : p.lines.at(b);
-}
-inline int64_t line_out(const SpecPlan& p, int64_t b) {
-  if (p.apc) return p.lines.at(b, p.last.at(b));
-  return p.lines.empty() ? b : p.lines.at(b);
-}
 inline int64_t tokens_of(const SpecPlan& p, int64_t b) { return p.ragged ? p.q.at(b + 1) - p.q.at(b) : p.seqlen; }
 
 void check_values(const SpecPlan& p, int64_t num_tokens, int64_t num_lines, int64_t state_len, int64_t H) {
@@ -134,6 +126,8 @@ void spec_rows(const Tensor& x, Tensor& cs, const Tensor& out, const Tensor& wf,
   });
 }
 
+}  // namespace
+
 Tensor spec_update_cpu(const Tensor& x, Tensor& conv_state, const Tensor& weight, const OptTensor& bias, bool silu,
                        const OptTensor& conv_state_indices, const OptTensor& num_accepted_tokens, int64_t pad_slot_id,
                        const OptTensor& query_start_loc, int64_t max_query_len, const OptTensor& block_idx_last,
@@ -146,15 +140,10 @@ Tensor spec_update_cpu(const Tensor& x, Tensor& conv_state, const Tensor& weight
   p.token = !p.ragged && x.dim() == 2;
   p.seqlen = p.ragged ? max_query_len : (p.token ? 1 : x.size(2));
   p.max_query_len = max_query_len;
-  p.lines = Index(conv_state_indices);
+  p.set(conv_state_indices, block_idx_last, initial_state_idx, pad_slot_id, silu);
   p.nacc = Index(num_accepted_tokens);
   p.q = Index(query_start_loc);
-  p.apc = block_idx_last.has_value();
-  p.last = Index(block_idx_last);
-  p.init_idx = Index(initial_state_idx);
   p.parent = Index(retrieve_parent_token);
-  p.pad_slot_id = pad_slot_id;
-  p.silu = silu;
   const int64_t W = weight.size(1);
   check_values(p, x.size(0), conv_state.size(0), conv_state.size(2), W - 1);
   const ScalarType st = conv_state.scalar_type();
@@ -167,10 +156,5 @@ Tensor spec_update_cpu(const Tensor& x, Tensor& conv_state, const Tensor& weight
                   });
 }
 
-}  // namespace
 }  // namespace cpu_serving
 }  // namespace causal_conv1d
-
-CC1D_LIBRARY_IMPL(causal_conv1d, CPU, m) {
-  m.impl("spec_update", CC1D_KERNEL(&causal_conv1d::cpu_serving::spec_update_cpu));
-}

@@ -16,21 +16,10 @@ namespace causal_conv1d {
 namespace cpu_serving {
 namespace {
 
-struct VarlenPlan {
-  Index q, lines, hinit, first, last, init_idx, computed;
-  int64_t batch = 0, pad_slot_id = -1, block = 0;
-  bool apc = false, silu = false;
+struct VarlenPlan : LinePlan {
+  Index q, hinit, first, computed;
+  int64_t block = 0;
 };
-
-// The input and output lines of request i (pad_slot_id possible).
-inline int64_t line_in(const VarlenPlan& p, int64_t i) {
-  if (p.apc) return p.lines.at(i, p.init_idx.at(i));
-  return p.lines.empty() ? i : p.lines.at(i);
-}
-inline int64_t line_out(const VarlenPlan& p, int64_t i) {
-  if (p.apc) return p.lines.at(i, p.last.at(i));
-  return p.lines.empty() ? i : p.lines.at(i);
-}
 
 // The block boundaries (multiples of B) inside (p0, p0 + n): floor((p0 + n - 1) / B) - floor(p0 / B).
 inline int64_t boundaries_inside(int64_t p0, int64_t n, int64_t B) { return (p0 + n - 1) / B - p0 / B; }
@@ -110,6 +99,8 @@ void varlen_rows(const Tensor& x, const Tensor& out, Tensor& cs, const Tensor& w
   });
 }
 
+}  // namespace
+
 Tensor varlen_fwd_cpu(const Tensor& x, const Tensor& weight, const OptTensor& bias, Tensor& conv_states,
                       const Tensor& query_start_loc, const OptTensor& cache_indices,
                       const OptTensor& has_initial_state, bool silu, int64_t pad_slot_id,
@@ -123,17 +114,12 @@ Tensor varlen_fwd_cpu(const Tensor& x, const Tensor& weight, const OptTensor& bi
   const int64_t D = x.size(0), total = x.size(1);
   const bool cl = varlen_is_channel_last(x);
   Tensor hi = has_initial_state.has_value() ? to_dtype(*has_initial_state, ScalarType::Int) : Tensor();
+  p.set(cache_indices, block_idx_last, initial_state_idx, pad_slot_id, silu);
   p.q = Index(query_start_loc);
-  p.lines = Index(cache_indices);
   p.hinit = hi.defined() ? Index(OptTensor(hi)) : Index();
-  p.apc = block_idx_last.has_value();
   p.first = Index(block_idx_first);
-  p.last = Index(block_idx_last);
-  p.init_idx = Index(initial_state_idx);
   p.computed = Index(num_computed_tokens);
-  p.pad_slot_id = pad_slot_id;
   p.block = block_size_to_align;
-  p.silu = silu;
   check_values(p, total, conv_states.size(0));
   return run_rows(x, weight, bias, empty_dt(D, total, cl, conv_states.scalar_type(), x), conv_states, "conv_states",
                   p.batch > 0 && D > 0, [&](auto tag, const Tensor& xc, const Tensor& out, const Tensor& wf,
@@ -142,10 +128,5 @@ Tensor varlen_fwd_cpu(const Tensor& x, const Tensor& weight, const OptTensor& bi
                   });
 }
 
-}  // namespace
 }  // namespace cpu_serving
 }  // namespace causal_conv1d
-
-CC1D_LIBRARY_IMPL(causal_conv1d, CPU, m) {
-  m.impl("varlen_fwd", CC1D_KERNEL(&causal_conv1d::cpu_serving::varlen_fwd_cpu));
-}
