@@ -1,4 +1,5 @@
-// CUDA implementations of the causal_conv1d ops (schemas: csrc/ops.cpp, docs/ARCHITECTURE.md).
+// CUDA implementations of the causal_conv1d ops fwd, bwd and update, and the CUDA registration of
+// every op (varlen_ops.cpp, packed_ops.cpp: the others; schemas: csrc/ops.cpp, docs/ARCHITECTURE.md).
 // Validates with csrc/checks.h, allocates outputs in x's layout, fills the plain parameter
 // structs of common.cuh and launches on the current stream through each op's dispatch table
 // (dispatch.cu; the kernel files have no torch, so they compile fast and are the same in both
@@ -194,4 +195,8 @@ CC1D_LIBRARY_IMPL(causal_conv1d, CUDA, m) {
   m.impl("fwd", CC1D_KERNEL(&causal_conv1d::cuda::fwd_cuda));
   m.impl("bwd", CC1D_KERNEL(&causal_conv1d::cuda::bwd_cuda));
   m.impl("update", CC1D_KERNEL(&causal_conv1d::cuda::update_cuda));
+  m.impl("varlen_fwd", CC1D_KERNEL(&causal_conv1d::cuda_varlen::varlen_fwd_cuda));
+  m.impl("spec_update", CC1D_KERNEL(&causal_conv1d::cuda_varlen::spec_update_cuda));
+  m.impl("packed_fwd", CC1D_KERNEL(&causal_conv1d::cuda_packed::packed_fwd_cuda));
+  m.impl("packed_bwd", CC1D_KERNEL(&causal_conv1d::cuda_packed::packed_bwd_cuda));
 }

@@ -42,6 +42,8 @@ bool cf_vec_ok(const Tensor& t) {
   return t.stride(2) == 1 && k::aligned_to(t.data_ptr(), 16) && (t.size(1) <= 1 || t.stride(1) % v == 0);
 }
 
+}  // namespace
+
 std::tuple<Tensor, Tensor> packed_fwd_cuda(const Tensor& x, const Tensor& weight, const OptTensor& bias,
                                            const Tensor& cu_seqlens, const OptTensor& initial_states,
                                            bool return_final_states, bool silu) {
@@ -114,11 +116,5 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> packed_bwd_cuda(const Tensor& x, cons
   return {dx, dweight, dbias, dinit};
 }
 
-}  // namespace
 }  // namespace cuda_packed
 }  // namespace causal_conv1d
-
-CC1D_LIBRARY_IMPL(causal_conv1d, CUDA, m) {
-  m.impl("packed_fwd", CC1D_KERNEL(&causal_conv1d::cuda_packed::packed_fwd_cuda));
-  m.impl("packed_bwd", CC1D_KERNEL(&causal_conv1d::cuda_packed::packed_bwd_cuda));
-}

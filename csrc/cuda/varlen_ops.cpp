@@ -46,6 +46,8 @@ struct IndexArgs {
   }
 };
 
+}  // namespace
+
 Tensor varlen_fwd_cuda(const Tensor& x, const Tensor& weight, const OptTensor& bias, Tensor& conv_states,
                        const Tensor& query_start_loc, const OptTensor& cache_indices,
                        const OptTensor& has_initial_state, bool silu, int64_t pad_slot_id,
@@ -129,11 +131,5 @@ Tensor spec_update_cuda(const Tensor& x, Tensor& conv_state, const Tensor& weigh
   return out;
 }
 
-}  // namespace
 }  // namespace cuda_varlen
 }  // namespace causal_conv1d
-
-CC1D_LIBRARY_IMPL(causal_conv1d, CUDA, m) {
-  m.impl("varlen_fwd", CC1D_KERNEL(&causal_conv1d::cuda_varlen::varlen_fwd_cuda));
-  m.impl("spec_update", CC1D_KERNEL(&causal_conv1d::cuda_varlen::spec_update_cuda));
-}
