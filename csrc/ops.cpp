@@ -2,9 +2,9 @@
 // "Torch ops"; CC1D_LIBRARY is STABLE_TORCH_LIBRARY or TORCH_LIBRARY, csrc/torch_api.h), plus the empty Python module init that makes `import causal_conv1d._C` load this
 // library (and so run the registrations) while using only the limited (abi3) Python C API.
 //
-// Backends register their kernels elsewhere: csrc/cpu/register.cpp, varlen_fwd.cpp and
-// spec_update.cpp (CPU) and csrc/cuda/ (CUDA). A build without CUDA kernels registers CUDA kernels here that raise a clear
-// error instead of torch's "could not run ... with arguments from the 'CUDA' backend".
+// Backends register their kernels elsewhere: csrc/cpu/register.cpp (CPU) and csrc/cuda/ (CUDA). A
+// build without CUDA kernels registers CUDA kernels here that raise a clear error instead of
+// torch's "could not run ... with arguments from the 'CUDA' backend".
 
 // The limited API of CPython 3.9 (wheel tag cp39-abi3, build_support/extension.py PY_LIMITED_API);
 // this is the only file that includes Python.h. torch's BuildExtension may define its own value.

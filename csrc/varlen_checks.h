@@ -82,6 +82,21 @@ inline void check_cache_line_table(const Tensor& x, const Tensor& t, int64_t bat
   }
 }
 
+// The cache-line table argument of an op: when given, as check_cache_line_table; else no prefix
+// caching, and request i uses line i of the cache (batch_desc: how the message names the batch).
+inline void check_lines_arg(const Tensor& x, const OptTensor& table, const Tensor& cache, int64_t batch,
+                            bool prefix_caching, const char* table_name, const char* cache_name,
+                            const char* batch_desc) {
+  if (table.has_value()) {
+    check_cache_line_table(x, *table, batch, prefix_caching, table_name);
+    return;
+  }
+  CC1D_CHECK_VALUE(!prefix_caching, table_name, " is required with block_idx_last_scheduled_token (prefix caching): "
+                   "int32 (batch, max_blocks), got None");
+  CC1D_CHECK_VALUE(cache.size(0) >= batch, cache_name, " must have at least ", batch_desc, batch, " cache lines when ",
+                   table_name, " is None, got shape ", fmt_sizes(cache.sizes()));
+}
+
 // A prefix-caching tensor: required when block_idx_last_scheduled_token is given, refused without it.
 inline void check_apc_vec(const Tensor& x, const OptTensor& t, int64_t batch, bool prefix_caching, const char* name) {
   if (prefix_caching) {
@@ -140,14 +155,7 @@ inline int64_t check_varlen_fwd_args(const Tensor& x, const Tensor& weight, cons
   check_state_cache(x, conv_states, dim, width - 1, "conv_states", "width - 1", allow_float64);
   const int64_t batch = check_query_start_loc(x, query_start_loc);
   const bool apc = block_idx_last.has_value();
-  if (cache_indices.has_value()) {
-    check_cache_line_table(x, *cache_indices, batch, apc, "cache_indices");
-  } else {
-    CC1D_CHECK_VALUE(!apc, "cache_indices is required with block_idx_last_scheduled_token (prefix caching): int32 "
-                     "(batch, max_blocks), got None");
-    CC1D_CHECK_VALUE(conv_states.size(0) >= batch, "conv_states must have at least batch = ", batch,
-                     " cache lines when cache_indices is None, got shape ", fmt_sizes(conv_states.sizes()));
-  }
+  check_lines_arg(x, cache_indices, conv_states, batch, apc, "cache_indices", "conv_states", "batch = ");
   if (has_initial_state.has_value()) {
     const Tensor& h = *has_initial_state;
     check_same_device(h, x, "has_initial_state");
@@ -220,14 +228,8 @@ inline int64_t check_spec_update_args(const Tensor& x, const Tensor& conv_state,
     check_state_cache(x, conv_state, dim, width - 1, "conv_state", "width - 1", allow_float64);
   }
   const bool apc = block_idx_last.has_value();
-  if (conv_state_indices.has_value()) {
-    check_cache_line_table(x, *conv_state_indices, batch, apc, "conv_state_indices");
-  } else {
-    CC1D_CHECK_VALUE(!apc, "conv_state_indices is required with block_idx_last_scheduled_token (prefix caching): "
-                     "int32 (batch, max_blocks), got None");
-    CC1D_CHECK_VALUE(conv_state.size(0) >= batch, "conv_state must have at least batch = x.shape[0] = ", batch,
-                     " cache lines when conv_state_indices is None, got shape ", fmt_sizes(conv_state.sizes()));
-  }
+  check_lines_arg(x, conv_state_indices, conv_state, batch, apc, "conv_state_indices", "conv_state",
+                  "batch = x.shape[0] = ");
   check_opt_index_vec(x, num_accepted_tokens, batch, "num_accepted_tokens");
   if (apc) check_index_vec(x, *block_idx_last, batch, "block_idx_last_scheduled_token");
   check_apc_vec(x, initial_state_idx, batch, apc, "initial_state_idx");

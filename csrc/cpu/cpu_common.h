@@ -55,9 +55,40 @@ inline A silu_grad(A z) {
   return s * (A(1) + z * (A(1) - s));
 }
 
-inline ScalarType acc_dtype(const Tensor& x) {
-  return x.scalar_type() == ScalarType::Double ? ScalarType::Double : ScalarType::Float;
+inline ScalarType acc_dtype(ScalarType t) { return t == ScalarType::Double ? ScalarType::Double : ScalarType::Float; }
+inline ScalarType acc_dtype(const Tensor& x) { return acc_dtype(x.scalar_type()); }
+
+// weight and bias in the accumulation type acc, contiguous, as wf / bf (bf undefined without a bias).
+inline void acc_weight_bias(const Tensor& weight, const OptTensor& bias, ScalarType acc, Tensor& wf, Tensor& bf) {
+  wf = as_contiguous(to_dtype(weight, acc));
+  bf = bias.has_value() ? as_contiguous(to_dtype(*bias, acc)) : Tensor();
 }
+
+// A tensor's data as P* (P const: read only) with its strides, 0 for the axes it lacks (up to 3):
+// ptr(i, j, k) is the address of element [i, j, k], at(i, j, k) the element. Built from a null
+// pointer (an absent tensor): p is null.
+template <typename P>
+struct Strided {
+  P* p = nullptr;
+  int64_t s0 = 0, s1 = 0, s2 = 0;
+  Strided() = default;
+  explicit Strided(const Tensor& t) {
+    if constexpr (std::is_const_v<P>) {
+      p = t.const_data_ptr<std::remove_const_t<P>>();
+    } else {
+      p = t.mutable_data_ptr<P>();
+    }
+    const int64_t n = t.dim();
+    s0 = n > 0 ? t.stride(0) : 0;
+    s1 = n > 1 ? t.stride(1) : 0;
+    s2 = n > 2 ? t.stride(2) : 0;
+  }
+  explicit Strided(const Tensor* t) {
+    if (t != nullptr) *this = Strided(*t);
+  }
+  P* ptr(int64_t i, int64_t j, int64_t k = 0) const { return p + i * s0 + j * s1 + k * s2; }
+  P& at(int64_t i, int64_t j, int64_t k = 0) const { return *ptr(i, j, k); }
+};
 
 template <typename T>
 struct TypeTag {
@@ -70,15 +101,15 @@ void for_width(int64_t width, std::integer_sequence<int, Is...>, F&& f) {
   (void)((width == Is + kMinWidth ? (f(std::integral_constant<int, Is + int(kMinWidth)>{}), true) : false) || ...);
 }
 
-// Calls f(TypeTag<T>{}) with T the element type of `dtype`.
+// Calls f(TypeTag<T>{}) with T the element type of `dtype`, the dtype of the tensor `name`.
 template <typename F>
-void dispatch_dtype(ScalarType dtype, F&& f) {
+void dispatch_dtype(ScalarType dtype, const char* name, F&& f) {
   switch (dtype) {
     case ScalarType::Float: f(TypeTag<float>{}); break;
     case ScalarType::Double: f(TypeTag<double>{}); break;
     case ScalarType::Half: f(TypeTag<Half>{}); break;
     case ScalarType::BFloat16: f(TypeTag<BFloat16>{}); break;
-    default: CC1D_CHECK_TYPE(false, "x must be float32, float16, bfloat16 or float64 on the CPU, got ", dtype);
+    default: CC1D_CHECK_TYPE(false, name, " must be float32, float16, bfloat16 or float64 on the CPU, got ", dtype);
   }
 }
 
@@ -88,7 +119,7 @@ template <typename F>
 void dispatch_dtype_width(ScalarType dtype, int64_t width, F&& f) {
   CC1D_CHECK_VALUE(width >= kMinWidth && width <= kMaxWidth, "weight must have width between ", kMinWidth, " and ",
                    kMaxWidth, ", got ", width);
-  dispatch_dtype(dtype, [&](auto tag) {
+  dispatch_dtype(dtype, "x", [&](auto tag) {
     for_width(width, std::make_integer_sequence<int, kMaxWidth - kMinWidth + 1>{}, [&](auto w) { f(tag, w); });
   });
 }
@@ -122,6 +153,26 @@ CC1D_UNROLL
   }
 }
 
+// One channel of a sequence of n tokens through the W = H + 1 taps w: out[t] = act(bias + w[H] x[t] +
+// sum_{k < H} w[k] win[k]), then win shifts by x[t]. win holds the H inputs before the first token in
+// the accumulation type, and on return the H inputs before the token after the last. x and out are
+// read and written xs and os elements apart. H: an int64_t, or std::integral_constant<int, H>.
+template <typename T, typename A, typename HT>
+inline void conv_walk(const T* xr, int64_t xs, T* orow, int64_t os, int64_t n, const A* w, A bias, A* win, HT H,
+                      bool act) {
+  const int64_t h = H;  // a plain variable in the loop conditions (unrolled where H is a constant)
+  for (int64_t t = 0; t < n; ++t) {
+    const A xt = static_cast<A>(xr[t * xs]);
+    A acc = bias + w[h] * xt;
+CC1D_UNROLL
+    for (int64_t k = 0; k < h; ++k) acc += w[k] * win[k];
+    orow[t * os] = static_cast<T>(act ? silu(acc) : acc);
+CC1D_UNROLL
+    for (int64_t k = 0; k + 1 < h; ++k) win[k] = win[k + 1];
+    win[h - 1] = xt;
+  }
+}
+
 // The forward's arguments, what every forward path takes.
 struct CC1D_HIDDEN FwdArgs {
   int64_t batch, dim, seqlen, width;
@@ -133,6 +184,22 @@ struct CC1D_HIDDEN FwdArgs {
   const int32_t* seq;          // (batch, seqlen) contiguous or nullptr
   const void* init;            // acc type; channel-first: (batch, dim, W-1); channel-last: (batch, W-1, dim)
   bool silu;
+};
+
+// A forward kernel's view of FwdArgs for element type T: x and out (batch, dim, seqlen) with their
+// strides, the weight, bias and initial states in the accumulation type A (float in the vector
+// kernels, which have no float64 ones) and the seq ids.
+template <typename T, typename A = acc_t<T>>
+struct FwdView {
+  Strided<const T> x;
+  Strided<T> out;
+  const A* w;
+  const A* bias;
+  const A* init;
+  const int32_t* seq;
+  explicit FwdView(const FwdArgs& a)
+      : x(a.x), out(a.out), w(static_cast<const A*>(a.weight)), bias(static_cast<const A*>(a.bias)),
+        init(static_cast<const A*>(a.init)), seq(a.seq) {}
 };
 
 // Runs a forward path's kernels for x's dtype and the width: channel-first, cf(tag, w, r0, r1) over
@@ -209,6 +276,9 @@ struct CC1D_HIDDEN PackedArgs {
   Tensor* dinit;            // (nseq, dim, W-1) or nullptr
   void* dweight;            // acc type (dim, W), written
   void* dbias;              // acc type (dim,) or nullptr, written
+
+  int64_t start(int64_t i) const { return cu[i * cu_stride]; }  // sequence i's first token
+  int64_t tokens(int64_t i) const { return cu[(i + 1) * cu_stride] - cu[i * cu_stride]; }
 };
 
 // The inputs both packed ops pass (x (1, dim, total), n sequences): the sizes, the sequence table,
@@ -216,9 +286,7 @@ struct CC1D_HIDDEN PackedArgs {
 // wf / bf (the caller keeps them alive while the args are used).
 inline PackedArgs packed_inputs(const Tensor& x, const Tensor& weight, const OptTensor& bias, const Tensor& cu_seqlens,
                                 const OptTensor& initial_states, int64_t n, bool silu, Tensor& wf, Tensor& bf) {
-  const ScalarType acc = acc_dtype(x);
-  wf = as_contiguous(to_dtype(weight, acc));
-  bf = bias.has_value() ? as_contiguous(to_dtype(*bias, acc)) : Tensor();
+  acc_weight_bias(weight, bias, acc_dtype(x), wf, bf);
   PackedArgs a{};
   a.dim = x.size(1);
   a.total = x.size(2);

@@ -15,31 +15,24 @@ template <typename T, int W>
 void fwd_cf_rows_scalar(const FwdArgs& a, int64_t r0, int64_t r1) {
   using A = acc_t<T>;
   const int64_t D = a.dim, L = a.seqlen;
-  const T* xp = a.x->const_data_ptr<T>();
-  T* op = a.out->mutable_data_ptr<T>();
-  const int64_t sxb = a.x->stride(0), sxd = a.x->stride(1);
-  const int64_t sob = a.out->stride(0), sod = a.out->stride(1);
-  const A* wp = static_cast<const A*>(a.weight);
-  const A* bp = static_cast<const A*>(a.bias);
-  const A* ip = static_cast<const A*>(a.init);
-  const int32_t* sp = a.seq;
+  const FwdView<T> v(a);
   std::vector<A> win(kChunk + W - 1), obuf(kChunk);
-  std::vector<int32_t> sw(sp ? kChunk + W - 1 : 0);
+  std::vector<int32_t> sw(v.seq ? kChunk + W - 1 : 0);
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t b = r / D, d = r % D;
-    const T* xr = xp + b * sxb + d * sxd;
-    T* orow = op + b * sob + d * sod;
+    const T* xr = v.x.ptr(b, d);
+    T* orow = v.out.ptr(b, d);
     A w[W];
-    for (int k = 0; k < W; ++k) w[k] = wp[d * W + k];
-    const A bv = bp ? bp[d] : A(0);
+    for (int k = 0; k < W; ++k) w[k] = v.w[d * W + k];
+    const A bv = v.bias ? v.bias[d] : A(0);
     // before the start: the initial state, which belongs to the row's first sequence (seq_idx[b, 0])
-    const int32_t pre_seq = sp && ip && L > 0 ? sp[b * L] : kNoSeq;
+    const int32_t pre_seq = v.seq && v.init && L > 0 ? v.seq[b * L] : kNoSeq;
     for (int j = 0; j < W - 1; ++j) {
-      win[j] = ip ? ip[r * (W - 1) + j] : A(0);
-      if (sp) sw[j] = pre_seq;
+      win[j] = v.init ? v.init[r * (W - 1) + j] : A(0);
+      if (v.seq) sw[j] = pre_seq;
     }
     if constexpr (std::is_same_v<T, A>) {
-      if (!sp) {
+      if (!v.seq) {
         // Input already in the accumulation type: read x in place (no chunk copy). The first
         // W-1 outputs take their earlier taps from the initial states in win.
         const int64_t head = std::min<int64_t>(W - 1, L);
@@ -60,8 +53,8 @@ void fwd_cf_rows_scalar(const FwdArgs& a, int64_t r0, int64_t r1) {
       const int64_t n = std::min(kChunk, L - l0);
       A* wv = win.data() + (W - 1);
       for (int64_t i = 0; i < n; ++i) wv[i] = static_cast<A>(xr[l0 + i]);
-      if (sp) {
-        const int32_t* srow = sp + b * L + l0;
+      if (v.seq) {
+        const int32_t* srow = v.seq + b * L + l0;
         std::copy(srow, srow + n, sw.data() + (W - 1));
         conv_window_seq<W, A>(win.data(), sw.data(), w, bv, obuf.data(), n);
       } else {
@@ -74,7 +67,7 @@ void fwd_cf_rows_scalar(const FwdArgs& a, int64_t r0, int64_t r1) {
       }
       for (int j = 0; j < W - 1; ++j) {  // carry the last W-1 inputs into the next chunk
         win[j] = win[n + j];
-        if (sp) sw[j] = sw[n + j];
+        if (v.seq) sw[j] = sw[n + j];
       }
     }
   }
@@ -84,37 +77,30 @@ template <typename T, int W>
 void fwd_cl_tasks_scalar(const FwdArgs& a, int64_t t0, int64_t t1, int64_t rows, int64_t nblocks) {
   using A = acc_t<T>;
   const int64_t D = a.dim, L = a.seqlen;
-  const T* xp = a.x->const_data_ptr<T>();
-  T* op = a.out->mutable_data_ptr<T>();
-  const int64_t sxb = a.x->stride(0), sxl = a.x->stride(2);
-  const int64_t sob = a.out->stride(0), sol = a.out->stride(2);
-  const A* wt = static_cast<const A*>(a.weight);
-  const A* bp = static_cast<const A*>(a.bias);
-  const A* ip = static_cast<const A*>(a.init);
-  const int32_t* sp = a.seq;
+  const FwdView<T> v(a);
   std::vector<A> acc(D);
   A* __restrict ac = acc.data();
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t b = t / nblocks;
     const int64_t l0 = (t % nblocks) * rows, l1 = std::min(L, l0 + rows);
     for (int64_t l = l0; l < l1; ++l) {
-      T* __restrict orow = op + b * sob + l * sol;
-      const int32_t cur = sp ? sp[b * L + l] : 0;
+      T* __restrict orow = v.out.ptr(b, 0, l);
+      const int32_t cur = v.seq ? v.seq[b * L + l] : 0;
       if (cur < 0) {
         for (int64_t d = 0; d < D; ++d) orow[d] = static_cast<T>(A(0));
         continue;
       }
       bool all_taps = l >= W - 1;  // every tap is an input of the same sequence
-      for (int k = 0; all_taps && sp && k < W - 1; ++k) all_taps = sp[b * L + l - (W - 1) + k] == cur;
+      for (int k = 0; all_taps && v.seq && k < W - 1; ++k) all_taps = v.seq[b * L + l - (W - 1) + k] == cur;
       if (all_taps) {
         // The common case: W taps accumulated in registers, one pass over the channels.
         const T* __restrict rows[W];
-        for (int k = 0; k < W; ++k) rows[k] = xp + b * sxb + (l - (W - 1) + k) * sxl;
+        for (int k = 0; k < W; ++k) rows[k] = v.x.ptr(b, 0, l - (W - 1) + k);
         auto taps = [&](int64_t d) {
-          A v = bp[d];
+          A z = v.bias[d];
 CC1D_UNROLL
-          for (int k = 0; k < W; ++k) v += wt[k * D + d] * static_cast<A>(rows[k][d]);
-          return v;
+          for (int k = 0; k < W; ++k) z += v.w[k * D + d] * static_cast<A>(rows[k][d]);
+          return z;
         };
         if (a.silu) {
           for (int64_t d = 0; d < D; ++d) ac[d] = taps(d);
@@ -124,21 +110,21 @@ CC1D_UNROLL
         }
         continue;
       }
-      if (bp) {
-        for (int64_t d = 0; d < D; ++d) ac[d] = bp[d];
+      if (v.bias) {
+        for (int64_t d = 0; d < D; ++d) ac[d] = v.bias[d];
       } else {
         for (int64_t d = 0; d < D; ++d) ac[d] = A(0);
       }
       for (int k = 0; k < W; ++k) {
         const int64_t pos = l - (W - 1) + k;
-        const A* __restrict wk = wt + k * D;
+        const A* __restrict wk = v.w + k * D;
         if (pos < 0) {
-          if (!ip || (sp && sp[b * L] != cur)) continue;  // the initial state is the first sequence's
-          const A* __restrict ir = ip + (b * (W - 1) + (pos + W - 1)) * D;
+          if (!v.init || (v.seq && v.seq[b * L] != cur)) continue;  // the initial state is the first sequence's
+          const A* __restrict ir = v.init + (b * (W - 1) + (pos + W - 1)) * D;
           for (int64_t d = 0; d < D; ++d) ac[d] += wk[d] * ir[d];
         } else {
-          if (sp && sp[b * L + pos] != cur) continue;
-          const T* __restrict xr = xp + b * sxb + pos * sxl;
+          if (v.seq && v.seq[b * L + pos] != cur) continue;
+          const T* __restrict xr = v.x.ptr(b, 0, pos);
           for (int64_t d = 0; d < D; ++d) ac[d] += wk[d] * static_cast<A>(xr[d]);
         }
       }

@@ -11,38 +11,58 @@
 // sets compute the same operations in the same order: bit-identical outputs (checked with ATEN_CPU_CAPABILITY=avx2 against avx512).
 
 #if CC1D_LANES == 16
-
 using vf = __m512;
 using vi = __m512i;
 using vm = __mmask16;  // per-lane condition
 constexpr int kLanes = 16;
+#define CC1D_PS(op) _mm512_##op##_ps
+#define CC1D_EPI32(op) _mm512_##op##_epi32
+#define CC1D_CASTSI_PS _mm512_castsi512_ps
+#elif CC1D_LANES == 8
+using vf = __m256;
+using vi = __m256i;
+using vm = __m256;  // per-lane condition: all ones or all zeros
+constexpr int kLanes = 8;
+#define CC1D_PS(op) _mm256_##op##_ps
+#define CC1D_EPI32(op) _mm256_##op##_epi32
+#define CC1D_CASTSI_PS _mm256_castsi256_ps
+#else
+#error "CC1D_LANES must be 16 or 8"
+#endif
 
-inline vf vset1(float v) { return _mm512_set1_ps(v); }
-inline vf vzero() { return _mm512_setzero_ps(); }
-inline vf vadd(vf a, vf b) { return _mm512_add_ps(a, b); }
-inline vf vmul(vf a, vf b) { return _mm512_mul_ps(a, b); }
-inline vf vdiv(vf a, vf b) { return _mm512_div_ps(a, b); }
-inline vf vfmadd(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }    // a * b + c
-inline vf vfnmadd(vf a, vf b, vf c) { return _mm512_fnmadd_ps(a, b, c); }  // c - a * b
+// The operations both sets have alike: the same intrinsic at each width.
+inline vf vset1(float v) { return CC1D_PS(set1)(v); }
+inline vf vzero() { return CC1D_PS(setzero)(); }
+inline vf vadd(vf a, vf b) { return CC1D_PS(add)(a, b); }
+inline vf vmul(vf a, vf b) { return CC1D_PS(mul)(a, b); }
+inline vf vdiv(vf a, vf b) { return CC1D_PS(div)(a, b); }
+inline vf vfmadd(vf a, vf b, vf c) { return CC1D_PS(fmadd)(a, b, c); }    // a * b + c
+inline vf vfnmadd(vf a, vf b, vf c) { return CC1D_PS(fnmadd)(a, b, c); }  // c - a * b
 // min/max return the second operand when either is NaN.
-inline vf vmin(vf a, vf b) { return _mm512_min_ps(a, b); }
-inline vf vmax(vf a, vf b) { return _mm512_max_ps(a, b); }
-inline vf vneg(vf a) { return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_set1_epi32(INT32_MIN))); }
-inline vf vround(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+inline vf vmin(vf a, vf b) { return CC1D_PS(min)(a, b); }
+inline vf vmax(vf a, vf b) { return CC1D_PS(max)(a, b); }
 // 2^n for integral n in [-126, 127].
 inline vf vpow2(vf n) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
+  return CC1D_CASTSI_PS(CC1D_EPI32(slli)(CC1D_EPI32(add)(CC1D_EPI32(cvtps)(n), CC1D_EPI32(set1)(127)), 23));
 }
+inline vf vload(const float* p) { return CC1D_PS(loadu)(p); }
+inline void vstore(float* p, vf v) { CC1D_PS(storeu)(p, v); }
+#undef CC1D_PS
+#undef CC1D_EPI32
+#undef CC1D_CASTSI_PS
+
+#if CC1D_LANES == 16
+
+inline vf vneg(vf a) { return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_set1_epi32(INT32_MIN))); }
+inline vf vround(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 inline vm vgt(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
 inline vf vselect(vm m, vf yes, vf no) { return _mm512_mask_mov_ps(no, m, yes); }
 
-inline vf vload(const float* p) { return _mm512_loadu_ps(p); }
 inline vf vload(const Half* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
 inline vf vload(const BFloat16* p) {
   const __m512i u = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   return _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
 }
-inline void vstore(float* p, vf v) { _mm512_storeu_ps(p, v); }
 inline void vstore(Half* p, vf v) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
@@ -80,37 +100,18 @@ inline void vstore_n(T* p, vf v, int64_t n) {
   _mm256_mask_storeu_epi16(p, vmask_n(n), _mm256_load_si256(reinterpret_cast<const __m256i*>(buf)));
 }
 
-#elif CC1D_LANES == 8
+#else  // CC1D_LANES == 8
 
-using vf = __m256;
-using vi = __m256i;
-using vm = __m256;  // per-lane condition: all ones or all zeros
-constexpr int kLanes = 8;
-
-inline vf vset1(float v) { return _mm256_set1_ps(v); }
-inline vf vzero() { return _mm256_setzero_ps(); }
-inline vf vadd(vf a, vf b) { return _mm256_add_ps(a, b); }
-inline vf vmul(vf a, vf b) { return _mm256_mul_ps(a, b); }
-inline vf vdiv(vf a, vf b) { return _mm256_div_ps(a, b); }
-inline vf vfmadd(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
-inline vf vfnmadd(vf a, vf b, vf c) { return _mm256_fnmadd_ps(a, b, c); }
-inline vf vmin(vf a, vf b) { return _mm256_min_ps(a, b); }
-inline vf vmax(vf a, vf b) { return _mm256_max_ps(a, b); }
 inline vf vneg(vf a) { return _mm256_xor_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32(INT32_MIN))); }
 inline vf vround(vf a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
-inline vf vpow2(vf n) {
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
-}
 inline vm vgt(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_GT_OQ); }
 inline vf vselect(vm m, vf yes, vf no) { return _mm256_blendv_ps(no, yes, m); }
 
-inline vf vload(const float* p) { return _mm256_loadu_ps(p); }
 inline vf vload(const Half* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 inline vf vload(const BFloat16* p) {
   const __m256i u = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   return _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
 }
-inline void vstore(float* p, vf v) { _mm256_storeu_ps(p, v); }
 inline void vstore(Half* p, vf v) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
@@ -153,10 +154,7 @@ inline void vstore_n(T* p, vf v, int64_t n) {
   std::memcpy(static_cast<void*>(p), buf, n * sizeof(T));
 }
 
-#else
-#error "CC1D_LANES must be 16 or 8"
 #endif
-
 
 // silu(z) = z / (1 + exp(-z)). exp(x): x = n ln2 + r with n = round(x / ln2), |r| <= ln2 / 2 (ln2 in
 // two parts, Cody-Waite); exp(r) = 1 + r + r^2 p(r), p of degree 5 (Cephes expf coefficients); 2^n
@@ -245,28 +243,21 @@ template <typename T, int W>
 void fwd_cf_rows(const FwdArgs& a, int64_t r0, int64_t r1) {
   constexpr int H = W - 1;
   const int64_t D = a.dim, L = a.seqlen;
-  const T* xp = a.x->const_data_ptr<T>();
-  T* op = a.out->mutable_data_ptr<T>();
-  const int64_t sxb = a.x->stride(0), sxd = a.x->stride(1);
-  const int64_t sob = a.out->stride(0), sod = a.out->stride(1);
-  const float* wp = static_cast<const float*>(a.weight);
-  const float* bp = static_cast<const float*>(a.bias);
-  const float* ip = static_cast<const float*>(a.init);
-  const int32_t* sp = a.seq;
+  const FwdView<T, float> v(a);
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t b = r / D, d = r % D;
-    const T* xr = xp + b * sxb + d * sxd;
-    T* orow = op + b * sob + d * sod;
-    const int32_t* sr = sp ? sp + b * L : nullptr;
-    const float* w = wp + d * W;
-    const float bv = bp[d];
+    const T* xr = v.x.ptr(b, d);
+    T* orow = v.out.ptr(b, d);
+    const int32_t* sr = v.seq ? v.seq + b * L : nullptr;
+    const float* w = v.w + d * W;
+    const float bv = v.bias[d];
     const int64_t head = std::min<int64_t>(H, L);
     float hw[2 * H];
     int32_t hs[2 * H];
     // before the start: the initial state, which belongs to the row's first sequence (seq_idx[b, 0])
-    const int32_t pre_seq = sr && ip && L > 0 ? sr[0] : kNoSeq;
+    const int32_t pre_seq = sr && v.init && L > 0 ? sr[0] : kNoSeq;
     for (int j = 0; j < H; ++j) {
-      hw[j] = ip ? ip[r * H + j] : 0.0f;
+      hw[j] = v.init ? v.init[r * H + j] : 0.0f;
       hs[j] = pre_seq;
     }
     for (int64_t i = 0; i < head; ++i) {
@@ -326,20 +317,13 @@ CC1D_UNROLL
 template <typename T, int W>
 void fwd_cl_tasks(const FwdArgs& a, int64_t t0, int64_t t1, int64_t rows, int64_t nblocks) {
   const int64_t D = a.dim, L = a.seqlen;
-  const T* xp = a.x->const_data_ptr<T>();
-  T* op = a.out->mutable_data_ptr<T>();
-  const int64_t sxb = a.x->stride(0), sxl = a.x->stride(2);
-  const int64_t sob = a.out->stride(0), sol = a.out->stride(2);
-  const float* wt = static_cast<const float*>(a.weight);
-  const float* bp = static_cast<const float*>(a.bias);
-  const float* ip = static_cast<const float*>(a.init);
-  const int32_t* sp = a.seq;
+  const FwdView<T, float> v(a);
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t b = t / nblocks;
     const int64_t l0 = (t % nblocks) * rows, l1 = std::min(L, l0 + rows);
     for (int64_t l = l0; l < l1; ++l) {
-      T* orow = op + b * sob + l * sol;
-      const int32_t cur = sp ? sp[b * L + l] : 0;
+      T* orow = v.out.ptr(b, 0, l);
+      const int32_t cur = v.seq ? v.seq[b * L + l] : 0;
       if (cur < 0) {  // padding
         int64_t d = 0;
         for (; d + kLanes <= D; d += kLanes) vstore(orow + d, vzero());
@@ -355,18 +339,18 @@ void fwd_cl_tasks(const FwdArgs& a, int64_t t0, int64_t t1, int64_t rows, int64_
         ik[k] = nullptr;
         if (pos < 0) {
           // the initial state is the first sequence's (seq_idx[b, 0])
-          if (ip && (!sp || sp[b * L] == cur)) ik[k] = ip + (b * (W - 1) + (pos + W - 1)) * D;
+          if (v.init && (!v.seq || v.seq[b * L] == cur)) ik[k] = v.init + (b * (W - 1) + (pos + W - 1)) * D;
           all_x = false;
-        } else if (sp && sp[b * L + pos] != cur) {
+        } else if (v.seq && v.seq[b * L + pos] != cur) {
           all_x = false;
         } else {
-          xk[k] = xp + b * sxb + pos * sxl;
+          xk[k] = v.x.ptr(b, 0, pos);
         }
       }
       if (all_x) {
-        cl_row<W, T, true>(xk, ik, wt, bp, orow, D, a.silu);
+        cl_row<W, T, true>(xk, ik, v.w, v.bias, orow, D, a.silu);
       } else {
-        cl_row<W, T, false>(xk, ik, wt, bp, orow, D, a.silu);
+        cl_row<W, T, false>(xk, ik, v.w, v.bias, orow, D, a.silu);
       }
     }
   }

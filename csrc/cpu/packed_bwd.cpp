@@ -18,35 +18,15 @@ namespace cpu {
 namespace packed_bwd_general {
 namespace {
 
-// Strided (nseq, dim, W-1) access.
-template <typename P>
-struct States {
-  P* p = nullptr;
-  int64_t sn = 0, sd = 0, sl = 0;
-  States(const Tensor* t, P* ptr) {
-    if (!t) return;
-    p = ptr;
-    sn = t->stride(0);
-    sd = t->stride(1);
-    sl = t->stride(2);
-  }
-  P& at(int64_t i, int64_t d, int64_t j) const { return p[i * sn + d * sd + j * sl]; }
-};
-
 template <typename T, int W>
 void run(const PackedArgs& a) {
   using A = acc_t<T>;
   constexpr int H = W - 1;
   const int64_t D = a.dim;
-  const T* xp = a.x->const_data_ptr<T>();
-  const T* dop = a.dout->const_data_ptr<T>();
-  T* dxp = a.dx->mutable_data_ptr<T>();
-  const int64_t sxd = a.x->stride(1), sxt = a.x->stride(2);
-  const int64_t sdd = a.dout->stride(1), sdt = a.dout->stride(2);
-  const int64_t sxd2 = a.dx->stride(1), sxt2 = a.dx->stride(2);
-  const States<const T> init(a.init, a.init ? a.init->const_data_ptr<T>() : nullptr);
-  const States<const T> dfin(a.dfinal, a.dfinal ? a.dfinal->const_data_ptr<T>() : nullptr);
-  const States<T> dinit(a.dinit, a.dinit ? a.dinit->mutable_data_ptr<T>() : nullptr);
+  const Strided<const T> x(a.x), dout(a.dout);  // (1, dim, total)
+  const Strided<T> dx(a.dx);
+  const Strided<const T> init(a.init), dfin(a.dfinal);  // (nseq, dim, W-1)
+  const Strided<T> dinit(a.dinit);
   const A* wp = static_cast<const A*>(a.weight);
   const A* bp = static_cast<const A*>(a.bias);
   A* dwp = static_cast<A*>(a.dweight);
@@ -59,17 +39,17 @@ void run(const PackedArgs& a) {
       A dw[W] = {};
       A db = A(0);
       for (int64_t i = 0; i < a.nseq; ++i) {
-        const int64_t start = a.cu[i * a.cu_stride], n = a.cu[(i + 1) * a.cu_stride] - start;
+        const int64_t start = a.start(i), n = a.tokens(i);
         ext.assign(H + n, A(0));
         g.assign(n, A(0));
         dext.assign(H + n, A(0));
         for (int j = 0; j < H; ++j) ext[j] = init.p ? static_cast<A>(init.at(i, d, j)) : A(0);
-        for (int64_t t = 0; t < n; ++t) ext[H + t] = static_cast<A>(xp[d * sxd + (start + t) * sxt]);
+        for (int64_t t = 0; t < n; ++t) ext[H + t] = static_cast<A>(x.at(0, d, start + t));
         for (int64_t j = 0; j < n; ++j) {
           A z = bv;
 CC1D_UNROLL
           for (int k = 0; k < W; ++k) z += w[k] * ext[j + k];
-          const A dy = static_cast<A>(dop[d * sdd + (start + j) * sdt]);
+          const A dy = static_cast<A>(dout.at(0, d, start + j));
           const A gj = a.silu ? dy * silu_grad(z) : dy;
           g[j] = gj;
           db += gj;
@@ -82,7 +62,7 @@ CC1D_UNROLL
         if (dfin.p) {
           for (int j = 0; j < H; ++j) dext[n + j] += static_cast<A>(dfin.at(i, d, j));
         }
-        for (int64_t t = 0; t < n; ++t) dxp[d * sxd2 + (start + t) * sxt2] = static_cast<T>(dext[H + t]);
+        for (int64_t t = 0; t < n; ++t) dx.at(0, d, start + t) = static_cast<T>(dext[H + t]);
         if (dinit.p) {
           for (int j = 0; j < H; ++j) dinit.at(i, d, j) = static_cast<T>(dext[j]);
         }

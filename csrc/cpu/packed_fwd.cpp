@@ -22,45 +22,26 @@ void run(const PackedArgs& a) {
   using A = acc_t<T>;
   constexpr int H = W - 1;
   const int64_t D = a.dim;
-  const T* xp = a.x->const_data_ptr<T>();
-  T* op = a.out->mutable_data_ptr<T>();
-  const int64_t sxd = a.x->stride(1), sxt = a.x->stride(2), sod = a.out->stride(1), sot = a.out->stride(2);
-  const T* ip = a.init ? a.init->const_data_ptr<T>() : nullptr;
-  const int64_t sin = a.init ? a.init->stride(0) : 0, sid = a.init ? a.init->stride(1) : 0,
-                sil = a.init ? a.init->stride(2) : 0;
-  T* fp = a.final_states ? a.final_states->mutable_data_ptr<T>() : nullptr;
-  const int64_t sfn = fp ? a.final_states->stride(0) : 0, sfd = fp ? a.final_states->stride(1) : 0,
-                sfl = fp ? a.final_states->stride(2) : 0;
+  const Strided<const T> x(a.x), init(a.init);  // (1, dim, total), (nseq, dim, W-1)
+  const Strided<T> out(a.out), fin(a.final_states);
   const A* wp = static_cast<const A*>(a.weight);
   const A* bp = static_cast<const A*>(a.bias);
   parallel_for(0, a.nseq * D, 1, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t i = r / D, d = r % D;
-      const int64_t start = a.cu[i * a.cu_stride], n = a.cu[(i + 1) * a.cu_stride] - start;
-      const T* xr = xp + d * sxd + start * sxt;
-      T* orow = op + d * sod + start * sot;
+      const int64_t start = a.start(i), n = a.tokens(i);
+      const T* xr = x.ptr(0, d, start);
       // ext[e] = cat(initial, x_i)[e], e in [0, H + n)
-      T init[H > 0 ? H : 1];
-      for (int j = 0; j < H; ++j) init[j] = ip ? ip[i * sin + d * sid + j * sil] : static_cast<T>(A(0));
+      T ini[H > 0 ? H : 1];
+      for (int j = 0; j < H; ++j) ini[j] = init.p ? init.at(i, d, j) : static_cast<T>(A(0));
       A win[H > 0 ? H : 1];
-      for (int j = 0; j < H; ++j) win[j] = static_cast<A>(init[j]);
-      const A* w = wp + d * W;
-      const A bv = bp ? bp[d] : A(0);
-      for (int64_t t = 0; t < n; ++t) {
-        const A xt = static_cast<A>(xr[t * sxt]);
-        A acc = bv + w[H] * xt;
-CC1D_UNROLL
-        for (int k = 0; k < H; ++k) acc += w[k] * win[k];
-        orow[t * sot] = static_cast<T>(a.silu ? silu(acc) : acc);
-CC1D_UNROLL
-        for (int k = 0; k + 1 < H; ++k) win[k] = win[k + 1];
-        win[H - 1] = xt;
-      }
-      if (fp) {  // exact copies: the last H entries of ext
-        T* f = fp + i * sfn + d * sfd;
+      for (int j = 0; j < H; ++j) win[j] = static_cast<A>(ini[j]);
+      conv_walk(xr, x.s2, out.ptr(0, d, start), out.s2, n, wp + d * W, bp ? bp[d] : A(0), win,
+                std::integral_constant<int, H>{}, a.silu);
+      if (fin.p) {  // exact copies: the last H entries of ext
         for (int j = 0; j < H; ++j) {
           const int64_t e = n + j;
-          f[j * sfl] = e < H ? init[e] : xr[(e - H) * sxt];
+          fin.at(i, d, j) = e < H ? ini[e] : xr[(e - H) * x.s2];
         }
       }
     }

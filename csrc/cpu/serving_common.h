@@ -1,10 +1,11 @@
 // What the CPU kernels of the serving ops share (cpu/varlen_fwd.cpp, cpu/spec_update.cpp;
-// semantics: docs/serving.md): the accumulation type, SiLU, the dtype dispatch, strided reads of
-// the int32 index tensors, and the value checks. The index tensors are on the host here, so every
+// semantics: docs/serving.md): the op body around the kernel, strided reads of the int32 index
+// tensors, and the value checks. The index tensors are on the host here, so every
 // value a kernel reads is checked first; a bad one raises ValueError naming the argument and entry.
 #pragma once
 
 #include "../varlen_checks.h"
+#include "cpu_common.h"
 
 #include <cmath>
 #include <cstdint>
@@ -13,24 +14,29 @@
 namespace causal_conv1d {
 namespace cpu_serving {
 
-// float32 accumulation; float64 for a float64 state cache (the compute dtype: x is cast to it).
-template <typename T>
-using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+// From the other CPU kernels (cpu_common.h): the accumulation type (float32; float64 for a float64
+// state cache, the compute dtype: x is cast to it), SiLU, the dtype dispatch, strided tensor access
+// and the W-tap walk over a sequence.
+using cpu::acc_t;
+using cpu::conv_walk;
+using cpu::dispatch_dtype;
+using cpu::silu;
+using cpu::Strided;
 
-template <typename A>
-inline A silu(A z) {
-  return z / (A(1) + std::exp(-z));
-}
-
+// What a serving op does around its kernel: x cast to the cache's dtype (as in vLLM:
+// x.to(conv_states.dtype)), out (allocated in that dtype) zero-filled (skipped requests and tokens of
+// no request are 0), weight and bias in its accumulation type; then, where `run`,
+// rows(tag, xc, out, wf, bf) with tag the TypeTag of the cache's element type. Returns out in x's dtype.
 template <typename F>
-void dispatch_dtype(ScalarType t, const char* name, F&& f) {
-  switch (t) {
-    case ScalarType::Float: f(float{}); break;
-    case ScalarType::Double: f(double{}); break;
-    case ScalarType::Half: f(Half{}); break;
-    case ScalarType::BFloat16: f(BFloat16{}); break;
-    default: CC1D_CHECK_TYPE(false, name, " must be float32, float16, bfloat16 or float64 on the CPU, got ", t);
-  }
+Tensor run_rows(const Tensor& x, const Tensor& weight, const OptTensor& bias, Tensor out, const Tensor& cache,
+                const char* cache_name, bool run, F&& rows) {
+  const ScalarType st = cache.scalar_type();
+  const Tensor xc = to_dtype(x, st);
+  if (out.numel() > 0) zero_fill(out);
+  Tensor wf, bf;
+  cpu::acc_weight_bias(weight, bias, cpu::acc_dtype(st), wf, bf);
+  if (run) dispatch_dtype(st, cache_name, [&](auto tag) { rows(tag, xc, out, wf, bf); });
+  return to_dtype(out, x.scalar_type());  // a dense tensor keeps its layout
 }
 
 // An int32 index tensor read through its strides (1-D: at(i); 2-D: at(i, j)); absent: empty().
@@ -49,6 +55,34 @@ struct Index {
   int64_t at(int64_t i) const { return p[i * s0]; }
   int64_t at(int64_t i, int64_t j) const { return p[i * s0 + j * s1]; }
 };
+
+// What both serving ops read of the cache lines: the table (1-D, or 2-D with prefix caching, whose
+// input and output columns are initial_state_idx and block_idx_last_scheduled_token), pad_slot_id,
+// and the batch and activation. Each op's plan extends it.
+struct LinePlan {
+  Index lines, last, init_idx;
+  int64_t batch = 0, pad_slot_id = -1;
+  bool apc = false, silu = false;
+  void set(const OptTensor& table, const OptTensor& block_idx_last, const OptTensor& initial_state_idx,
+           int64_t pad, bool act) {
+    lines = Index(table);
+    apc = block_idx_last.has_value();
+    last = Index(block_idx_last);
+    init_idx = Index(initial_state_idx);
+    pad_slot_id = pad;
+    silu = act;
+  }
+};
+
+// The input and output lines of request i (pad_slot_id possible).
+inline int64_t line_in(const LinePlan& p, int64_t i) {
+  if (p.apc) return p.lines.at(i, p.init_idx.at(i));
+  return p.lines.empty() ? i : p.lines.at(i);
+}
+inline int64_t line_out(const LinePlan& p, int64_t i) {
+  if (p.apc) return p.lines.at(i, p.last.at(i));
+  return p.lines.empty() ? i : p.lines.at(i);
+}
 
 // query_start_loc: non-decreasing, from >= 0 to <= total_tokens (the first batch + 1 entries).
 inline void check_qsl_values(const Index& q, int64_t batch, int64_t total, const char* total_desc) {
@@ -78,6 +112,18 @@ inline void check_block_col(int64_t v, int64_t max_blocks, const char* name, int
   CC1D_CHECK_VALUE(v >= 0 && v < max_blocks, name, "[", i, "] = ", v, " is out of range: it indexes a column of ",
                    table, ", which has max_blocks = ", max_blocks, " columns (0 <= value < ", max_blocks, ")");
 }
+
+// The ops (varlen_fwd.cpp, spec_update.cpp; registered in register.cpp).
+Tensor varlen_fwd_cpu(const Tensor& x, const Tensor& weight, const OptTensor& bias, Tensor& conv_states,
+                      const Tensor& query_start_loc, const OptTensor& cache_indices,
+                      const OptTensor& has_initial_state, bool silu, int64_t pad_slot_id,
+                      const OptTensor& block_idx_first, const OptTensor& block_idx_last,
+                      const OptTensor& initial_state_idx, const OptTensor& num_computed_tokens,
+                      int64_t block_size_to_align);
+Tensor spec_update_cpu(const Tensor& x, Tensor& conv_state, const Tensor& weight, const OptTensor& bias, bool silu,
+                       const OptTensor& conv_state_indices, const OptTensor& num_accepted_tokens, int64_t pad_slot_id,
+                       const OptTensor& query_start_loc, int64_t max_query_len, const OptTensor& block_idx_last,
+                       const OptTensor& initial_state_idx, const OptTensor& retrieve_parent_token);
 
 }  // namespace cpu_serving
 }  // namespace causal_conv1d

@@ -15,20 +15,12 @@ namespace causal_conv1d {
 namespace cpu_serving {
 namespace {
 
-struct SpecPlan {
-  Index lines, nacc, q, last, init_idx, parent;
-  int64_t batch = 0, seqlen = 1, pad_slot_id = -1, max_query_len = -1;
-  bool ragged = false, token = false, apc = false, silu = false;
+struct SpecPlan : LinePlan {
+  Index nacc, q, parent;
+  int64_t seqlen = 1, max_query_len = -1;
+  bool ragged = false, token = false;
 };
 
-inline int64_t line_in(const SpecPlan& p, int64_t b) {
-  if (p.apc) return p.lines.at(b, p.init_idx.at(b));
-  return p.lines.empty() ? b : p.lines.at(b);
-}
-inline int64_t line_out(const SpecPlan& p, int64_t b) {
-  if (p.apc) return p.lines.at(b, p.last.at(b));
-  return p.lines.empty() ? b : p.lines.at(b);
-}
 inline int64_t tokens_of(const SpecPlan& p, int64_t b) { return p.ragged ? p.q.at(b + 1) - p.q.at(b) : p.seqlen; }
 
 void check_values(const SpecPlan& p, int64_t num_tokens, int64_t num_lines, int64_t state_len, int64_t H) {
@@ -75,8 +67,8 @@ void spec_rows(const Tensor& x, Tensor& cs, const Tensor& out, const Tensor& wf,
   // x is (num_tokens, dim) ragged, (batch, dim) one token, or (batch, dim, L): dim is axis 1 in all three
   const int64_t D = x.size(1), W = wf.size(1), H = W - 1;
   const T* xp = x.const_data_ptr<T>();
-  T* cp = cs.mutable_data_ptr<T>();
   T* op = out.mutable_data_ptr<T>();
+  const Strided<T> c(cs);
   const A* wp = wf.const_data_ptr<A>();
   const A* bp = bf.defined() ? bf.const_data_ptr<A>() : nullptr;
   int64_t sxb, sxd, sxt, sob, sod, sot;
@@ -87,7 +79,6 @@ void spec_rows(const Tensor& x, Tensor& cs, const Tensor& out, const Tensor& wf,
     sxb = x.stride(0), sxd = x.stride(1), sxt = p.token ? 0 : x.stride(2);
     sob = out.stride(0), sod = out.stride(1), sot = p.token ? 0 : out.stride(2);
   }
-  const int64_t scb = cs.stride(0), scd = cs.stride(1), scl = cs.stride(2);
   const bool spec = !p.nacc.empty(), tree = !p.parent.empty();
   const int64_t cap = p.ragged ? std::max<int64_t>(p.max_query_len, 1) : p.seqlen;
   parallel_for(0, p.batch * D, std::max<int64_t>(1, 4096 / (cap + W)), [&](int64_t r0, int64_t r1) {
@@ -103,10 +94,9 @@ void spec_rows(const Tensor& x, Tensor& cs, const Tensor& out, const Tensor& wf,
       const T* xr = xp + b * sxb + t0 * sxt + d * sxd;
       T* orow = op + b * sob + t0 * sot + d * sod;
       const int64_t off = spec ? p.nacc.at(b) - 1 : 0;  // the window starts here
-      const T* cin = cp + c_in * scb + d * scd;
       ext.resize(H + n);
       ea.resize(H + n);
-      for (int64_t j = 0; j < H; ++j) ext[j] = cin[(off + j) * scl];
+      for (int64_t j = 0; j < H; ++j) ext[j] = c.at(c_in, d, off + j);
       for (int64_t t = 0; t < n; ++t) ext[H + t] = xr[t * sxt];
       for (int64_t e = 0; e < H + n; ++e) ea[e] = static_cast<A>(ext[e]);
       const A* w = wp + d * W;
@@ -127,15 +117,16 @@ void spec_rows(const Tensor& x, Tensor& cs, const Tensor& out, const Tensor& wf,
       }
       const int64_t c_out = line_out(p, b);
       if (c_out == p.pad_slot_id) continue;
-      T* co = cp + c_out * scb + d * scd;
       if (spec) {  // line[0 : H - 1 + n] = cat(window[1:], x_b)
-        for (int64_t j = 0; j < H - 1 + n; ++j) co[j * scl] = ext[1 + j];
+        for (int64_t j = 0; j < H - 1 + n; ++j) c.at(c_out, d, j) = ext[1 + j];
       } else {  // line[0 : H] = cat(window, x_b)[-H:]
-        for (int64_t j = 0; j < H; ++j) co[j * scl] = ext[n + j];
+        for (int64_t j = 0; j < H; ++j) c.at(c_out, d, j) = ext[n + j];
       }
     }
   });
 }
+
+}  // namespace
 
 Tensor spec_update_cpu(const Tensor& x, Tensor& conv_state, const Tensor& weight, const OptTensor& bias, bool silu,
                        const OptTensor& conv_state_indices, const OptTensor& num_accepted_tokens, int64_t pad_slot_id,
@@ -149,39 +140,21 @@ Tensor spec_update_cpu(const Tensor& x, Tensor& conv_state, const Tensor& weight
   p.token = !p.ragged && x.dim() == 2;
   p.seqlen = p.ragged ? max_query_len : (p.token ? 1 : x.size(2));
   p.max_query_len = max_query_len;
-  p.lines = Index(conv_state_indices);
+  p.set(conv_state_indices, block_idx_last, initial_state_idx, pad_slot_id, silu);
   p.nacc = Index(num_accepted_tokens);
   p.q = Index(query_start_loc);
-  p.apc = block_idx_last.has_value();
-  p.last = Index(block_idx_last);
-  p.init_idx = Index(initial_state_idx);
   p.parent = Index(retrieve_parent_token);
-  p.pad_slot_id = pad_slot_id;
-  p.silu = silu;
   const int64_t W = weight.size(1);
   check_values(p, x.size(0), conv_state.size(0), conv_state.size(2), W - 1);
   const ScalarType st = conv_state.scalar_type();
-  const Tensor xc = to_dtype(x, st);  // vLLM: x.to(conv_state.dtype)
   // out: x's shape; a 2-D x gives a contiguous out, a 3-D one x's layout (csrc/checks.h, empty_bdl)
   Tensor out = x.dim() == 2 ? alloc_empty({x.size(0), x.size(1)}, st, x)
                             : empty_bdl(x.size(0), x.size(1), x.size(2), is_channel_last(x), st, x);
-  if (out.numel() > 0) zero_fill(out);  // skipped requests and tokens of no request are 0
-  const ScalarType acc = st == ScalarType::Double ? ScalarType::Double : ScalarType::Float;
-  Tensor wf = as_contiguous(to_dtype(weight, acc));
-  Tensor bf = bias.has_value() ? as_contiguous(to_dtype(*bias, acc)) : Tensor();
-  if (p.batch > 0 && x.size(1) > 0) {
-    dispatch_dtype(st, "conv_state", [&](auto tag) {
-      using TT = decltype(tag);
-      spec_rows<TT>(xc, conv_state, out, wf, bf, p);
-    });
-  }
-  return to_dtype(out, x.scalar_type());
+  return run_rows(x, weight, bias, out, conv_state, "conv_state", p.batch > 0 && x.size(1) > 0,
+                  [&](auto tag, const Tensor& xc, const Tensor& o, const Tensor& wf, const Tensor& bf) {
+                    spec_rows<typename decltype(tag)::type>(xc, conv_state, o, wf, bf, p);
+                  });
 }
 
-}  // namespace
 }  // namespace cpu_serving
 }  // namespace causal_conv1d
-
-CC1D_LIBRARY_IMPL(causal_conv1d, CPU, m) {
-  m.impl("spec_update", CC1D_KERNEL(&causal_conv1d::cpu_serving::spec_update_cpu));
-}

@@ -75,7 +75,7 @@ void update_rows(const Tensor& x, Tensor& conv_state, const Tensor& out, const T
 namespace update_general {
 
 void launch(const UpdateArgs& a) {
-  dispatch_dtype(a.x->scalar_type(), [&](auto tag) {
+  dispatch_dtype(a.x->scalar_type(), "x", [&](auto tag) {
     update_rows<typename decltype(tag)::type>(*a.x, *a.conv_state, *a.out, *a.weight, *a.bias, a.cache_seqlens,
                                               a.indices, a.silu);
   });

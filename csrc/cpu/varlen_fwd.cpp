@@ -16,21 +16,10 @@ namespace causal_conv1d {
 namespace cpu_serving {
 namespace {
 
-struct VarlenPlan {
-  Index q, lines, hinit, first, last, init_idx, computed;
-  int64_t batch = 0, pad_slot_id = -1, block = 0;
-  bool apc = false, silu = false;
+struct VarlenPlan : LinePlan {
+  Index q, hinit, first, computed;
+  int64_t block = 0;
 };
-
-// The input and output lines of request i (pad_slot_id possible).
-inline int64_t line_in(const VarlenPlan& p, int64_t i) {
-  if (p.apc) return p.lines.at(i, p.init_idx.at(i));
-  return p.lines.empty() ? i : p.lines.at(i);
-}
-inline int64_t line_out(const VarlenPlan& p, int64_t i) {
-  if (p.apc) return p.lines.at(i, p.last.at(i));
-  return p.lines.empty() ? i : p.lines.at(i);
-}
 
 // The block boundaries (multiples of B) inside (p0, p0 + n): floor((p0 + n - 1) / B) - floor(p0 / B).
 inline int64_t boundaries_inside(int64_t p0, int64_t n, int64_t B) { return (p0 + n - 1) / B - p0 / B; }
@@ -73,13 +62,10 @@ void varlen_rows(const Tensor& x, const Tensor& out, Tensor& cs, const Tensor& w
                  const VarlenPlan& p) {
   using A = acc_t<T>;
   const int64_t D = x.size(0), W = wf.size(1), H = W - 1;
-  const T* xp = x.const_data_ptr<T>();
-  T* op = out.mutable_data_ptr<T>();
-  T* cp = cs.mutable_data_ptr<T>();
+  const Strided<const T> xs(x);  // (dim, total_tokens)
+  const Strided<T> os(out), c(cs);
   const A* wp = wf.const_data_ptr<A>();
   const A* bp = bf.defined() ? bf.const_data_ptr<A>() : nullptr;
-  const int64_t sxd = x.stride(0), sxt = x.stride(1), sod = out.stride(0), sot = out.stride(1);
-  const int64_t scb = cs.stride(0), scd = cs.stride(1), scl = cs.stride(2);
   parallel_for(0, p.batch * D, 1, [&](int64_t r0, int64_t r1) {
     std::vector<T> init(H);  // the initial window, in the cache's dtype
     std::vector<A> win(H);
@@ -89,28 +75,16 @@ void varlen_rows(const Tensor& x, const Tensor& out, Tensor& cs, const Tensor& w
       if (n <= 0) continue;  // no tokens: no line touched
       const int64_t c_in = line_in(p, i);
       if (c_in == p.pad_slot_id) continue;  // skipped request: output 0 (zero-filled), no line touched
-      const T* xr = xp + d * sxd + start * sxt;
-      T* orow = op + d * sod + start * sot;
+      const T* xr = xs.ptr(d, start);
       const bool has_init = !p.hinit.empty() && p.hinit.at(i) != 0;
-      const T* cin = cp + c_in * scb + d * scd;
-      for (int64_t j = 0; j < H; ++j) init[j] = has_init ? cin[j * scl] : static_cast<T>(A(0));
+      for (int64_t j = 0; j < H; ++j) init[j] = has_init ? c.at(c_in, d, j) : static_cast<T>(A(0));
       // cat(init, x_i)[e]: the request's inputs with the initial window in front
-      auto ext = [&](int64_t e) -> T { return e < H ? init[e] : xr[(e - H) * sxt]; };
+      auto ext = [&](int64_t e) -> T { return e < H ? init[e] : xr[(e - H) * xs.s1]; };
       for (int64_t j = 0; j < H; ++j) win[j] = static_cast<A>(init[j]);
-      const A* w = wp + d * W;
-      const A bv = bp ? bp[d] : A(0);
-      for (int64_t t = 0; t < n; ++t) {
-        const A xt = static_cast<A>(xr[t * sxt]);
-        A acc = bv + w[H] * xt;
-        for (int64_t k = 0; k < H; ++k) acc += w[k] * win[k];
-        orow[t * sot] = static_cast<T>(p.silu ? silu(acc) : acc);
-        for (int64_t k = 0; k + 1 < H; ++k) win[k] = win[k + 1];
-        win[H - 1] = xt;
-      }
+      conv_walk(xr, xs.s1, os.ptr(d, start), os.s1, n, wp + d * W, bp ? bp[d] : A(0), win.data(), H, p.silu);
       auto write_state = [&](int64_t line, int64_t e0) {  // line[0:H] = ext[e0 : e0 + H]
         if (line == p.pad_slot_id) return;
-        T* c = cp + line * scb + d * scd;
-        for (int64_t j = 0; j < H; ++j) c[j * scl] = ext(e0 + j);
+        for (int64_t j = 0; j < H; ++j) c.at(line, d, j) = ext(e0 + j);
       };
       if (p.apc) {
         const int64_t k = p.last.at(i) - p.first.at(i), p0 = p.computed.at(i), B = p.block;
@@ -125,6 +99,8 @@ void varlen_rows(const Tensor& x, const Tensor& out, Tensor& cs, const Tensor& w
   });
 }
 
+}  // namespace
+
 Tensor varlen_fwd_cpu(const Tensor& x, const Tensor& weight, const OptTensor& bias, Tensor& conv_states,
                       const Tensor& query_start_loc, const OptTensor& cache_indices,
                       const OptTensor& has_initial_state, bool silu, int64_t pad_slot_id,
@@ -137,39 +113,20 @@ Tensor varlen_fwd_cpu(const Tensor& x, const Tensor& weight, const OptTensor& bi
                                   block_size_to_align, kMaxWidth, /*allow_float64=*/true);
   const int64_t D = x.size(0), total = x.size(1);
   const bool cl = varlen_is_channel_last(x);
-  const ScalarType st = conv_states.scalar_type();
   Tensor hi = has_initial_state.has_value() ? to_dtype(*has_initial_state, ScalarType::Int) : Tensor();
+  p.set(cache_indices, block_idx_last, initial_state_idx, pad_slot_id, silu);
   p.q = Index(query_start_loc);
-  p.lines = Index(cache_indices);
   p.hinit = hi.defined() ? Index(OptTensor(hi)) : Index();
-  p.apc = block_idx_last.has_value();
   p.first = Index(block_idx_first);
-  p.last = Index(block_idx_last);
-  p.init_idx = Index(initial_state_idx);
   p.computed = Index(num_computed_tokens);
-  p.pad_slot_id = pad_slot_id;
   p.block = block_size_to_align;
-  p.silu = silu;
   check_values(p, total, conv_states.size(0));
-  const Tensor xc = to_dtype(x, st);  // vLLM: x.to(conv_states.dtype)
-  Tensor out = empty_dt(D, total, cl, st, x);
-  if (out.numel() > 0) zero_fill(out);  // tokens of no request, and skipped requests, are 0
-  const ScalarType acc = st == ScalarType::Double ? ScalarType::Double : ScalarType::Float;
-  Tensor wf = as_contiguous(to_dtype(weight, acc));
-  Tensor bf = bias.has_value() ? as_contiguous(to_dtype(*bias, acc)) : Tensor();
-  if (p.batch > 0 && D > 0) {
-    dispatch_dtype(st, "conv_states", [&](auto tag) {
-      using TT = decltype(tag);
-      varlen_rows<TT>(xc, out, conv_states, wf, bf, p);
-    });
-  }
-  return to_dtype(out, x.scalar_type());  // a dense tensor keeps its layout
+  return run_rows(x, weight, bias, empty_dt(D, total, cl, conv_states.scalar_type(), x), conv_states, "conv_states",
+                  p.batch > 0 && D > 0, [&](auto tag, const Tensor& xc, const Tensor& out, const Tensor& wf,
+                                            const Tensor& bf) {
+                    varlen_rows<typename decltype(tag)::type>(xc, out, conv_states, wf, bf, p);
+                  });
 }
 
-}  // namespace
 }  // namespace cpu_serving
 }  // namespace causal_conv1d
-
-CC1D_LIBRARY_IMPL(causal_conv1d, CPU, m) {
-  m.impl("varlen_fwd", CC1D_KERNEL(&causal_conv1d::cpu_serving::varlen_fwd_cpu));
-}

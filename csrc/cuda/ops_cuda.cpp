@@ -1,4 +1,5 @@
-// CUDA implementations of the causal_conv1d ops (schemas: csrc/ops.cpp, docs/ARCHITECTURE.md).
+// CUDA implementations of the causal_conv1d ops fwd, bwd and update, and the CUDA registration of
+// every op (varlen_ops.cpp, packed_ops.cpp: the others; schemas: csrc/ops.cpp, docs/ARCHITECTURE.md).
 // Validates with csrc/checks.h, allocates outputs in x's layout, fills the plain parameter
 // structs of common.cuh and launches on the current stream through each op's dispatch table
 // (dispatch.cu; the kernel files have no torch, so they compile fast and are the same in both
@@ -19,7 +20,7 @@ namespace cuda {
 namespace {
 
 namespace k = causal_conv1d_cuda;
-using namespace cuda_ops;  // kCudaMaxWidth, dtype_code, check_cuda, bind_bdl
+using namespace cuda_ops;  // kCudaMaxWidth, check_cuda, bind_bdl, fill_weight_bias, in_layout
 
 // 16-byte vector accesses along the unit-stride axis are legal for every row of t.
 bool vec_rows_ok(const Tensor& t, bool channel_last) {
@@ -31,42 +32,14 @@ bool vec_rows_ok(const Tensor& t, bool channel_last) {
   return rows <= 1 || row_stride % v == 0;
 }
 
-// dout must have its unit stride on x's unit-stride axis; copy it into x's layout otherwise.
-Tensor in_layout(const Tensor& t, bool channel_last) {
-  const bool ok = channel_last ? t.stride(1) == 1 : t.stride(2) == 1;
-  if (ok) return t;
-  Tensor r = empty_bdl(t.size(0), t.size(1), t.size(2), channel_last, t.scalar_type(), t);
-  copy_into(r, t);
-  return r;
-}
-
-// The fields ConvParams and UpdateParams share: x, weight and bias (pointers, strides, dtypes), the
-// width and the activation.
-template <typename Params>
-void fill_x_weight_bias(Params& p, const Tensor& x, const Tensor& weight,
-                        const OptTensor& bias, bool silu) {
-  p.width = static_cast<int>(weight.size(1));
-  p.x_dtype = dtype_code(x.scalar_type());
-  p.w_dtype = dtype_code(weight.scalar_type());
-  p.silu = silu;
-  bind_bdl(x, p.x, p.x_bs, p.x_cs, p.x_ls);
-  p.weight = weight.data_ptr();
-  p.w_cs = weight.stride(0);
-  p.w_ws = weight.stride(1);
-  if (bias.has_value()) {
-    p.bias = bias->data_ptr();
-    p.b_dtype = dtype_code(bias->scalar_type());
-    p.b_s = bias->stride(0);
-  }
-}
-
 void fill_common(k::ConvParams& p, const Tensor& x, const Tensor& weight,
                  const OptTensor& bias, const OptTensor& seq_idx,
                  const OptTensor& initial_states, bool silu) {
   p.batch = static_cast<int>(x.size(0));
   p.dim = static_cast<int>(x.size(1));
   p.seqlen = x.size(2);
-  fill_x_weight_bias(p, x, weight, bias, silu);
+  bind_bdl(x, p.x, p.x_bs, p.x_cs, p.x_ls);
+  fill_weight_bias(p, x, weight, bias, silu);
   if (seq_idx.has_value()) {
     p.seq_idx = seq_idx->mutable_data_ptr<int32_t>();
     p.s_bs = seq_idx->stride(0);
@@ -197,7 +170,8 @@ Tensor update_cuda(const Tensor& x, Tensor& conv_state, const Tensor& weight, co
   p.state_len = static_cast<int>(conv_state.size(2));
   p.state_batch = static_cast<int>(conv_state.size(0));
   p.num_sms = static_cast<int16_t>(std::min(sm_count(device_index(x)), 32767));
-  fill_x_weight_bias(p, x, weight, bias, silu);
+  bind_bdl(x, p.x, p.x_bs, p.x_cs, p.x_ls);
+  fill_weight_bias(p, x, weight, bias, silu);
   bind_bdl(conv_state, p.state, p.st_bs, p.st_cs, p.st_ls);
   bind_bdl(out, p.out, p.out_bs, p.out_cs, p.out_ls);
   Tensor cs, idx;
@@ -221,4 +195,8 @@ CC1D_LIBRARY_IMPL(causal_conv1d, CUDA, m) {
   m.impl("fwd", CC1D_KERNEL(&causal_conv1d::cuda::fwd_cuda));
   m.impl("bwd", CC1D_KERNEL(&causal_conv1d::cuda::bwd_cuda));
   m.impl("update", CC1D_KERNEL(&causal_conv1d::cuda::update_cuda));
+  m.impl("varlen_fwd", CC1D_KERNEL(&causal_conv1d::cuda_varlen::varlen_fwd_cuda));
+  m.impl("spec_update", CC1D_KERNEL(&causal_conv1d::cuda_varlen::spec_update_cuda));
+  m.impl("packed_fwd", CC1D_KERNEL(&causal_conv1d::cuda_packed::packed_fwd_cuda));
+  m.impl("packed_bwd", CC1D_KERNEL(&causal_conv1d::cuda_packed::packed_bwd_cuda));
 }

@@ -28,7 +28,7 @@ namespace cuda_packed {
 namespace {
 
 namespace k = causal_conv1d_cuda;
-using namespace cuda_ops;  // kCudaMaxWidth, dtype_code, check_cuda
+using namespace cuda_ops;  // kCudaMaxWidth, check_cuda, bind_*, fill_weight_bias, in_layout, launch_varlen_fwd
 
 void check_packed_sizes(const Tensor& x, int64_t n) {
   CC1D_CHECK_VALUE(x.size(1) <= INT32_MAX && n <= INT32_MAX,
@@ -42,14 +42,7 @@ bool cf_vec_ok(const Tensor& t) {
   return t.stride(2) == 1 && k::aligned_to(t.data_ptr(), 16) && (t.size(1) <= 1 || t.stride(1) % v == 0);
 }
 
-// t (dout) with its unit stride on x's unit-stride axis: t itself, or a copy in x's layout.
-Tensor in_layout(const Tensor& t, bool channel_last) {
-  const bool ok = channel_last ? t.stride(1) == 1 : t.stride(2) == 1;
-  if (ok) return t;
-  Tensor r = empty_bdl(t.size(0), t.size(1), t.size(2), channel_last, t.scalar_type(), t);
-  copy_into(r, t);
-  return r;
-}
+}  // namespace
 
 std::tuple<Tensor, Tensor> packed_fwd_cuda(const Tensor& x, const Tensor& weight, const OptTensor& bias,
                                            const Tensor& cu_seqlens, const OptTensor& initial_states,
@@ -75,39 +68,11 @@ std::tuple<Tensor, Tensor> packed_fwd_cuda(const Tensor& x, const Tensor& weight
   }
   const Tensor q = as_contiguous(cu_seqlens);
   k::VarlenParams p;
-  p.dim = static_cast<int>(D);
-  p.width = static_cast<int>(W);
-  p.batch = static_cast<int>(n);
-  p.total = T;
-  p.x_dtype = p.st_dtype = dtype_code(xt);
-  p.w_dtype = dtype_code(weight.scalar_type());
-  p.silu = silu;
-  p.x = x.data_ptr();
-  p.x_ds = x.stride(1);
-  p.x_ts = x.stride(2);
-  p.out = out.data_ptr();
-  p.o_ds = out.stride(1);
-  p.o_ts = out.stride(2);
-  p.weight = weight.data_ptr();
-  p.w_cs = weight.stride(0);
-  p.w_ws = weight.stride(1);
-  if (bias.has_value()) {
-    p.bias = bias->data_ptr();
-    p.b_dtype = dtype_code(bias->scalar_type());
-    p.b_s = bias->stride(0);
-  }
-  p.states = states.data_ptr();
-  p.st_bs = states.stride(0);
-  p.st_cs = states.stride(1);
-  p.st_ls = states.stride(2);
-  p.lines = n;
-  p.state_len = W - 1;
   const int32_t* qp = q.const_data_ptr<int32_t>();
   p.qsl = qp;
   p.has_init = initial_states.has_value() ? qp + 1 : nullptr;  // see the file comment
-  p.pad_slot_id = -1;  // the lines are 0 .. n - 1: nothing is skipped
-  p.num_sms = sm_count(device_index(x));
-  k::run_varlen_fwd(p, current_cuda_stream(device_index(x)));
+  // the lines are 0 .. n - 1: nothing is skipped (pad_slot_id -1)
+  launch_varlen_fwd(p, x, out, weight, bias, silu, states, n, /*pad_slot_id=*/-1);
   return {out, return_final_states ? states : none};
 }
 
@@ -133,61 +98,23 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> packed_bwd_cuda(const Tensor& x, cons
   const Tensor q = as_contiguous(cu_seqlens);
   k::PackedBwdParams p;
   p.dim = static_cast<int>(D);
-  p.width = static_cast<int>(W);
   p.nseq = static_cast<int>(n);
   p.total = T;
-  p.x_dtype = dtype_code(xt);
-  p.w_dtype = dtype_code(wt);
-  p.silu = silu;
   p.channel_last = cl;
   p.vec_ok = !cl && cf_vec_ok(x) && cf_vec_ok(dout) && cf_vec_ok(dx);
   p.cu = q.const_data_ptr<int32_t>();
-  p.x = x.data_ptr();
-  p.x_cs = x.stride(1);
-  p.x_ts = x.stride(2);
-  p.dout = dout.data_ptr();
-  p.do_cs = dout.stride(1);
-  p.do_ts = dout.stride(2);
-  p.dx = dx.data_ptr();
-  p.dx_cs = dx.stride(1);
-  p.dx_ts = dx.stride(2);
-  p.weight = weight.data_ptr();
-  p.w_cs = weight.stride(0);
-  p.w_ws = weight.stride(1);
-  if (bias.has_value()) {
-    p.bias = bias->data_ptr();
-    p.b_dtype = dtype_code(bias->scalar_type());
-    p.b_s = bias->stride(0);
-    p.dbias = dbias.data_ptr();
-  }
-  if (initial_states.has_value()) {
-    p.init = initial_states->data_ptr();
-    p.i_ns = initial_states->stride(0);
-    p.i_cs = initial_states->stride(1);
-    p.i_ls = initial_states->stride(2);
-  }
-  if (dfinal_states.has_value()) {
-    p.dfinal = dfinal_states->data_ptr();
-    p.df_ns = dfinal_states->stride(0);
-    p.df_cs = dfinal_states->stride(1);
-    p.df_ls = dfinal_states->stride(2);
-  }
-  if (return_dinitial_states) {
-    p.dinit = dinit.data_ptr();
-    p.di_ns = dinit.stride(0);
-    p.di_cs = dinit.stride(1);
-    p.di_ls = dinit.stride(2);
-  }
+  fill_weight_bias(p, x, weight, bias, silu);
+  if (bias.has_value()) p.dbias = dbias.data_ptr();
+  bind_2d(x, p.x, p.x_cs, p.x_ts);
+  bind_2d(dout, p.dout, p.do_cs, p.do_ts);
+  bind_2d(dx, p.dx, p.dx_cs, p.dx_ts);
+  if (initial_states.has_value()) bind_bdl(*initial_states, p.init, p.i_ns, p.i_cs, p.i_ls);
+  if (dfinal_states.has_value()) bind_bdl(*dfinal_states, p.dfinal, p.df_ns, p.df_cs, p.df_ls);
+  if (return_dinitial_states) bind_bdl(dinit, p.dinit, p.di_ns, p.di_cs, p.di_ls);
   p.dweight = dweight.data_ptr();
   k::run_packed_bwd(p, current_cuda_stream(device_index(x)));
   return {dx, dweight, dbias, dinit};
 }
 
-}  // namespace
 }  // namespace cuda_packed
 }  // namespace causal_conv1d
-
-CC1D_LIBRARY_IMPL(causal_conv1d, CUDA, m) {
-  m.impl("packed_fwd", CC1D_KERNEL(&causal_conv1d::cuda_packed::packed_fwd_cuda));
-  m.impl("packed_bwd", CC1D_KERNEL(&causal_conv1d::cuda_packed::packed_bwd_cuda));
-}

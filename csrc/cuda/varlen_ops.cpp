@@ -16,21 +16,7 @@ namespace cuda_varlen {
 namespace {
 
 namespace k = causal_conv1d_cuda;
-using namespace cuda_ops;  // kCudaMaxWidth, dtype_code, check_cuda, bind_bdl
-
-template <typename P>
-void fill_weight_bias(P& p, const Tensor& weight, const OptTensor& bias) {
-  p.width = static_cast<int>(weight.size(1));
-  p.w_dtype = dtype_code(weight.scalar_type());
-  p.weight = weight.data_ptr();
-  p.w_cs = weight.stride(0);
-  p.w_ws = weight.stride(1);
-  if (bias.has_value()) {
-    p.bias = bias->data_ptr();
-    p.b_dtype = dtype_code(bias->scalar_type());
-    p.b_s = bias->stride(0);
-  }
-}
+using namespace cuda_ops;  // kCudaMaxWidth, check_cuda, bind_*, fill_weight_bias, launch_varlen_fwd
 
 // Contiguous int32 copies of the optional index tensors live until the launch (a no-op view when
 // already contiguous), and their pointers.
@@ -60,6 +46,8 @@ struct IndexArgs {
   }
 };
 
+}  // namespace
+
 Tensor varlen_fwd_cuda(const Tensor& x, const Tensor& weight, const OptTensor& bias, Tensor& conv_states,
                        const Tensor& query_start_loc, const OptTensor& cache_indices,
                        const OptTensor& has_initial_state, bool silu, int64_t pad_slot_id,
@@ -81,30 +69,12 @@ Tensor varlen_fwd_cuda(const Tensor& x, const Tensor& weight, const OptTensor& b
   const Tensor hi =
       has_initial_state.has_value() ? as_contiguous(to_dtype(*has_initial_state, ScalarType::Int)) : Tensor();
   k::VarlenParams p;
-  p.dim = static_cast<int>(D);
-  p.batch = static_cast<int>(batch);
-  p.total = T;
-  p.x_dtype = dtype_code(x.scalar_type());
-  p.st_dtype = dtype_code(conv_states.scalar_type());
-  p.silu = silu;
-  p.x = x.data_ptr();
-  p.x_ds = x.stride(0);
-  p.x_ts = x.stride(1);
-  p.out = out.data_ptr();
-  p.o_ds = out.stride(0);
-  p.o_ts = out.stride(1);
-  fill_weight_bias(p, weight, bias);
-  bind_bdl(conv_states, p.states, p.st_bs, p.st_cs, p.st_ls);
-  p.lines = conv_states.size(0);
-  p.state_len = conv_states.size(2);
   p.qsl = q.const_data_ptr<int32_t>();
   p.has_init = hi.defined() ? hi.const_data_ptr<int32_t>() : nullptr;
   IndexArgs keep;
   keep.fill(p.ci, cache_indices, initial_state_idx, block_idx_last, block_idx_first, num_computed_tokens,
             block_size_to_align);
-  p.pad_slot_id = pad_slot_id;
-  p.num_sms = sm_count(device_index(x));
-  k::run_varlen_fwd(p, current_cuda_stream(device_index(x)));
+  launch_varlen_fwd(p, x, out, weight, bias, silu, conv_states, batch, pad_slot_id);
   return out;
 }
 
@@ -133,16 +103,11 @@ Tensor spec_update_cuda(const Tensor& x, Tensor& conv_state, const Tensor& weigh
   p.batch = static_cast<int>(batch);
   p.dim = static_cast<int>(D);
   p.seqlen = static_cast<int>(L);
-  p.x_dtype = dtype_code(x.scalar_type());
-  p.st_dtype = dtype_code(conv_state.scalar_type());
-  p.silu = silu;
+  fill_weight_bias(p, x, weight, bias, silu);
+  bind_cache(p, p.state, conv_state);
   if (ragged) {  // (num_tokens, dim): token stride in x_ls, no batch stride
-    p.x = x.data_ptr();
-    p.x_ls = x.stride(0);
-    p.x_cs = x.stride(1);
-    p.out = out.data_ptr();
-    p.o_ls = out.stride(0);
-    p.o_cs = out.stride(1);
+    bind_2d(x, p.x, p.x_ls, p.x_cs);
+    bind_2d(out, p.out, p.o_ls, p.o_cs);
     p.total = x.size(0);
     p.qsl = q.const_data_ptr<int32_t>();
   } else {
@@ -150,10 +115,6 @@ Tensor spec_update_cuda(const Tensor& x, Tensor& conv_state, const Tensor& weigh
     bind_bdl(out, p.out, p.o_bs, p.o_cs, p.o_ls);
     if (L == 1) p.x_ls = p.o_ls = 0;  // one token: the token stride is never stepped
   }
-  fill_weight_bias(p, weight, bias);
-  bind_bdl(conv_state, p.state, p.st_bs, p.st_cs, p.st_ls);
-  p.lines = conv_state.size(0);
-  p.state_len = conv_state.size(2);
   p.num_accepted = na.defined() ? na.const_data_ptr<int32_t>() : nullptr;
   Tensor pa;
   if (retrieve_parent_token.has_value()) {
@@ -170,11 +131,5 @@ Tensor spec_update_cuda(const Tensor& x, Tensor& conv_state, const Tensor& weigh
   return out;
 }
 
-}  // namespace
 }  // namespace cuda_varlen
 }  // namespace causal_conv1d
-
-CC1D_LIBRARY_IMPL(causal_conv1d, CUDA, m) {
-  m.impl("varlen_fwd", CC1D_KERNEL(&causal_conv1d::cuda_varlen::varlen_fwd_cuda));
-  m.impl("spec_update", CC1D_KERNEL(&causal_conv1d::cuda_varlen::spec_update_cuda));
-}
