@@ -75,54 +75,28 @@ class CopyCeiling(TypedDict):
     graph_gbps: float
 
 
-# name, kind, B, D, L, dtype, layout, W, pitch: the kernel-mode table's rows first, then the practical shapes
-KERNEL_ROWS = [
-    ("fwd bf16 cf B4 D4096 L4096", "fwd", 4, 4096, 4096, "bf16", "cf", 4, 0),
-    ("bwd bf16 cf B4 D4096 L4096", "bwd", 4, 4096, 4096, "bf16", "cf", 4, 0),
-    ("fwd bf16 cl B4 D4096 L4096", "fwd", 4, 4096, 4096, "bf16", "cl", 4, 0),
-    ("bwd bf16 cl B4 D4096 L4096", "bwd", 4, 4096, 4096, "bf16", "cl", 4, 0),
-    ("fwd fp32 cf B4 D4096 L4096", "fwd", 4, 4096, 4096, "fp32", "cf", 4, 0),
-    ("bwd fp32 cf B4 D4096 L4096", "bwd", 4, 4096, 4096, "fp32", "cf", 4, 0),
-    ("fwd bf16 cl Mamba2 B8 L2048 D5376 pitch 11008", "fwd", 8, 5376, 2048, "bf16", "cl", 4, 11008),
-    ("bwd bf16 cl Mamba2 B8 L2048 D5376 pitch 11008", "bwd", 8, 5376, 2048, "bf16", "cl", 4, 11008),
-    ("fwd bf16 cf B16 D1024 L512", "fwd", 16, 1024, 512, "bf16", "cf", 4, 0),
-    ("bwd bf16 cf B16 D1024 L512", "bwd", 16, 1024, 512, "bf16", "cf", 4, 0),
-    ("update bf16 B256 D8192", "update", 256, 8192, 1, "bf16", "plain", 4, 0),
+# name, kind, B, D, L, dtype, layout, W, pitch: the kernel-mode table's rows first, then the practical
+# shapes; each shape has a fwd and a bwd row, named "<kind> <shape's name>"
+_FWD_BWD_SHAPES = [
+    ("bf16 cf B4 D4096 L4096", 4, 4096, 4096, "bf16", "cf", 4, 0),
+    ("bf16 cl B4 D4096 L4096", 4, 4096, 4096, "bf16", "cl", 4, 0),
+    ("fp32 cf B4 D4096 L4096", 4, 4096, 4096, "fp32", "cf", 4, 0),
+    ("bf16 cl Mamba2 B8 L2048 D5376 pitch 11008", 8, 5376, 2048, "bf16", "cl", 4, 11008),
+    ("bf16 cf B16 D1024 L512", 16, 1024, 512, "bf16", "cf", 4, 0),
 ]
+KERNEL_ROWS = [(f"{kind} {name}", kind, *shape) for name, *shape in _FWD_BWD_SHAPES for kind in ("fwd", "bwd")]
+KERNEL_ROWS.append(("update bf16 B256 D8192", "update", 256, 8192, 1, "bf16", "plain", 4, 0))
 
 
 # Packed rows: name, kind, B, D, L, dtype, layout, W, pitch, sequences ("7": 7 sequences over the
-# B * L tokens; "3-16/row": each of the B rows of L tokens cut into 3 to 16 sequences)
-PACKED_ROWS = [
-    ("pfwd bf16 cl 7 seqs T16384 D4096", "pfwd", 1, 4096, 16384, "bf16", "cl", 4, 0, "7"),
-    ("pbwd bf16 cl 7 seqs T16384 D4096", "pbwd", 1, 4096, 16384, "bf16", "cl", 4, 0, "7"),
-    ("pfwd bf16 cf 7 seqs T16384 D4096", "pfwd", 1, 4096, 16384, "bf16", "cf", 4, 0, "7"),
-    ("pbwd bf16 cf 7 seqs T16384 D4096", "pbwd", 1, 4096, 16384, "bf16", "cf", 4, 0, "7"),
-    (
-        "pfwd bf16 cl Mamba2 B8 L2048 D5376 pitch 11008 3-16/row",
-        "pfwd",
-        8,
-        5376,
-        2048,
-        "bf16",
-        "cl",
-        4,
-        11008,
-        "3-16/row",
-    ),
-    (
-        "pbwd bf16 cl Mamba2 B8 L2048 D5376 pitch 11008 3-16/row",
-        "pbwd",
-        8,
-        5376,
-        2048,
-        "bf16",
-        "cl",
-        4,
-        11008,
-        "3-16/row",
-    ),
+# B * L tokens; "3-16/row": each of the B rows of L tokens cut into 3 to 16 sequences); each shape
+# has a forward ("pfwd") and a backward ("pbwd") row
+_PACKED_SHAPES = [
+    ("bf16 cl 7 seqs T16384 D4096", 1, 4096, 16384, "bf16", "cl", 4, 0, "7"),
+    ("bf16 cf 7 seqs T16384 D4096", 1, 4096, 16384, "bf16", "cf", 4, 0, "7"),
+    ("bf16 cl Mamba2 B8 L2048 D5376 pitch 11008 3-16/row", 8, 5376, 2048, "bf16", "cl", 4, 11008, "3-16/row"),
 ]
+PACKED_ROWS = [(f"{kind} {name}", kind, *shape) for name, *shape in _PACKED_SHAPES for kind in ("pfwd", "pbwd")]
 
 
 def packed_lengths(spec: str, B: int, L: int, gen: torch.Generator) -> list[int]:
@@ -161,6 +135,18 @@ def moved_bytes(kind: str, B: int, D: int, L: int, esz: int, S: int = 3) -> int:
     return (2 + 2 * S) * B * D * esz
 
 
+def _import_under(path: str, package: str, option: str) -> tuple[Any, Path]:
+    """``package`` imported with ``path`` first on sys.path, and its folder; SystemExit (naming the
+    command-line option) when the import finds it elsewhere."""
+    root = Path(path).resolve()
+    sys.path.insert(0, str(root))
+    module = importlib.import_module(package)
+    where = Path(module.__file__).resolve().parent
+    if root not in where.parents:
+        raise SystemExit(f"{option} {path}: `import {package}` found {where}, not a package under {root}")
+    return module, where
+
+
 class _Build:
     """The three ops of one causal-conv1d build as fwd(x, w, b) -> out, bwd(x, w, b, dout) ->
     (dx, dweight, dbias), update(x (B, D, 1), state, w, b) -> out; all with silu."""
@@ -186,12 +172,7 @@ class _Build:
             self.version = getattr(pkg, "__version__", "?")
             self._use_ops(ops)
             return
-        root = Path(peer).resolve()
-        sys.path.insert(0, str(root))
-        pkg = importlib.import_module("causal_conv1d")
-        where = Path(pkg.__file__).resolve().parent
-        if root not in where.parents:
-            raise SystemExit(f"--peer {peer}: `import causal_conv1d` found {where}, not a package under {root}")
+        pkg, where = _import_under(peer, "causal_conv1d", "--peer")
         self.name = "peer"
         self.where = str(where)
         self.version = getattr(pkg, "__version__", "?")
@@ -227,12 +208,7 @@ class _Build:
     def _init_fla(self, path: str) -> None:
         """flash-linear-attention's Triton kernels from the package under `path` (never a copy in
         this repository): the forward and backward functions its autograd calls, on (B, T, D)."""
-        root = Path(path).resolve()
-        sys.path.insert(0, str(root))
-        fla = importlib.import_module("fla")
-        where = Path(fla.__file__).resolve().parent
-        if root not in where.parents:
-            raise SystemExit(f"--fla {path}: `import fla` found {where}, not a package under {root}")
+        fla, where = _import_under(path, "fla", "--fla")
         tops = importlib.import_module("fla.modules.conv.triton.ops")
         self.prepare_chunk_indices = importlib.import_module("fla.ops.utils").prepare_chunk_indices
         self.name, self.where, self.version = "fla", str(where), getattr(fla, "__version__", "?")

@@ -25,7 +25,7 @@ the kernel costs.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -79,209 +79,79 @@ def check_devices(x: Tensor, **tensors: Optional[Tensor]) -> None:
         raise RuntimeError(f"{name} must be on the same device as x ({x.device}), got {t.device}{hint}")
 
 
-@torch.library.register_fake("causal_conv1d::fwd")
-def _fwd_fake(
-    x: Tensor,
-    weight: Tensor,
-    bias: Optional[Tensor],
-    seq_idx: Optional[Tensor],
-    initial_states: Optional[Tensor],
-    return_final_states: bool,
-    silu: bool,
-) -> tuple[Tensor, Tensor]:
-    check_devices(x, weight=weight, bias=bias, seq_idx=seq_idx, initial_states=initial_states)
-    batch, dim, seqlen = x.shape
-    width = weight.shape[1]
-    channel_last = is_channel_last(x)
-    out = empty_bdl(batch, dim, seqlen, channel_last, x)
-    final_states = empty_bdl(batch, dim, width - 1, channel_last, x) if return_final_states else x.new_empty((0,))
-    return out, final_states
+def _register_fake(op_name: str, outputs: Callable[..., Any]) -> None:
+    """Register the fake kernel of ``causal_conv1d::<op_name>``: :func:`check_devices` over every tensor
+    argument of the op's schema (csrc/ops.cpp: named and ordered as there), then ``outputs(*args)``,
+    the op's new outputs, from the schema's arguments in order."""
+    arguments = getattr(torch.ops.causal_conv1d, op_name).default._schema.arguments
+    names = [a.name for a in arguments]
+    tensors = [(i, a.name) for i, a in enumerate(arguments) if i > 0 and "Tensor" in str(a.type)]
+
+    def fake(*args: Any, **kwargs: Any) -> Any:
+        args += tuple(kwargs[name] for name in names[len(args) :])
+        check_devices(args[0], **{name: args[i] for i, name in tensors})
+        return outputs(*args)
+
+    torch.library.register_fake(f"causal_conv1d::{op_name}")(fake)
 
 
-@torch.library.register_fake("causal_conv1d::bwd")
-def _bwd_fake(
-    x: Tensor,
-    weight: Tensor,
-    bias: Optional[Tensor],
-    dout: Tensor,
-    seq_idx: Optional[Tensor],
-    initial_states: Optional[Tensor],
-    dfinal_states: Optional[Tensor],
-    return_dinitial_states: bool,
-    silu: bool,
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    check_devices(
-        x,
-        weight=weight,
-        bias=bias,
-        dout=dout,
-        seq_idx=seq_idx,
-        initial_states=initial_states,
-        dfinal_states=dfinal_states,
-    )
-    batch, dim, seqlen = x.shape
-    width = weight.shape[1]
+def _states_or_empty(wanted: bool, batch: Any, x: Tensor, weight: Tensor, channel_last: bool) -> Tensor:
+    """(batch, dim, width - 1) states in x's layout when wanted, else the ops' empty placeholder."""
+    if not wanted:
+        return x.new_empty((0,))
+    return empty_bdl(batch, x.shape[1], weight.shape[1] - 1, channel_last, x)
+
+
+def _fwd_outputs(x: Tensor, weight: Tensor, out_batch: Any, states_batch: Any, final_states: bool) -> tuple:
+    """fwd's / packed_fwd's (out, final_states): out_batch rows of out, states_batch states."""
+    _, dim, seqlen = x.shape
     channel_last = is_channel_last(x)
-    dx = empty_bdl(batch, dim, seqlen, channel_last, x)
-    dweight = weight.new_empty((dim, width))
+    out = empty_bdl(out_batch, dim, seqlen, channel_last, x)
+    return out, _states_or_empty(final_states, states_batch, x, weight, channel_last)
+
+
+def _bwd_outputs(
+    x: Tensor, weight: Tensor, bias: Optional[Tensor], out_batch: Any, states_batch: Any, dinitial_states: bool
+) -> tuple:
+    """bwd's / packed_bwd's (dx, dweight, dbias, dinitial_states)."""
+    _, dim, seqlen = x.shape
+    channel_last = is_channel_last(x)
+    dx = empty_bdl(out_batch, dim, seqlen, channel_last, x)
+    dweight = weight.new_empty((dim, weight.shape[1]))
     dbias = bias.new_empty((dim,)) if bias is not None else weight.new_empty((0,))
-    if return_dinitial_states:
-        dinitial_states = empty_bdl(batch, dim, width - 1, channel_last, x)
-    else:
-        dinitial_states = x.new_empty((0,))
-    return dx, dweight, dbias, dinitial_states
+    return dx, dweight, dbias, _states_or_empty(dinitial_states, states_batch, x, weight, channel_last)
 
 
-@torch.library.register_fake("causal_conv1d::packed_fwd")
-def _packed_fwd_fake(
-    x: Tensor,
-    weight: Tensor,
-    bias: Optional[Tensor],
-    cu_seqlens: Tensor,
-    initial_states: Optional[Tensor],
-    return_final_states: bool,
-    silu: bool,
-) -> tuple[Tensor, Tensor]:
-    check_devices(x, weight=weight, bias=bias, cu_seqlens=cu_seqlens, initial_states=initial_states)
-    _, dim, total = x.shape
-    nseq = cu_seqlens.shape[0] - 1
-    width = weight.shape[1]
-    channel_last = is_channel_last(x)
-    out = empty_bdl(1, dim, total, channel_last, x)
-    final_states = empty_bdl(nseq, dim, width - 1, channel_last, x) if return_final_states else x.new_empty((0,))
-    return out, final_states
-
-
-@torch.library.register_fake("causal_conv1d::packed_bwd")
-def _packed_bwd_fake(
-    x: Tensor,
-    weight: Tensor,
-    bias: Optional[Tensor],
-    dout: Tensor,
-    cu_seqlens: Tensor,
-    initial_states: Optional[Tensor],
-    dfinal_states: Optional[Tensor],
-    return_dinitial_states: bool,
-    silu: bool,
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    check_devices(
-        x,
-        weight=weight,
-        bias=bias,
-        dout=dout,
-        cu_seqlens=cu_seqlens,
-        initial_states=initial_states,
-        dfinal_states=dfinal_states,
-    )
-    _, dim, total = x.shape
-    nseq = cu_seqlens.shape[0] - 1
-    width = weight.shape[1]
-    channel_last = is_channel_last(x)
-    dx = empty_bdl(1, dim, total, channel_last, x)
-    dweight = weight.new_empty((dim, width))
-    dbias = bias.new_empty((dim,)) if bias is not None else weight.new_empty((0,))
-    if return_dinitial_states:
-        dinitial_states = empty_bdl(nseq, dim, width - 1, channel_last, x)
-    else:
-        dinitial_states = x.new_empty((0,))
-    return dx, dweight, dbias, dinitial_states
-
-
-@torch.library.register_fake("causal_conv1d::update")
-def _update_fake(
-    x: Tensor,
-    conv_state: Tensor,
-    weight: Tensor,
-    bias: Optional[Tensor],
-    silu: bool,
-    cache_seqlens: Optional[Tensor],
-    conv_state_indices: Optional[Tensor],
-) -> Tensor:
-    check_devices(
-        x,
-        conv_state=conv_state,
-        weight=weight,
-        bias=bias,
-        cache_seqlens=cache_seqlens,
-        conv_state_indices=conv_state_indices,
-    )
-    if x.dim() == 2:  # one token, (batch, dim): out (batch, dim), contiguous like the kernels'
+def _update_out(x: Tensor, *_: Any) -> Tensor:
+    """update's and spec_update's out: x's shape and dtype; a 2-D x ((batch, dim), one token, or for
+    spec_update ragged (num_tokens, dim)) gives a contiguous out as the kernels do, a 3-D one x's layout."""
+    if x.dim() == 2:
         return x.new_empty(x.shape)
     batch, dim, seqlen = x.shape
     return empty_bdl(batch, dim, seqlen, is_channel_last(x), x)
 
 
-@torch.library.register_fake("causal_conv1d::varlen_fwd")
-def _varlen_fwd_fake(
-    x: Tensor,
-    weight: Tensor,
-    bias: Optional[Tensor],
-    conv_states: Tensor,
-    query_start_loc: Tensor,
-    cache_indices: Optional[Tensor],
-    has_initial_state: Optional[Tensor],
-    silu: bool,
-    pad_slot_id: int,
-    block_idx_first_scheduled_token: Optional[Tensor],
-    block_idx_last_scheduled_token: Optional[Tensor],
-    initial_state_idx: Optional[Tensor],
-    num_computed_tokens: Optional[Tensor],
-    block_size_to_align: int,
-) -> Tensor:
-    check_devices(
-        x,
-        weight=weight,
-        bias=bias,
-        conv_states=conv_states,
-        query_start_loc=query_start_loc,
-        cache_indices=cache_indices,
-        has_initial_state=has_initial_state,
-        block_idx_first_scheduled_token=block_idx_first_scheduled_token,
-        block_idx_last_scheduled_token=block_idx_last_scheduled_token,
-        initial_state_idx=initial_state_idx,
-        num_computed_tokens=num_computed_tokens,
-    )
-    # out (dim, total_tokens): x's dtype, in x's layout (csrc/varlen_checks.h, empty_dt)
+def _varlen_fwd_out(x: Tensor, *_: Any) -> Tensor:
+    """varlen_fwd's out (dim, total_tokens): x's dtype, in x's layout (csrc/varlen_checks.h, empty_dt)."""
     dim, total = x.shape
     if x.stride(1) != 1 and x.stride(0) == 1:
         return x.new_empty((total, dim)).transpose(0, 1)
     return x.new_empty((dim, total))
 
 
-@torch.library.register_fake("causal_conv1d::spec_update")
-def _spec_update_fake(
-    x: Tensor,
-    conv_state: Tensor,
-    weight: Tensor,
-    bias: Optional[Tensor],
-    silu: bool,
-    conv_state_indices: Optional[Tensor],
-    num_accepted_tokens: Optional[Tensor],
-    pad_slot_id: int,
-    query_start_loc: Optional[Tensor],
-    max_query_len: int,
-    block_idx_last_scheduled_token: Optional[Tensor],
-    initial_state_idx: Optional[Tensor],
-    retrieve_parent_token: Optional[Tensor],
-) -> Tensor:
-    check_devices(
-        x,
-        conv_state=conv_state,
-        weight=weight,
-        bias=bias,
-        conv_state_indices=conv_state_indices,
-        num_accepted_tokens=num_accepted_tokens,
-        query_start_loc=query_start_loc,
-        block_idx_last_scheduled_token=block_idx_last_scheduled_token,
-        initial_state_idx=initial_state_idx,
-        retrieve_parent_token=retrieve_parent_token,
-    )
-    # out: x's shape and dtype; a 2-D x ((batch, dim) or, ragged, (num_tokens, dim)) gives a
-    # contiguous out, a 3-D one x's layout (csrc/cpu/spec_update.cpp)
-    if x.dim() == 2:
-        return x.new_empty(x.shape)
-    batch, dim, seqlen = x.shape
-    return empty_bdl(batch, dim, seqlen, is_channel_last(x), x)
+# fwd and bwd: x (batch, dim, seqlen), a state per batch row; packed_fwd and packed_bwd: x (1, dim,
+# total_tokens), a state per sequence of cu_seqlens
+_register_fake("fwd", lambda x, w, b, seq_idx, init, rfs, silu: _fwd_outputs(x, w, x.shape[0], x.shape[0], rfs))
+_register_fake("packed_fwd", lambda x, w, b, cu, init, rfs, silu: _fwd_outputs(x, w, 1, cu.shape[0] - 1, rfs))
+_register_fake(
+    "bwd", lambda x, w, b, dout, seq_idx, init, dfin, rdis, silu: _bwd_outputs(x, w, b, x.shape[0], x.shape[0], rdis)
+)
+_register_fake(
+    "packed_bwd", lambda x, w, b, dout, cu, init, dfin, rdis, silu: _bwd_outputs(x, w, b, 1, cu.shape[0] - 1, rdis)
+)
+_register_fake("update", _update_out)
+_register_fake("spec_update", _update_out)
+_register_fake("varlen_fwd", _varlen_fwd_out)
 
 
 # ---------------------------------------------------------------------------------------------

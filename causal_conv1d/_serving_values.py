@@ -67,9 +67,13 @@ def _rows(t: Optional[list], batch: int) -> bool:
 
 def check_varlen_fwd_values(
     x: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor],
     conv_states: Tensor,
     query_start_loc: Tensor,
     cache_indices: Optional[Tensor],
+    has_initial_state: Optional[Tensor],
+    silu: bool,
     pad_slot_id: int,
     block_idx_first_scheduled_token: Optional[Tensor],
     block_idx_last_scheduled_token: Optional[Tensor],
@@ -77,7 +81,8 @@ def check_varlen_fwd_values(
     num_computed_tokens: Optional[Tensor],
     block_size_to_align: int,
 ) -> None:
-    """ValueError for the first bad index value of a varlen_fwd call (the CPU kernel's rules)."""
+    """ValueError for the first bad index value of a varlen_fwd call, given the op's arguments (the
+    CPU kernel's rules)."""
     q = _host(query_start_loc, 1)
     if not q or x.dim() != 2 or conv_states.dim() != 3:
         return
@@ -133,6 +138,8 @@ def check_spec_update_values(
     x: Tensor,
     conv_state: Tensor,
     weight: Tensor,
+    bias: Optional[Tensor],
+    silu: bool,
     conv_state_indices: Optional[Tensor],
     num_accepted_tokens: Optional[Tensor],
     pad_slot_id: int,
@@ -142,7 +149,8 @@ def check_spec_update_values(
     initial_state_idx: Optional[Tensor],
     retrieve_parent_token: Optional[Tensor],
 ) -> None:
-    """ValueError for the first bad index value of a spec_update call (the CPU kernel's rules)."""
+    """ValueError for the first bad index value of a spec_update call, given the op's arguments (the
+    CPU kernel's rules)."""
     if conv_state.dim() != 3 or weight.dim() != 2 or x.dim() not in (2, 3):
         return
     lines, state_len, h = conv_state.shape[0], conv_state.shape[2], weight.shape[1] - 1

@@ -33,7 +33,7 @@ import torch
 
 from causal_conv1d._errors import reraise
 from causal_conv1d._serving_values import check_spec_update_values, check_varlen_fwd_values
-from causal_conv1d.causal_conv1d_interface import _invalid_activation
+from causal_conv1d.causal_conv1d_interface import _silu
 
 __all__ = [
     "PAD_SLOT_ID",
@@ -48,7 +48,6 @@ Tensor = torch.Tensor
 #: vLLM's value: a cache index equal to ``pad_slot_id`` marks a padded (skipped) batch entry.
 PAD_SLOT_ID = -1
 
-_SILU = {None: False, "silu": True, "swish": True}
 _varlen_fwd = torch.ops.causal_conv1d.varlen_fwd.default
 _spec_update = torch.ops.causal_conv1d.spec_update.default
 # Eager calls go through the C++ callables behind OpOverload.__call__ (one Python frame less); a
@@ -56,13 +55,6 @@ _spec_update = torch.ops.causal_conv1d.spec_update.default
 _varlen_fwd_op = _varlen_fwd._op
 _spec_update_op = _spec_update._op
 _is_compiling = torch.compiler.is_compiling
-
-
-def _silu(activation: Optional[str]) -> bool:
-    try:
-        return _SILU[activation]
-    except (KeyError, TypeError):
-        raise _invalid_activation(activation) from None
 
 
 def causal_conv1d_varlen_fn(
@@ -104,37 +96,26 @@ def causal_conv1d_varlen_fn(
     (docs/serving.md, "Prefix caching").
     validate: check every index value on the host first (see the module docstring).
     """
-    silu = _silu(activation)
+    args = (
+        x,
+        weight,
+        bias,
+        conv_states,
+        query_start_loc,
+        cache_indices,
+        has_initial_state,
+        _silu(activation),
+        int(pad_slot_id),
+        block_idx_first_scheduled_token,
+        block_idx_last_scheduled_token,
+        initial_state_idx,
+        num_computed_tokens,
+        int(block_size_to_align),
+    )
     if validate:
-        check_varlen_fwd_values(
-            x,
-            conv_states,
-            query_start_loc,
-            cache_indices,
-            int(pad_slot_id),
-            block_idx_first_scheduled_token,
-            block_idx_last_scheduled_token,
-            initial_state_idx,
-            num_computed_tokens,
-            int(block_size_to_align),
-        )
+        check_varlen_fwd_values(*args)
     try:
-        return (_varlen_fwd if _is_compiling() else _varlen_fwd_op)(
-            x,
-            weight,
-            bias,
-            conv_states,
-            query_start_loc,
-            cache_indices,
-            has_initial_state,
-            silu,
-            int(pad_slot_id),
-            block_idx_first_scheduled_token,
-            block_idx_last_scheduled_token,
-            initial_state_idx,
-            num_computed_tokens,
-            int(block_size_to_align),
-        )
+        return (_varlen_fwd if _is_compiling() else _varlen_fwd_op)(*args)
     except RuntimeError as exc:
         reraise(exc)
 
@@ -177,37 +158,25 @@ def causal_conv1d_update_spec(
     Without num_accepted_tokens the window is ``[0, width - 1)`` and is shifted by the new tokens.
     validate: check every index value on the host first (see the module docstring).
     """
-    silu = _silu(activation)
+    args = (
+        x,
+        conv_state,
+        weight,
+        bias,
+        _silu(activation),
+        conv_state_indices,
+        num_accepted_tokens,
+        int(pad_slot_id),
+        query_start_loc,
+        int(max_query_len),
+        block_idx_last_scheduled_token,
+        initial_state_idx,
+        retrieve_parent_token,
+    )
     if validate:
-        check_spec_update_values(
-            x,
-            conv_state,
-            weight,
-            conv_state_indices,
-            num_accepted_tokens,
-            int(pad_slot_id),
-            query_start_loc,
-            int(max_query_len),
-            block_idx_last_scheduled_token,
-            initial_state_idx,
-            retrieve_parent_token,
-        )
+        check_spec_update_values(*args)
     try:
-        return (_spec_update if _is_compiling() else _spec_update_op)(
-            x,
-            conv_state,
-            weight,
-            bias,
-            silu,
-            conv_state_indices,
-            num_accepted_tokens,
-            int(pad_slot_id),
-            query_start_loc,
-            int(max_query_len),
-            block_idx_last_scheduled_token,
-            initial_state_idx,
-            retrieve_parent_token,
-        )
+        return (_spec_update if _is_compiling() else _spec_update_op)(*args)
     except RuntimeError as exc:
         reraise(exc)
 
@@ -230,6 +199,17 @@ def _line(table: Optional[Tensor], i: int, col: Optional[int] = None) -> int:
     if table is None:
         return i
     return int(table[i] if col is None else table[i, col])
+
+
+def _in_out_lines(
+    table: Optional[Tensor], i: int, initial_state_idx: Optional[Tensor], block_idx_last: Optional[Tensor]
+) -> tuple[int, int]:
+    """Request i's input and output cache lines; with prefix caching (block_idx_last given) the columns
+    initial_state_idx[i] and block_idx_last[i] of its row of the table."""
+    if block_idx_last is None:
+        line = _line(table, i)
+        return line, line
+    return _line(table, i, int(initial_state_idx[i])), _line(table, i, int(block_idx_last[i]))
 
 
 def causal_conv1d_varlen_ref(
@@ -262,11 +242,7 @@ def causal_conv1d_varlen_ref(
         n = end - start
         if n <= 0:
             continue
-        if apc:
-            c_in = _line(cache_indices, i, int(initial_state_idx[i]))
-            c_out = _line(cache_indices, i, int(block_idx_last_scheduled_token[i]))
-        else:
-            c_in = c_out = _line(cache_indices, i)
+        c_in, c_out = _in_out_lines(cache_indices, i, initial_state_idx, block_idx_last_scheduled_token)
         if c_in == pad_slot_id:
             continue
         init_on = has_initial_state is not None and bool(has_initial_state[i])
@@ -327,18 +303,13 @@ def causal_conv1d_update_spec_ref(
         def tokens(t: Tensor, b: int) -> Tensor:
             return t[b].unsqueeze(-1) if t.dim() == 2 else t[b]
 
-    apc = block_idx_last_scheduled_token is not None
     w = weight.to(torch.float64)
     for b in range(len(spans)):
         xb = tokens(xd, b)
         n = xb.shape[-1]
         if n <= 0:
             continue
-        if apc:
-            c_in = _line(conv_state_indices, b, int(initial_state_idx[b]))
-            c_out = _line(conv_state_indices, b, int(block_idx_last_scheduled_token[b]))
-        else:
-            c_in = c_out = _line(conv_state_indices, b)
+        c_in, c_out = _in_out_lines(conv_state_indices, b, initial_state_idx, block_idx_last_scheduled_token)
         if c_in == pad_slot_id:
             continue
         off = int(num_accepted_tokens[b]) - 1 if num_accepted_tokens is not None else 0

@@ -11,7 +11,8 @@ drop-in (causal_conv1d.vllm), so every case runs through both.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import inspect
+from typing import Any, Callable, Optional
 
 import torch
 import torch.nn.functional as F
@@ -33,6 +34,14 @@ def _conv(seq: Tensor, weight: Tensor, bias: Optional[Tensor], silu: bool) -> Te
     if bias is not None:
         o = o + bias.detach().cpu().double()[:, None]
     return F.silu(o) if silu else o
+
+
+def _lines(ci: Optional[list], last: Optional[list], init_idx: Optional[list], i: int) -> tuple[int, int]:
+    """Request i's input and output cache lines (prefix caching: columns init_idx[i] and last[i] of its row)."""
+    if last is not None:
+        return ci[i][init_idx[i]], ci[i][last[i]]
+    line = ci[i] if ci is not None else i
+    return line, line
 
 
 def prefill_ref(
@@ -63,10 +72,7 @@ def prefill_ref(
         n = e - s
         if n <= 0:
             continue
-        if last is not None:
-            c_in, c_out = ci[i][init_idx[i]], ci[i][last[i]]
-        else:
-            c_in = c_out = ci[i] if ci is not None else i
+        c_in, c_out = _lines(ci, last, init_idx, i)
         if c_in == pad_slot_id:
             continue
         start = (
@@ -96,10 +102,12 @@ def decode_ref(
     num_accepted: Optional[Tensor] = None,
     pad_slot_id: int = PAD_SLOT_ID,
     qsl: Optional[Tensor] = None,
+    max_query_len: int = -1,
     last: Optional[Tensor] = None,
     init_idx: Optional[Tensor] = None,
     parent: Optional[Tensor] = None,
 ) -> tuple[Tensor, Tensor]:
+    """max_query_len: the API's argument, not needed here (each request's own count is taken)."""
     st = cache.detach().cpu().clone()
     sdt = st.dtype
     xd = x.detach().cpu().to(sdt).double()
@@ -120,10 +128,7 @@ def decode_ref(
         n = xb.shape[1]
         if n <= 0:
             continue
-        if last is not None:
-            c_in, c_out = ci[b][init_idx[b]], ci[b][last[b]]
-        else:
-            c_in = c_out = ci[b] if ci is not None else b
+        c_in, c_out = _lines(ci, last, init_idx, b)
         if c_in == pad_slot_id:
             continue
         off = acc[b] - 1 if acc is not None else 0
@@ -152,8 +157,34 @@ def decode_ref(
     return out.to(x.dtype), st
 
 
+def _arguments(ref: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """args and kwargs bound to ``ref``'s parameters, defaults filled in."""
+    bound = inspect.signature(ref).bind(*args, **kwargs)
+    bound.apply_defaults()
+    return bound.arguments
+
+
+# The tests' names of the keyword arguments of causal_conv1d_varlen_fn / causal_conv1d_update_spec (in
+# the order of vLLM's positional ones)
+PREFILL_KEYWORDS = {
+    "first": "block_idx_first_scheduled_token",
+    "last": "block_idx_last_scheduled_token",
+    "init_idx": "initial_state_idx",
+    "computed": "num_computed_tokens",
+    "block": "block_size_to_align",
+}
+DECODE_KEYWORDS = {
+    "qsl": "query_start_loc",
+    "max_query_len": "max_query_len",
+    "last": "block_idx_last_scheduled_token",
+    "init_idx": "initial_state_idx",
+    "parent": "retrieve_parent_token",
+}
+
+
 class API:
-    """One of the two front ends: ``API("native")`` or ``API("vllm")``."""
+    """One of the two front ends: ``API("native")`` or ``API("vllm")``. ``prefill`` / ``decode`` take
+    the arguments of :func:`prefill_ref` / :func:`decode_ref` (and ``validate``) and return ``out``."""
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
@@ -161,110 +192,29 @@ class API:
     def __repr__(self) -> str:
         return self.kind
 
-    def prefill(
-        self,
-        x: Tensor,
-        weight: Tensor,
-        bias: Optional[Tensor],
-        cache: Tensor,
-        qsl: Tensor,
-        cache_indices: Optional[Tensor] = None,
-        has_initial_state: Optional[Tensor] = None,
-        silu: bool = True,
-        pad_slot_id: int = PAD_SLOT_ID,
-        first: Optional[Tensor] = None,
-        last: Optional[Tensor] = None,
-        init_idx: Optional[Tensor] = None,
-        computed: Optional[Tensor] = None,
-        block: int = 0,
-        validate: bool = False,
-    ) -> Tensor:
+    def prefill(self, *args: Any, validate: bool = False, **kwargs: Any) -> Tensor:
+        a = _arguments(prefill_ref, args, kwargs)
+        head = [a[k] for k in ("x", "weight", "bias", "cache", "qsl", "cache_indices", "has_initial_state")]
         if self.kind == "native":
-            return causal_conv1d_varlen_fn(
-                x,
-                weight,
-                bias,
-                cache,
-                qsl,
-                cache_indices,
-                has_initial_state,
-                "silu" if silu else None,
-                pad_slot_id,
-                block_idx_first_scheduled_token=first,
-                block_idx_last_scheduled_token=last,
-                initial_state_idx=init_idx,
-                num_computed_tokens=computed,
-                block_size_to_align=block,
-                validate=validate,
-            )
-        return cc_vllm.causal_conv1d_fn(
-            x,
-            weight,
-            bias,
-            cache,
-            qsl,
-            cache_indices,
-            has_initial_state,
-            silu,  # vLLM accepts a bool
-            pad_slot_id,
-            first,
-            last,
-            init_idx,
-            computed,
-            block,
-            None,
-            validate,
-        )
+            keywords = {native: a[k] for k, native in PREFILL_KEYWORDS.items()}
+            activation = "silu" if a["silu"] else None
+            return causal_conv1d_varlen_fn(*head, activation, a["pad_slot_id"], **keywords, validate=validate)
+        prefix_caching = [a[k] for k in PREFILL_KEYWORDS]
+        # vLLM accepts a bool activation; no metadata
+        return cc_vllm.causal_conv1d_fn(*head, a["silu"], a["pad_slot_id"], *prefix_caching, None, validate)
 
-    def decode(
-        self,
-        x: Tensor,
-        cache: Tensor,
-        weight: Tensor,
-        bias: Optional[Tensor] = None,
-        silu: bool = False,
-        indices: Optional[Tensor] = None,
-        num_accepted: Optional[Tensor] = None,
-        pad_slot_id: int = PAD_SLOT_ID,
-        qsl: Optional[Tensor] = None,
-        max_query_len: int = -1,
-        last: Optional[Tensor] = None,
-        init_idx: Optional[Tensor] = None,
-        parent: Optional[Tensor] = None,
-        validate: bool = False,
-    ) -> Any:
+    def decode(self, *args: Any, validate: bool = False, **kwargs: Any) -> Tensor:
+        a = _arguments(decode_ref, args, kwargs)
+        head = [a[k] for k in ("x", "cache", "weight", "bias")]
+        lines = [a["indices"], a["num_accepted"]]
         if self.kind == "native":
-            return causal_conv1d_update_spec(
-                x,
-                cache,
-                weight,
-                bias,
-                "silu" if silu else None,
-                indices,
-                num_accepted,
-                pad_slot_id,
-                query_start_loc=qsl,
-                max_query_len=max_query_len,
-                block_idx_last_scheduled_token=last,
-                initial_state_idx=init_idx,
-                retrieve_parent_token=parent,
-                validate=validate,
-            )
+            keywords = {native: a[k] for k, native in DECODE_KEYWORDS.items()}
+            activation = "silu" if a["silu"] else None
+            return causal_conv1d_update_spec(*head, activation, *lines, a["pad_slot_id"], **keywords, validate=validate)
+        qsl, max_query_len, *rest = [a[k] for k in DECODE_KEYWORDS]
+        activation = "silu" if a["silu"] else False
         return cc_vllm.causal_conv1d_update(
-            x,
-            cache,
-            weight,
-            bias,
-            "silu" if silu else False,
-            indices,
-            num_accepted,
-            qsl,
-            max_query_len,
-            pad_slot_id,
-            last,
-            init_idx,
-            parent,
-            validate,
+            *head, activation, *lines, qsl, max_query_len, a["pad_slot_id"], *rest, validate
         )
 
 

@@ -133,7 +133,7 @@ def main(peer: Path) -> dict[str, str]:
             nacc = None if accepted is None else i32(accepted)
             last, init = (None, None) if apc is None else (i32(apc[0]), i32(apc[1]))
             par = None if parent is None else i32(parent)
-            tail = (PAD_SLOT_ID, qsl, last, init, par)
+            tail = (PAD_SLOT_ID, qsl, mql, last, init, par)
             want, want_cache = decode_ref(x, self.ref, self.weight, self.bias, True, idx, nacc, *tail)
             if who == "vllm":
                 out = V.causal_conv1d_update(
@@ -147,9 +147,7 @@ def main(peer: Path) -> dict[str, str]:
                         else:
                             out[b] = 0
             else:
-                out = self.ours.decode(
-                    x, self.cache, self.weight, self.bias, True, idx, nacc, PAD_SLOT_ID, qsl, mql, last, init, par
-                )
+                out = self.ours.decode(x, self.cache, self.weight, self.bias, True, idx, nacc, *tail)
             self._check(out, want, want_cache, f"{who} decode")
 
     def chain_case(lead: str, ours: API) -> None:

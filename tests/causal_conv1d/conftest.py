@@ -31,6 +31,16 @@ def device(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
+@pytest.fixture(params=["aot_eager", "inductor"])
+def compile_backend(request: pytest.FixtureRequest, layout: str) -> str:
+    """A torch.compile backend for a test parametrized by ``layout``, Dynamo's caches reset first;
+    inductor only for "cf" (one inductor compile per device keeps the suite fast)."""
+    if request.param == "inductor" and layout == "cl":
+        pytest.skip("one inductor compile per device keeps the suite fast; aot_eager covers both layouts")
+    torch._dynamo.reset()
+    return request.param
+
+
 @pytest.fixture(autouse=True)
 def _seed() -> None:
     torch.manual_seed(0)

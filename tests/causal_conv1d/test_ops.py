@@ -67,11 +67,7 @@ def test_opcheck_update_2d_x(device: str) -> None:
 
 
 @pytest.mark.parametrize("layout", ["cf", "cl"])
-@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
-def test_compile_fullgraph(device: str, layout: str, backend: str) -> None:
-    if backend == "inductor" and layout == "cl":
-        pytest.skip("one inductor compile per device keeps the suite fast; aot_eager covers both layouts")
-    torch._dynamo.reset()
+def test_compile_fullgraph(device: str, layout: str, compile_backend: str) -> None:
     batch, dim, seqlen, width = 2, 8, 17, 4
     x = make_bdl(batch, dim, seqlen, layout, torch.float32, device).requires_grad_()
     weight = torch.randn(dim, width, device=device, requires_grad=True)
@@ -82,7 +78,7 @@ def test_compile_fullgraph(device: str, layout: str, backend: str) -> None:
         out, final = causal_conv1d_fn(x, weight, bias, initial_states=init, return_final_states=True, activation="silu")
         return (out * 2).sum() + final.square().sum()
 
-    compiled = torch.compile(f, fullgraph=True, backend=backend)
+    compiled = torch.compile(f, fullgraph=True, backend=compile_backend)
     eager_loss = f(x, weight, bias, init)
     eager_grads = torch.autograd.grad(eager_loss, (x, weight, bias, init))
     loss = compiled(x, weight, bias, init)

@@ -31,6 +31,16 @@ def packed_x(dim: int, total: int, layout: str, dtype: torch.dtype, device: str)
     return make_bdl(1, dim, total, layout, dtype, device)
 
 
+def lens_inputs(dim: int, width: int, layout: str, dtype: torch.dtype, device: str, bias: bool, states: bool) -> tuple:
+    """(cu_seqlens, x, weight, bias or None, initial_states or None) of the sequences LENS."""
+    cu = cu_of(LENS, device)
+    x = packed_x(dim, int(cu[-1]), layout, dtype, device)
+    w = torch.randn(dim, width, dtype=dtype, device=device)
+    b = torch.randn(dim, dtype=dtype, device=device) if bias else None
+    init = torch.randn(len(LENS), dim, width - 1, dtype=dtype, device=device) if states else None
+    return cu, x, w, b, init
+
+
 def _leaves(*ts: Optional[torch.Tensor], double: bool = False) -> list[Optional[torch.Tensor]]:
     """Leaves for autograd; float64 for the reference (16-bit leaves would round each sequence's share
     of dweight / dbias to 16 bits and sum the shares in 16 bits)."""
@@ -68,13 +78,9 @@ def dtypes_for(device: str) -> list[torch.dtype]:
 @pytest.mark.parametrize("width", [2, 3, 4, 5, 8])
 @pytest.mark.parametrize("states", [False, True])
 def test_forward_matches_reference(device: str, layout: str, width: int, states: bool) -> None:
-    dim, cu = 12, cu_of(LENS, device)
-    total, n = int(cu[-1]), len(LENS)
+    dim, n = 12, len(LENS)
     for dtype in dtypes_for(device):
-        x = packed_x(dim, total, layout, dtype, device)
-        w = torch.randn(dim, width, dtype=dtype, device=device)
-        b = torch.randn(dim, dtype=dtype, device=device)
-        init = torch.randn(n, dim, width - 1, dtype=dtype, device=device) if states else None
+        cu, x, w, b, init = lens_inputs(dim, width, layout, dtype, device, bias=True, states=states)
         out, final = causal_conv1d_fn(
             x, w, b, initial_states=init, return_final_states=True, activation="silu", cu_seqlens=cu
         )
@@ -93,14 +99,11 @@ def test_forward_matches_reference(device: str, layout: str, width: int, states:
 @pytest.mark.parametrize("width", [2, 4, 6])
 @pytest.mark.parametrize("case", ["all", "no_states", "init_only", "dfinal_only", "no_bias_identity"])
 def test_gradients_match_reference(device: str, layout: str, width: int, case: str) -> None:
-    dim, cu = 10, cu_of(LENS, device)
-    total, n = int(cu[-1]), len(LENS)
+    dim, n = 10, len(LENS)
     for dtype in dtypes_for(device):
-        x = packed_x(dim, total, layout, dtype, device)
-        w = torch.randn(dim, width, dtype=dtype, device=device)
-        b = None if case == "no_bias_identity" else torch.randn(dim, dtype=dtype, device=device)
-        init = torch.randn(n, dim, width - 1, dtype=dtype, device=device) if case in ("all", "init_only") else None
-        dout = torch.randn(1, dim, total, dtype=dtype, device=device)
+        bias, states = case != "no_bias_identity", case in ("all", "init_only")
+        cu, x, w, b, init = lens_inputs(dim, width, layout, dtype, device, bias=bias, states=states)
+        dout = torch.randn(1, dim, x.shape[2], dtype=dtype, device=device)
         dfinal = torch.randn(n, dim, width - 1, dtype=dtype, device=device) if case in ("all", "dfinal_only") else None
         silu = case != "no_bias_identity"
         ours = grads(x, w, b, cu, init, silu, dout, dfinal, ours=True)
@@ -328,11 +331,7 @@ def test_opcheck_packed_bwd(device: str, layout: str, states: bool) -> None:
 
 
 @pytest.mark.parametrize("layout", ["cf", "cl"])
-@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
-def test_compile_fullgraph_forward_and_backward(device: str, layout: str, backend: str) -> None:
-    if backend == "inductor" and layout == "cl":
-        pytest.skip("one inductor compile per device keeps the suite fast; aot_eager covers both layouts")
-    torch._dynamo.reset()
+def test_compile_fullgraph_forward_and_backward(device: str, layout: str, compile_backend: str) -> None:
     dim, width, cu = 8, 4, cu_of([5, 0, 12, 3], device)
     x = packed_x(dim, 20, layout, torch.float32, device).requires_grad_()
     w = torch.randn(dim, width, device=device, requires_grad=True)
@@ -345,7 +344,7 @@ def test_compile_fullgraph_forward_and_backward(device: str, layout: str, backen
         )
         return (out * 2).sum() + final.square().sum()
 
-    compiled = torch.compile(f, fullgraph=True, backend=backend)
+    compiled = torch.compile(f, fullgraph=True, backend=compile_backend)
     eager_loss = f(x, w, b, init, cu)
     eager_grads = torch.autograd.grad(eager_loss, (x, w, b, init))
     loss = compiled(x, w, b, init, cu)

@@ -358,14 +358,13 @@ def test_decode(device, api: API, mode, form, apc, width, xdt, sdt) -> None:
         kw = {k: (v[:5] if k != "qsl" and isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
     else:
         x, cache, weight, bias, kw = _decode_case(device, xdt, sdt, width, form, mode, apc, "bsd")
-    ref_kw = {k: v for k, v in kw.items() if k != "max_query_len"}
-    want_out, want_cache = decode_ref(x, cache, weight, bias, True, **ref_kw)
+    want_out, want_cache = decode_ref(x, cache, weight, bias, True, **kw)
     out = api.decode(x, cache, weight, bias, True, **kw)
     _close(out, want_out, sdt)
     assert torch.equal(cache.cpu(), want_cache)
     c2 = cache.clone()
     # the package's reference agrees (a second step on the updated cache)
-    want2, want_c2 = decode_ref(x, c2, weight, bias, True, **ref_kw)
+    want2, want_c2 = decode_ref(x, c2, weight, bias, True, **kw)
     pkg_kw = {"query_start_loc": kw.get("qsl"), "block_idx_last_scheduled_token": kw.get("last"),
               "initial_state_idx": kw.get("init_idx"), "retrieve_parent_token": kw.get("parent")}  # fmt: skip
     got2 = causal_conv1d_update_spec_ref(
@@ -508,8 +507,7 @@ def test_decode_random(device, seed) -> None:
         device, torch.float32, torch.float32, width, form, mode, rng.random() < 0.5, rng.choice(["bds", "bsd"]), seed
     )
     silu = rng.random() < 0.5
-    ref_kw = {k: v for k, v in kw.items() if k != "max_query_len"}
-    want_out, want_cache = decode_ref(x, cache, weight, bias, silu, **ref_kw)
+    want_out, want_cache = decode_ref(x, cache, weight, bias, silu, **kw)
     out = API("native").decode(x, cache, weight, bias, silu, **kw, validate=True)
     _close(out, want_out, torch.float32)
     assert torch.equal(cache.cpu(), want_cache)

@@ -10,11 +10,22 @@ from __future__ import annotations
 import contextlib
 import glob
 import importlib
+import itertools
 import os
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+
+#: (B, D, L) rows the channel-first fast paths' cases start with: L = 8 (one 16-byte vector of
+#: 16-bit x), 24 (three lanes), 136 (17 lanes)
+SHORT_ROWS = [(2, 37, 8), (3, 5, 24), (2, 19, 136)]
+
+
+def fast_grid(shapes, weight_kinds=("same", "fp32")):
+    """(x dtype, weight kind, width, shape) for the fast paths' case lists: fp32 / fp16 / bf16 x,
+    weights of x's dtype ("same") or another, widths 2..4, every shape."""
+    return itertools.product(["fp32", "fp16", "bf16"], weight_kinds, [2, 3, 4], shapes)
 
 
 def load_ops():
@@ -53,3 +64,15 @@ def path_ran(ops, op: str, want: str) -> list[str]:
     """[] when the last launch of ``op`` ran kernel path ``want``, else the message saying which ran."""
     got = ops._last_kernel_path(op)
     return [] if got == want else [f"{op} ran kernel path {got}, expected {want}"]
+
+
+def kernels_of(fn, *args) -> list[str]:
+    """The names of the CUDA kernels ``fn(*args)`` launches (the profiler's; [] without CUPTI)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn(*args)
+        torch.cuda.synchronize()
+    return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]

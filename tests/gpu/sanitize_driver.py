@@ -25,10 +25,41 @@ def ran(ops, op: str) -> None:
     SEEN.add(ops._last_kernel_path(op))
 
 
+def x_of(layout: str, B: int, D: int, L: int, dev: str, dtype: torch.dtype) -> torch.Tensor:
+    """x (B, D, L): channel-first ("cf"), channel-last with a token pitch of D + 4 ("cl"), or
+    channel-first at an odd offset ("cf_odd")."""
+    if layout == "cf":
+        return torch.randn(B, D, L, device=dev, dtype=dtype)
+    if layout == "cl":
+        return torch.randn(B, L, D + 4, device=dev, dtype=dtype)[:, :, 2 : 2 + D].transpose(1, 2)
+    return torch.randn(B, D, L + 1, device=dev, dtype=dtype)[:, :, 1:]
+
+
+def update_wrong(ops, x, state, w, cache_seqlens, indices) -> bool:
+    """One update step on state against update_ref on a copy of it: whether the output or the state differs."""
+    st_ref = state.clone()
+    ref = update_ref(x, st_ref, w, None, True, cache_seqlens, indices)
+    out = ops.update(x, state, w, None, True, cache_seqlens, indices)
+    ran(ops, "update")
+    return (not torch.equal(state, st_ref)) or rel_err(out, ref) >= rel_tol(x.dtype)
+
+
+def spec_update_wrong(ops, x, state, w, b, indices, accepted) -> bool:
+    """One spec_update step on state against causal_conv1d_update_spec_ref on a copy of it: whether the
+    output or the state differs."""
+    from causal_conv1d.varlen import causal_conv1d_update_spec_ref  # noqa: PLC0415
+
+    st_ref = state.clone()
+    out = ops.spec_update(x, state, w, b, True, indices, accepted, -1, None, -1, None, None, None)
+    ran(ops, "spec_update")
+    ref = causal_conv1d_update_spec_ref(x, st_ref, w, b, "silu", indices, accepted)
+    return (not torch.equal(state, st_ref)) or rel_err(out, ref) >= rel_tol(x.dtype)
+
+
 def serving_checks(ops, dev: str, dtype: torch.dtype) -> tuple[int, int]:
     """seq_idx with initial_states (fwd, bwd), varlen_fwd and spec_update on small shapes; (checks, failures)."""
     from causal_conv1d.causal_conv1d_interface import causal_conv1d_ref  # noqa: PLC0415
-    from causal_conv1d.varlen import causal_conv1d_update_spec_ref, causal_conv1d_varlen_ref  # noqa: PLC0415
+    from causal_conv1d.varlen import causal_conv1d_varlen_ref  # noqa: PLC0415
 
     n = bad = 0
     for W in (2, 4, 5):
@@ -73,30 +104,18 @@ def serving_checks(ops, dev: str, dtype: torch.dtype) -> tuple[int, int]:
             ss = torch.randn(5, D, W + 2, device=dev, dtype=dtype)
             ix = torch.tensor([4, -1, 0], device=dev, dtype=torch.int32)
             na = torch.tensor([2, 1, 4], device=dev, dtype=torch.int32)
-            ss_ref = ss.clone()
-            out_s = ops.spec_update(xs, ss, w, b, True, ix, na, -1, None, -1, None, None, None)
-            ran(ops, "spec_update")
-            ref_s = causal_conv1d_update_spec_ref(xs, ss_ref, w, b, "silu", ix, na)
             n += 1
-            bad += (not torch.equal(ss, ss_ref)) or rel_err(out_s, ref_s) >= rel_tol(dtype)
+            bad += spec_update_wrong(ops, xs, ss, w, b, ix, na)
             # a plain decode step on a cache of state_len width - 1 (the update op's kernels)
             xd = torch.randn(3, D, device=dev, dtype=dtype)
             sd = torch.randn(5, W - 1, D, device=dev, dtype=dtype).transpose(1, 2)
-            sd_ref = sd.clone()
-            out_d = ops.spec_update(xd, sd, w, b, True, ix, None, -1, None, -1, None, None, None)
-            ran(ops, "spec_update")
-            ref_d = causal_conv1d_update_spec_ref(xd, sd_ref, w, b, "silu", ix, None)
             n += 1
-            bad += (not torch.equal(sd, sd_ref)) or rel_err(out_d, ref_d) >= rel_tol(dtype)
+            bad += spec_update_wrong(ops, xd, sd, w, b, ix, None)
             # the same in vLLM's layouts (x (batch, seqlen, dim) and the cache (lines, S, dim) transposed)
             xs = torch.randn(3, 4, D, device=dev, dtype=dtype).transpose(1, 2)
             ss = torch.randn(5, W + 2, D, device=dev, dtype=dtype).transpose(1, 2)
-            ss_ref = ss.clone()
-            out_s = ops.spec_update(xs, ss, w, b, True, ix, na, -1, None, -1, None, None, None)
-            ran(ops, "spec_update")
-            ref_s = causal_conv1d_update_spec_ref(xs, ss_ref, w, b, "silu", ix, na)
             n += 1
-            bad += (not torch.equal(ss, ss_ref)) or rel_err(out_s, ref_s) >= rel_tol(dtype)
+            bad += spec_update_wrong(ops, xs, ss, w, b, ix, na)
     return n, bad
 
 
@@ -109,12 +128,7 @@ def packed_checks(ops, dev: str, dtype: torch.dtype) -> tuple[int, int]:
     for W in (2, 4, 5, 8):
         for layout in ("cf", "cl", "cf_odd"):
             D = 20
-            if layout == "cf":
-                x = torch.randn(1, D, total, device=dev, dtype=dtype)
-            elif layout == "cl":
-                x = torch.randn(1, total, D + 4, device=dev, dtype=dtype)[:, :, 2 : 2 + D].transpose(1, 2)
-            else:
-                x = torch.randn(1, D, total + 1, device=dev, dtype=dtype)[:, :, 1:]
+            x = x_of(layout, 1, D, total, dev, dtype)
             w = torch.randn(D, W, device=dev, dtype=dtype)
             b = torch.randn(D, device=dev, dtype=dtype)
             init = torch.randn(ns, D, W - 1, device=dev, dtype=dtype)
@@ -141,12 +155,7 @@ def main() -> int:
             for L in (1, 7, 300):
                 for layout in ("cf", "cl", "cf_odd"):
                     B, D = 2, 20
-                    if layout == "cf":
-                        x = torch.randn(B, D, L, device=dev, dtype=dtype)
-                    elif layout == "cl":
-                        x = torch.randn(B, L, D + 4, device=dev, dtype=dtype)[:, :, 2 : 2 + D].transpose(1, 2)
-                    else:
-                        x = torch.randn(B, D, L + 1, device=dev, dtype=dtype)[:, :, 1:]
+                    x = x_of(layout, B, D, L, dev, dtype)
                     w = torch.randn(D, W, device=dev, dtype=dtype)
                     b = torch.randn(D, device=dev, dtype=dtype)
                     init = torch.randn(B, D, W - 1, device=dev, dtype=dtype)
@@ -177,19 +186,11 @@ def main() -> int:
             w = torch.randn(D, W, device=dev, dtype=dtype)
             cs = torch.tensor([0, 3, 11], device=dev, dtype=torch.int32) if circ else None
             ix = torch.tensor([2, -1, 0], device=dev, dtype=torch.int32) if idx else None
-            st_ref = state.clone()
-            ref = update_ref(x, st_ref, w, None, True, cs, ix)
-            out = ops.update(x, state, w, None, True, cs, ix)
-            ran(ops, "update")
             n += 1
-            bad += (not torch.equal(state, st_ref)) or rel_err(out, ref) >= rel_tol(dtype)
+            bad += update_wrong(ops, x, state, w, cs, ix)
             x1 = x[:, :, :1].contiguous()  # one token: the fast decode path where S is W - 1 or W
-            st_ref = state.clone()
-            ref = update_ref(x1, st_ref, w, None, True, None, ix)
-            out = ops.update(x1, state, w, None, True, None, ix)
-            ran(ops, "update")
             n += 1
-            bad += (not torch.equal(state, st_ref)) or rel_err(out, ref) >= rel_tol(dtype)
+            bad += update_wrong(ops, x1, state, w, None, ix)
         n_s, bad_s = serving_checks(ops, dev, dtype)
         n += n_s
         bad += bad_s

@@ -17,16 +17,13 @@ compute-sanitizer over the same cases:
 
 from __future__ import annotations
 
-import itertools
 import re
-from pathlib import Path
 
 import pytest
-from gpu_ops import kernel_path, path_ran
+from gpu_ops import SHORT_ROWS, fast_grid, kernel_path, path_ran
 
 pytestmark = pytest.mark.gpu
 
-HERE = Path(__file__).resolve().parent
 PATH = "bwd_cf_fast"
 FAST_KERNEL = "bwd_cf_fast_kernel"
 SHORT_KERNEL = r"bwd_cf_fast_kernel<__nv_bfloat16, 4, 2>"  # the profiler's name of the short-row kernel
@@ -50,14 +47,9 @@ def cases() -> list[tuple]:
     # L <= 512: 8 .. 512 here), else at 4; 16-bit L > 1024 run bwd_cf_fast_kernel_spans (4 spans per warp): 2056 and
     # 4104 with a partial first span (a warp of 3 spans; warps of 4 + 1), 4096 and 9216 with whole
     # spans (one warp of 4; warps of 4 + 4 + 1).
-    for dts, wk, W, (B, D, L) in itertools.product(
-        ["fp32", "fp16", "bf16"],
-        ["same", "fp32"],
-        [2, 3, 4],
+    for dts, wk, W, (B, D, L) in fast_grid(
         [
-            (2, 37, 8),
-            (3, 5, 24),
-            (2, 19, 136),
+            *SHORT_ROWS,
             (3, 7, 256),
             (2, 9, 512),
             (1, 5, 520),
@@ -289,8 +281,7 @@ def check_path() -> int:
     (no CUPTI), since the check cannot be made then.
     """
     import torch
-    from gpu_ops import load_ops
-    from torch.profiler import ProfilerActivity, profile
+    from gpu_ops import kernels_of, load_ops
 
     ops = load_ops()
     x = torch.randn(2, 64, 2048, device="cuda", dtype=torch.bfloat16)
@@ -300,11 +291,7 @@ def check_path() -> int:
     init = torch.randn(2, 64, 3, device="cuda", dtype=torch.bfloat16)
 
     def kernels(*args) -> list[str]:
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            ops.bwd(*args)
-            torch.cuda.synchronize()
-        return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        return kernels_of(ops.bwd, *args)
 
     eligible = kernels(x, w, b, dout, None, None, None, False, True)
     xs, ds = x[:, :, :512].contiguous(), dout[:, :, :512].contiguous()

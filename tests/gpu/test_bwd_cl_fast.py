@@ -22,15 +22,11 @@ compute-sanitizer over the same cases:
 
 from __future__ import annotations
 
-import itertools
-from pathlib import Path
-
 import pytest
-from gpu_ops import kernel_path, path_ran
+from gpu_ops import fast_grid, kernel_path, kernels_of, path_ran
 
 pytestmark = pytest.mark.gpu
 
-HERE = Path(__file__).resolve().parent
 PATH = "bwd_cl_fast"
 FAST_KERNEL = "bwd_cl_fast_kernel"
 
@@ -46,7 +42,7 @@ def cases() -> list[tuple]:
         (2, 130, 2049, 136),  # several token blocks, the last slice ends inside the row's last block
         (1, 96, 4100, 96),  # dense x, L not a multiple of the block's tokens
     ]
-    for dts, wk, W, (B, D, L, P) in itertools.product(["fp32", "fp16", "bf16"], ["same", "fp32"], [2, 3, 4], small):
+    for dts, wk, W, (B, D, L, P) in fast_grid(small):
         i = len(out)
         dpitch = 0 if i % 3 else D + 8
         out.append((dts, wk, W, B, D, L, P, dpitch, i % 4 != 1, i % 5 != 2))
@@ -117,7 +113,6 @@ def check_path(on: bool) -> int:
     """
     import torch
     from gpu_ops import load_ops
-    from torch.profiler import ProfilerActivity, profile
 
     ops = load_ops()
 
@@ -134,11 +129,7 @@ def check_path(on: bool) -> int:
     wo = torch.randn(63, 4, device="cuda", dtype=torch.bfloat16)
 
     def kernels(*args) -> list[str]:
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            ops.bwd(*args)
-            torch.cuda.synchronize()
-        return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        return kernels_of(ops.bwd, *args)
 
     eligible = kernels(x, w, b, dout, None, None, None, False, True)
     recorded = path_ran(ops, "bwd", PATH if on else "bwd_general")

@@ -12,29 +12,20 @@ a lane, vector or warp boundary shows as a few bad tokens), final_states bit for
 
 from __future__ import annotations
 
-import itertools
-from pathlib import Path
-
 import pytest
-from gpu_ops import kernel_path, path_ran
+from gpu_ops import SHORT_ROWS, fast_grid, kernel_path, path_ran
 
 pytestmark = pytest.mark.gpu
 
-HERE = Path(__file__).resolve().parent
 PATH = "fwd_cf_fast"
 
 
 def cases() -> list[tuple]:
     out = []
     # (dtype, weight kind, width, B, D, L, strided, states, silu, bias)
-    for dts, wk, W, (B, D, L) in itertools.product(
-        ["fp32", "fp16", "bf16"],
-        ["same", "fp32"],
-        [2, 3, 4],
+    for dts, wk, W, (B, D, L) in fast_grid(
         [
-            (2, 37, 8),
-            (3, 5, 24),
-            (2, 19, 136),
+            *SHORT_ROWS,
             (1, 3, 4104),
             (2, 130, 520),
             (2, 5, 2048),
@@ -166,17 +157,12 @@ def check_path() -> int:
     """An eligible case (a 16-bit row of 4096 tokens) runs fwd_cf_fast_kernel (the profiler's view).
     0 (with a note) when the profiler records no kernels (no CUPTI)."""
     import torch
-    from gpu_ops import load_ops
-    from torch.profiler import ProfilerActivity, profile
+    from gpu_ops import kernels_of, load_ops
 
     ops = load_ops()
     x = torch.randn(2, 8, 4096, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(8, 4, device="cuda", dtype=torch.bfloat16)
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        ops.fwd(x, w, None, None, None, False, True)
-        torch.cuda.synchronize()
-    names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    names = kernels_of(ops.fwd, x, w, None, None, None, False, True)
     if not names:
         print("note: the profiler recorded no CUDA kernels (no CUPTI?); path check skipped")
         return 0

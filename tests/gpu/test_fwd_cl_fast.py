@@ -23,15 +23,11 @@ compute-sanitizer over the same cases:
 
 from __future__ import annotations
 
-import itertools
-from pathlib import Path
-
 import pytest
-from gpu_ops import kernel_path, path_ran
+from gpu_ops import fast_grid, kernel_path, path_ran
 
 pytestmark = pytest.mark.gpu
 
-HERE = Path(__file__).resolve().parent
 PATH = "fwd_cl_fast"
 FAST_KERNEL = "fwd_cl_fast_kernel"
 
@@ -105,9 +101,7 @@ def cases() -> list[tuple]:
     states: 0 none, 1 final_states only, 2 initial_states only, 3 both.
     """
     out = []
-    for dts, wk, W, (B, D, L) in itertools.product(
-        ["fp32", "fp16", "bf16"], ["same", "fp32", "bf16"], [2, 3, 4], SMALL_SHAPES
-    ):
+    for dts, wk, W, (B, D, L) in fast_grid(SMALL_SHAPES, ["same", "fp32", "bf16"]):
         i = len(out)
         layout = LAYOUTS[i % 4]
         states = (i // 4) % 4
@@ -245,15 +239,9 @@ def run_cases(max_elems: int = 0) -> int:
 
 def _kernels(fn) -> tuple[list[str], str]:
     """The CUDA kernels fn launched (the profiler's names) and the kernel path the op recorded."""
-    import torch
-    from gpu_ops import load_ops
-    from torch.profiler import ProfilerActivity, profile
+    from gpu_ops import kernels_of, load_ops
 
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    names = kernels_of(fn)
     return names, load_ops()._last_kernel_path("fwd")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 from _child import run_child
-from gpu_ops import kernel_path
+from gpu_ops import kernel_path, kernels_of
 
 pytestmark = pytest.mark.gpu
 
@@ -56,17 +56,6 @@ def eligible_call(ops, path: str):
     x = torch.randn(B, D, 1, device=dev, dtype=dt)
     state = torch.randn(B, D, 3, device=dev, dtype=dt)
     return lambda: ops.update(x, state, w, b, True, None, None)
-
-
-def kernels_of(fn) -> list[str]:
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
 
 
 def test_every_path_is_listed(ops):

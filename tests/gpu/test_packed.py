@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from gpu_ops import kernel_path
+from gpu_ops import kernel_path, kernels_of
 
 from causal_conv1d import causal_conv1d_fn
 from causal_conv1d._reference import REL_TOL, packed_fwd_ref, rel_err
@@ -17,17 +17,6 @@ pytestmark = pytest.mark.gpu
 
 DEV = "cuda"
 GRAD_TOL = {torch.float32: 1e-5, torch.float16: 3e-3, torch.bfloat16: 2e-2}
-
-
-def kernels_of(fn) -> list[str]:
-    """The names of the CUDA kernels fn launches (the profiler's; [] without CUPTI)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
 
 
 def cu_of(lens: list[int]) -> torch.Tensor:

@@ -15,14 +15,12 @@ by the profiler's kernel names which one ran.
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 
 import pytest
-from gpu_ops import kernel_path, path_ran
+from gpu_ops import kernel_path, kernels_of, path_ran
 
 pytestmark = pytest.mark.gpu
 
-HERE = Path(__file__).resolve().parent
 PATH = "update_fast"
 
 
@@ -161,7 +159,6 @@ def test_update_fast_picks_its_kernel_by_grid_size(ops):
     """Both fast-path kernels are exercised: the profiler's kernel names for every eligible plain case
     (skipped without CUPTI; the recorded path is asserted above)."""
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
     sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
     dts_map = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
@@ -180,11 +177,7 @@ def test_update_fast_picks_its_kernel_by_grid_size(ops):
                 state = torch.randn(B, S, D, device="cuda", dtype=dtype).transpose(1, 2)
             w = torch.randn(D, W, device="cuda").to(wd)
             b = torch.randn(D, device="cuda").to(wd) if bias else None
-            torch.cuda.synchronize()
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                ops.update(x, state, w, b, silu, None, None)
-                torch.cuda.synchronize()
-            names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+            names = kernels_of(ops.update, x, state, w, b, silu, None, None)
             if not names:
                 pytest.skip("the profiler recorded no CUDA kernels (no CUPTI)")
             want = expected_kernel(case, sms)
