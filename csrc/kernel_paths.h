@@ -33,6 +33,7 @@ enum class KernelPath : int {
   kSpecUpdateDecode,
   kSpecUpdateFast,
   kSpecUpdateGeneral,
+  kPackedBwdClFast,
   kPackedBwdGeneral,
   kCount,
 };
@@ -63,6 +64,7 @@ inline constexpr KernelPathInfo kKernelPaths[] = {
     {"spec_update_decode", KernelOp::kSpecUpdate, "CAUSAL_CONV1D_SPEC_UPDATE_DECODE"},
     {"spec_update_fast", KernelOp::kSpecUpdate, "CAUSAL_CONV1D_SPEC_UPDATE_FAST"},
     {"spec_update_general", KernelOp::kSpecUpdate, nullptr},
+    {"packed_bwd_cl_fast", KernelOp::kPackedBwd, "CAUSAL_CONV1D_PACKED_BWD_CL_FAST"},
     {"packed_bwd_general", KernelOp::kPackedBwd, nullptr},
 };
 static_assert(sizeof(kKernelPaths) / sizeof(kKernelPaths[0]) == static_cast<int>(KernelPath::kCount),

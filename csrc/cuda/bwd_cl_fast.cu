@@ -31,7 +31,15 @@
 // partial row set, p.partial[((b * ntb + tb) * (W+1) + k) * D + d]; the reduce kernel of the fast
 // channel-first backward (bwd_cf_fast.cu) then sums the row sets per channel in a fixed order and casts
 // to weight's / bias's dtype. No atomics: bit-identical from run to run.
-// Eligible: channel-last x / dout / dx, no seq_idx, no initial_states / dfinal_states / dinitial_states,
+// Sequences (seq_idx, or cu_seqlens from the packed backward): a tap or a g term counts only between
+// two tokens of one sequence, and g = 0 on a token in none (seq_idx < 0, or outside cu_seqlens).
+// Every lane of a warp walks the same tokens, so the sequence structure is warp-uniform: at the
+// start of its slice the warp writes a label per token it touches into shared memory (the seq_idx
+// value, or the index of the cu_seqlens sequence; -1 for none) and a bit per group of steps whose
+// tokens and taps all carry one label >= 0. Those groups run the dense steps unchanged; the others
+// (the groups at a sequence boundary, and the checked groups at the ends of the walk) run masked
+// steps, which read the labels of their taps and select.
+// Eligible: channel-last x / dout / dx, no initial_states / dfinal_states / dinitial_states,
 // width 2..4; for 16-bit x the words must be 4-byte aligned (even dim, even token and batch pitches,
 // 4-byte aligned pointers); token pitches below 4 GiB. Everything else runs the general
 // kernels (bwd.cu) through the backward's table (dispatch.cu).
@@ -154,12 +162,86 @@ struct WarpSmem {
   int steps;   // the walk's length: n_out + kH
 };
 
+// A warp's sequence labels (kernels with sequences): lab[j] for token t0 - kH + j of its slice (-1:
+// in no sequence, or outside the row), for every step the walk runs (steps i .. i + kH read
+// lab[i .. i + kH]); bit g of `plain`: the steps of group g (steps 8g .. 8g + 7) see one label >= 0.
+constexpr int kLabels = 160;  // >= kTmax + 2 * (kW - 1) + kUnroll, a multiple of kUnroll
+static_assert(kLabels / kUnroll <= 32, "one bit per group in `plain`");
+struct SeqSmem {
+  int lab[kLabels];
+  uint32_t plain;
+};
+
+// The largest i in [0, nseq) with cu[i] <= u (clamped into [0, total]); nseq >= 1.
+__device__ __forceinline__ int seq_at(const int32_t* cu, int nseq, int64_t total, int64_t u) {
+  int lo = 0, hi = nseq - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    const int64_t c = min(max(static_cast<int64_t>(__ldg(cu + mid)), int64_t{0}), total);
+    if (c <= u) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
+// Fills the warp's labels for the slice starting at t0 and its `plain` bits; `active`: the lanes
+// walking (each takes a contiguous run of labels).
+template <int kH>
+__device__ void fill_labels(const ConvParams& p, const int b, const int64_t t0, const unsigned active, SeqSmem* sq) {
+  const int lane = threadIdx.x & 31;
+  const int nact = __popc(active);
+  const int rank = __popc(active & ((1u << lane) - 1u));
+  const int per = (kLabels + nact - 1) / nact;
+  const int j0 = rank * per;
+  const int j1 = min(j0 + per, kLabels);
+  if (rank == 0) sq->plain = 0u;
+  if (p.seq_idx != nullptr) {
+    const int32_t* sr = p.seq_idx + static_cast<int64_t>(b) * p.s_bs;
+    for (int j = j0; j < j1; ++j) {
+      const int64_t u = t0 - kH + j;
+      sq->lab[j] = u >= 0 && u < p.seqlen ? __ldg(sr + u * p.s_ls) : -1;
+    }
+  } else if (j0 < j1) {
+    const int32_t* cu = p.cu_seqlens;
+    const int64_t L = p.seqlen;
+    auto clamped = [&](int i) { return min(max(static_cast<int64_t>(__ldg(cu + i)), int64_t{0}), L); };
+    const int64_t lo = p.nseq > 0 ? clamped(0) : 0, hi = p.nseq > 0 ? clamped(p.nseq) : 0;
+    const int64_t u0 = t0 - kH + j0;
+    int i = p.nseq > 0 ? seq_at(cu, p.nseq, L, u0 < lo ? lo : u0) : 0;
+    int64_t next = i + 1 <= p.nseq ? clamped(i + 1) : L;  // the end of sequence i
+    for (int j = j0; j < j1; ++j) {
+      const int64_t u = t0 - kH + j;
+      while (u >= next && i + 1 < p.nseq) {  // the next sequences (empty ones stepped over)
+        ++i;
+        next = clamped(i + 1);
+      }
+      sq->lab[j] = u >= lo && u < hi && u < L ? i : -1;
+    }
+  }
+  __syncwarp(active);
+  uint32_t bits = 0u;
+  for (int g = rank; g < kLabels / kUnroll; g += nact) {
+    if (g * kUnroll + kUnroll - 1 + kH >= kLabels) break;
+    const int l0 = sq->lab[g * kUnroll];
+    bool one = l0 >= 0;
+#pragma unroll
+    for (int j = 1; j < kUnroll + kH; ++j) one = one && sq->lab[g * kUnroll + j] == l0;
+    bits |= one ? 1u << g : 0u;
+  }
+  if (bits != 0u) atomicOr(&sq->plain, bits);
+  __syncwarp(active);
+}
+
 // The walk of one thread over its slice (the lanes of a warp walk the same tokens in lockstep).
 template <typename T, int kW, bool kSilu>
 struct Walker {
   static constexpr int kC = Word<T>::kC;
   static constexpr int kH = kW - 1;
   WarpSmem* sm;
+  const int* lab;  // the warp's sequence labels (SeqSmem::lab), with sequences
   int lane;
   const void* xq;  // x and dout of the next token to copy
   const void* dq;
@@ -189,12 +271,30 @@ struct Walker {
   // kChecked: the step may lie at an end of the walk: past the slice (no dweight), before the slice
   // (no dx) or past the walk (nothing stored: the step's work is wasted, which costs less than
   // branching around it). Past the row x and dout are 0 (zero-filled copies), so g = 0 there.
-  template <bool kChecked>
+  // kMasked (kernels with sequences): the taps and g terms between tokens of different sequences
+  // are dropped and g is 0 on a token in none, by the labels lab[i .. i + kH] of tokens t - kH .. t.
+  template <bool kChecked, bool kMasked>
   __device__ __forceinline__ void step(const int i, const int stage) {
     float xc[kC], dc[kC];
     Word<T>::load(sm->ring[stage][0][lane], xc);
     Word<T>::load(sm->ring[stage][1][lane], dc);
     const bool in_slice = !kChecked || i < sm->n_out;
+    bool same_t[kH], same_q[kH];  // token t - kH + k shares t's sequence; token t - kH + m + 1 shares q's
+    bool live = true;             // t lies in a sequence
+    if constexpr (kMasked) {
+      const int lt = lab[i + kH], lq = lab[i];
+#pragma unroll
+      for (int k = 0; k < kH; ++k) {
+        same_t[k] = lab[i + k] == lt;
+        same_q[k] = lab[i + k + 1] == lq;
+      }
+      live = lt >= 0;
+    }
+    float xm[kH][kC];  // the x window as token t sees it
+#pragma unroll
+    for (int k = 0; k < kH; ++k)
+#pragma unroll
+      for (int c = 0; c < kC; ++c) xm[k][c] = !kMasked || same_t[k] ? xw[k][c] : 0.f;
 
     float g[kC], gd[kC];  // g, and g where it counts for dweight / dbias
 #pragma unroll
@@ -203,27 +303,31 @@ struct Walker {
       if constexpr (kSilu) {
         float z = bias[c];
 #pragma unroll
-        for (int k = 0; k < kH; ++k) z = fmaf(w[k][c], xw[k][c], z);
+        for (int k = 0; k < kH; ++k) z = fmaf(w[k][c], xm[k][c], z);
         z = fmaf(w[kH][c], xc[c], z);
         g[c] = grad_silu(g[c], z);
       }
+      if constexpr (kMasked) g[c] = live ? g[c] : 0.f;
       gd[c] = in_slice ? g[c] : 0.f;
     }
 #pragma unroll
     for (int c = 0; c < kC; ++c) {
 #pragma unroll
-      for (int k = 0; k < kH; ++k) dw[k][c] = fmaf(gd[c], xw[k][c], dw[k][c]);
+      for (int k = 0; k < kH; ++k) dw[k][c] = fmaf(gd[c], xm[k][c], dw[k][c]);
       dw[kH][c] = fmaf(gd[c], xc[c], dw[kH][c]);
       dw[kW][c] += gd[c];
     }
-    // dx at the token kH steps behind: sum_m w[kH - m] * g[t - kH + m]
+    // dx at the token q kH steps behind: sum_m w[kH - m] * g[q + m] (masked: g of q's sequence only)
     float o[kC];
 #pragma unroll
     for (int c = 0; c < kC; ++c) {
       float acc = 0.f;
 #pragma unroll
-      for (int m = 0; m < kH; ++m) acc = fmaf(w[kH - m][c], gw[m][c], acc);
-      o[c] = fmaf(w[0][c], g[c], acc);
+      for (int m = 0; m < kH; ++m) {
+        const float gm = !kMasked || m == 0 || same_q[m - 1] ? gw[m][c] : 0.f;
+        acc = fmaf(w[kH - m][c], gm, acc);
+      }
+      o[c] = fmaf(w[0][c], !kMasked || same_q[kH - 1] ? g[c] : 0.f, acc);
     }
     if constexpr (kChecked) {
       st_word_if(dxq, Word<T>::store(o), static_cast<unsigned>(i - kH) < static_cast<unsigned>(sm->n_out));
@@ -246,7 +350,7 @@ struct Walker {
   // Steps i0 .. i0 + kUnroll - 1 (i0 a multiple of kUnroll): per batch, first the copy of the batch
   // kBufs - 1 ahead into the buffer the previous batch freed, then the wait for this batch (kBufs - 1
   // younger groups may still be in flight), then its steps.
-  template <bool kChecked>
+  template <bool kChecked, bool kMasked>
   __device__ __forceinline__ void group(const int i0) {
 #pragma unroll
     for (int h = 0; h < kUnroll / kBatch; ++h) {
@@ -255,30 +359,33 @@ struct Walker {
       copy_batch<kChecked>(ib + (kBufs - 1) * kBatch, (m + kBufs - 1) % kBufs);
       cp_async_wait<kBufs - 1>();
 #pragma unroll
-      for (int j = 0; j < kBatch; ++j) step<kChecked>(ib + j, (m % kBufs) * kBatch + j);
+      for (int j = 0; j < kBatch; ++j) step<kChecked, kMasked>(ib + j, (m % kBufs) * kBatch + j);
     }
   }
 };
 
-template <typename T, int kW, bool kSilu>
-__device__ __forceinline__ void walk(const ConvParams& p, const TokenPitch& pitch, WarpSmem* sm, const int lane,
-                                     const int b, const int c0, const int64_t t0, const int T_slice,
+// kSeq: with sequences (seq_idx or cu_seqlens; sq the warp's labels).
+template <typename T, int kW, bool kSilu, bool kSeq>
+__device__ __forceinline__ void walk(const ConvParams& p, const TokenPitch& pitch, WarpSmem* sm, SeqSmem* sq,
+                                     const int lane, const int b, const int c0, const int64_t t0, const int T_slice,
                                      float (&dw)[kW + 1][Word<T>::kC]) {
   using Wk = Walker<T, kW, kSilu>;
   constexpr int kC = Wk::kC;
   constexpr int kH = Wk::kH;
   Wk s;
   s.sm = sm;
+  s.lab = kSeq ? sq->lab : nullptr;
   s.lane = lane;
   s.pitch = pitch;
   const int64_t left = p.seqlen - t0;  // > 0 (caller)
+  unsigned active;
   {
     const int n_out = left < T_slice ? static_cast<int>(left) : T_slice;
     const int n_in = left < T_slice + kH ? static_cast<int>(left) : T_slice + kH;
     // the same values for every lane of the warp (the lanes walk the same tokens): the first active
     // lane writes them, the others read them after the warp barrier (racecheck flagged every lane
     // writing the word that the other lanes read, although the values were equal)
-    const unsigned active = __activemask();  // the lanes with a word inside the row (the caller's test)
+    active = __activemask();  // the lanes with a word inside the row (the caller's test)
     if (lane == __ffs(active) - 1) {
       sm->n_out = n_out;
       sm->n_in = n_in;
@@ -303,6 +410,7 @@ __device__ __forceinline__ void walk(const ConvParams& p, const TokenPitch& pitc
     xh[m] = 0u;
     if (t0 - kH + m >= 0) xh[m] = ld_word(static_cast<const T*>(p.x) + (x0 - (kH - m) * p.x_ls));
   }
+  if constexpr (kSeq) fill_labels<kH>(p, b, t0, active, sq);  // while the copies are in flight
 #pragma unroll
   for (int c = 0; c < kC; ++c) {
     float wc[kW];
@@ -325,10 +433,16 @@ __device__ __forceinline__ void walk(const ConvParams& p, const TokenPitch& pitc
   // the first group (no dx for steps < kH: it would lie before the slice), whole groups of interior
   // steps (inside the slice, every copy inside the row and the walk), then the checked rest (the last
   // steps inside the slice, and the kH steps after it that complete its last dx)
-  s.template group<true>(0);
+  s.template group<true, kSeq>(0);
   int i0 = kUnroll;
-  for (; i0 + kUnroll <= sm->n_fast; i0 += kUnroll) s.template group<false>(i0);
-  for (; i0 < sm->steps; i0 += kUnroll) s.template group<true>(i0);
+  for (; i0 + kUnroll <= sm->n_fast; i0 += kUnroll) {
+    if (!kSeq || (sq->plain >> (i0 / kUnroll)) & 1u) {
+      s.template group<false, false>(i0);
+    } else {
+      s.template group<false, kSeq>(i0);  // a sequence boundary (or a token in none) among its steps
+    }
+  }
+  for (; i0 < sm->steps; i0 += kUnroll) s.template group<true, kSeq>(i0);
   cp_async_wait<0>();  // nothing is left in flight (every copied token was consumed): for form's sake
 #pragma unroll
   for (int k = 0; k <= kW; ++k)
@@ -344,7 +458,7 @@ __device__ __forceinline__ uint32_t block_index() {
   return v;
 }
 
-template <typename T, int kW>
+template <typename T, int kW, bool kSeq>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     bwd_cl_fast_kernel(const ConvParams p, const TokenPitch pitch, const uint32_t nwb, const uint32_t ntb,
                        const int T_slice) {
@@ -371,11 +485,16 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   using Red = float[kWarps][32 * kC];  // [warp][channel of the block] for one of the kW + 1 sums
   static_assert(sizeof(Red) * (kW + 1) <= sizeof(WarpSmem) * kWarps, "the reduction fits in the rings");
   __shared__ alignas(16) WarpSmem wsm[kWarps];
+  SeqSmem* sq = nullptr;
+  if constexpr (kSeq) {
+    __shared__ SeqSmem ssm[kWarps];
+    sq = &ssm[warp];
+  }
   if (c0 < D && t0 < p.seqlen) {  // D is a multiple of kC (eligible()): the whole word is inside
     if (p.silu) {
-      walk<T, kW, true>(p, pitch, &wsm[warp], lane, b, c0, t0, T_slice, dw);
+      walk<T, kW, true, kSeq>(p, pitch, &wsm[warp], sq, lane, b, c0, t0, T_slice, dw);
     } else {
-      walk<T, kW, false>(p, pitch, &wsm[warp], lane, b, c0, t0, T_slice, dw);
+      walk<T, kW, false, kSeq>(p, pitch, &wsm[warp], sq, lane, b, c0, t0, T_slice, dw);
     }
   }
   __syncthreads();  // every warp is done with its ring (and has no copy in flight)
@@ -435,7 +554,8 @@ namespace bwd_cl_fast {
 // On unless CAUSAL_CONV1D_BWD_CL_FAST is off.
 bool eligible(const ConvParams& p) {
   if (!p.channel_last || p.x_cs != 1 || p.do_cs != 1 || p.dx_cs != 1) return false;
-  if (p.seq_idx != nullptr || p.init != nullptr || p.dfinal != nullptr || p.dinit != nullptr) return false;
+  if (p.init != nullptr || p.dfinal != nullptr || p.dinit != nullptr) return false;
+  if (p.cu_seqlens != nullptr && (p.batch != 1 || p.seq_idx != nullptr)) return false;
   if (p.width < 2 || p.width > 4 || p.batch <= 0 || p.dim <= 0 || p.seqlen <= 0) return false;
   if (p.x_dtype != kFloat32 && p.x_dtype != kFloat16 && p.x_dtype != kBFloat16) return false;
   if (p.dweight == nullptr) return false;
@@ -463,12 +583,71 @@ void launch(const ConvParams& p, cudaStream_t stream) {
     const TokenPitch pitch{static_cast<uint32_t>(p.x_ls * static_cast<int64_t>(sizeof(T))),
                            static_cast<uint32_t>(p.do_ls * static_cast<int64_t>(sizeof(T))),
                            static_cast<uint32_t>(p.dx_ls * static_cast<int64_t>(sizeof(T)))};
-    bwd_cl_fast_kernel<T, decltype(width)::value><<<static_cast<unsigned>(g.blocks), kThreads, 0, stream>>>(
-        p, pitch, static_cast<uint32_t>(g.nwb), static_cast<uint32_t>(g.ntb), static_cast<int>(g.T));
+    const unsigned blocks = static_cast<unsigned>(g.blocks);
+    const uint32_t nwb = static_cast<uint32_t>(g.nwb), ntb = static_cast<uint32_t>(g.ntb);
+    if (p.seq_idx != nullptr || p.cu_seqlens != nullptr) {
+      bwd_cl_fast_kernel<T, decltype(width)::value, true>
+          <<<blocks, kThreads, 0, stream>>>(p, pitch, nwb, ntb, static_cast<int>(g.T));
+    } else {
+      bwd_cl_fast_kernel<T, decltype(width)::value, false>
+          <<<blocks, kThreads, 0, stream>>>(p, pitch, nwb, ntb, static_cast<int>(g.T));
+    }
     CC1D_CUDA_LAUNCH_CHECK();
   });
   launch_bwd_fast_reduce(p, static_cast<int64_t>(p.batch) * g.ntb, stream);  // num_parts(p), from g
 }
 
 }  // namespace bwd_cl_fast
+
+// The packed backward without states on this path: the packed row as a batch of one with its
+// cu_seqlens (the labels above), dweight / dbias through the same partial rows and reduce.
+namespace packed_bwd_cl_fast {
+namespace {
+ConvParams conv_params(const PackedBwdParams& q) {
+  ConvParams p;
+  p.batch = 1;
+  p.dim = q.dim;
+  p.width = q.width;
+  p.seqlen = q.total;
+  p.x_dtype = q.x_dtype;
+  p.w_dtype = q.w_dtype;
+  p.b_dtype = q.b_dtype;
+  p.silu = q.silu;
+  p.x = q.x;
+  p.x_cs = q.x_cs;
+  p.x_ls = q.x_ts;
+  p.weight = q.weight;
+  p.w_cs = q.w_cs;
+  p.w_ws = q.w_ws;
+  p.bias = q.bias;
+  p.b_s = q.b_s;
+  p.dout = q.dout;
+  p.do_cs = q.do_cs;
+  p.do_ls = q.do_ts;
+  p.dx = q.dx;
+  p.dx_cs = q.dx_cs;
+  p.dx_ls = q.dx_ts;
+  p.dweight = q.dweight;
+  p.dbias = q.dbias;
+  p.partial = q.partial;
+  p.nparts = q.nparts;
+  p.channel_last = q.channel_last;
+  p.pdl = q.pdl;
+  p.num_sms = q.num_sms;
+  p.cu_seqlens = q.cu;
+  p.nseq = q.nseq;
+  return p;
+}
+}  // namespace
+
+bool eligible(const PackedBwdParams& q) {
+  return q.channel_last && q.init == nullptr && q.dfinal == nullptr && q.dinit == nullptr &&
+         bwd_cl_fast::eligible(conv_params(q));
+}
+
+int64_t num_parts(const PackedBwdParams& q) { return bwd_cl_fast::num_parts(conv_params(q)); }
+
+void launch(const PackedBwdParams& q, cudaStream_t stream) { bwd_cl_fast::launch(conv_params(q), stream); }
+}  // namespace packed_bwd_cl_fast
+
 }  // namespace causal_conv1d_cuda

@@ -64,6 +64,11 @@ struct ConvParams {
   // struct's layout and the kernels' parameter offsets are those of the struct without it)
   bool pdl = false;
   int num_sms = 132;
+
+  // Packed sequences (the packed backward on bwd_cl_fast; batch 1): sequence i is tokens
+  // [cu_seqlens[i], cu_seqlens[i + 1]) of the row, clamped into [0, seqlen). Null on the dense ops.
+  const int32_t* cu_seqlens = nullptr;
+  int nseq = 0;
 };
 
 // Incremental decode update.

@@ -39,7 +39,11 @@ const PathRow<SpecParams> kSpecUpdatePaths[] = {
 };
 
 const PathRow<PackedBwdParams> kPackedBwdPaths[] = {
-    {KernelPath::kPackedBwdGeneral, nullptr, packed_bwd_general::launch},
+    {KernelPath::kPackedBwdClFast, packed_bwd_cl_fast::eligible, packed_bwd_cl_fast::launch,
+     packed_bwd_cl_fast::num_parts},
+    {KernelPath::kPackedBwdGeneral, nullptr, packed_bwd_general::launch, [](const PackedBwdParams&) -> int64_t {
+       return 0;  // sums inside its blocks: no workspace
+     }},
 };
 
 template <typename Params>
@@ -68,8 +72,14 @@ void run_spec_update(const SpecParams& p, cudaStream_t stream) {
   run_row(select_path(kSpecUpdatePaths, p), p, stream);
 }
 
-void run_packed_bwd(const PackedBwdParams& p, cudaStream_t stream) {
-  run_row(select_path(kPackedBwdPaths, p), p, stream);
+KernelPath select_packed_bwd(const PackedBwdParams& p) { return select_path(kPackedBwdPaths, p).path; }
+
+int64_t packed_bwd_num_parts(KernelPath path, const PackedBwdParams& p) {
+  return path_row(kPackedBwdPaths, path).num_parts(p);
+}
+
+void run_packed_bwd(KernelPath path, const PackedBwdParams& p, cudaStream_t stream) {
+  run_row(path_row(kPackedBwdPaths, path), p, stream);
 }
 
 }  // namespace causal_conv1d_cuda

@@ -144,6 +144,11 @@ void launch(const SpecParams& p, cudaStream_t stream);
 #undef CC1D_BWD_FAST_PATH
 #undef CC1D_FAST_PATH
 
+namespace packed_bwd_cl_fast {  // bwd_cl_fast.cu
+bool eligible(const PackedBwdParams& p);
+void launch(const PackedBwdParams& p, cudaStream_t stream);
+int64_t num_parts(const PackedBwdParams& p);
+}  // namespace packed_bwd_cl_fast
 namespace packed_bwd_general {
 void launch(const PackedBwdParams& p, cudaStream_t stream);
 }  // namespace packed_bwd_general

@@ -7,6 +7,8 @@
 
 #include <cuda_runtime.h>
 
+#include "kernel_paths.h"
+
 namespace causal_conv1d_cuda {
 
 struct PackedBwdParams {
@@ -37,9 +39,19 @@ struct PackedBwdParams {
   int64_t di_ns = 0, di_cs = 0, di_ls = 0;
   void* dweight = nullptr;  // (dim, width) contiguous, weight's dtype
   void* dbias = nullptr;    // (dim,), bias's dtype, or null
+  // Set by the host: the device (for the fast path's grid and its dependent-launch reduce) and the
+  // weight-gradient workspace of the chosen path (nparts x (padded width + 1) x dim floats; none for
+  // the general path, which sums inside its blocks).
+  int num_sms = 132;
+  bool pdl = false;
+  float* partial = nullptr;
+  int64_t nparts = 0;
 };
 
-// Picks the op's kernel path (dispatch.cu), launches one kernel on `stream` and checks the launch.
-void run_packed_bwd(const PackedBwdParams& p, cudaStream_t stream);
+// The op's kernel path (dispatch.cu), its workspace rows, and the launch of that path on `stream`
+// (launches checked).
+causal_conv1d::KernelPath select_packed_bwd(const PackedBwdParams& p);
+int64_t packed_bwd_num_parts(causal_conv1d::KernelPath path, const PackedBwdParams& p);
+void run_packed_bwd(causal_conv1d::KernelPath path, const PackedBwdParams& p, cudaStream_t stream);
 
 }  // namespace causal_conv1d_cuda

@@ -12,7 +12,8 @@
 // when the final states are returned (an empty sequence's final state is zeros). The conv is one
 // launch; the state copy (or zero fill) is a second one, of n * dim * (width - 1) elements.
 //
-// packed_bwd: one kernel (packed_bwd.cu).
+// packed_bwd: channel-last without states on the channel-last fast backward (bwd_cl_fast.cu: its
+// kernel and the weight-gradient reduce); otherwise one kernel (packed_bwd.cu).
 #include <cstdint>
 #include <tuple>
 
@@ -112,7 +113,17 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> packed_bwd_cuda(const Tensor& x, cons
   if (dfinal_states.has_value()) bind_bdl(*dfinal_states, p.dfinal, p.df_ns, p.df_cs, p.df_ls);
   if (return_dinitial_states) bind_bdl(dinit, p.dinit, p.di_ns, p.di_cs, p.di_ls);
   p.dweight = dweight.data_ptr();
-  k::run_packed_bwd(p, current_cuda_stream(device_index(x)));
+  p.num_sms = sm_count(device_index(x));
+  p.pdl = pdl_capable(device_index(x));
+  // The path first (dispatch.cu): the workspace is the size the chosen kernels write.
+  const causal_conv1d::KernelPath path = k::select_packed_bwd(p);
+  p.nparts = k::packed_bwd_num_parts(path, p);
+  Tensor partial;
+  if (p.nparts > 0) {
+    partial = alloc_empty({p.nparts * (k::bwd_padded_width(p.width) + 1) * D}, ScalarType::Float, x);
+    p.partial = partial.mutable_data_ptr<float>();
+  }
+  k::run_packed_bwd(path, p, current_cuda_stream(device_index(x)));
   return {dx, dweight, dbias, dinit};
 }
 

@@ -2,8 +2,8 @@
 
 The cases run with the path forced on in process (``kernel_path``, whatever the environment says)
 and each asserts that the fast path ran (``_last_kernel_path``). Every case in ``cases()`` is
-eligible for the fast path (channel-last x / dout / dx, width 2..4, no seq_idx / states, for 16-bit
-x an even dim and even token pitches). x is a (B, L, P) buffer viewed as (B, D, L) with token pitch
+eligible for the fast path (channel-last x / dout / dx, width 2..4, no states, for 16-bit x an even
+dim and even token pitches); ``test_seq_idx_runs_the_fast_path`` adds seq_idx (the labelled walk). x is a (B, L, P) buffer viewed as (B, D, L) with token pitch
 P >= D; dout is either a dense channel-last tensor or a view with its own pitch. The shapes cover:
 D = 2 and 6 (one to three lanes of a warp), D not a multiple of the block's 64 (16-bit) or 32 (fp32)
 channels, odd L, L shorter than one slice, several token blocks ending inside a slice, and large
@@ -164,3 +164,64 @@ def test_bwd_cl_fast_off(ops):
     with kernel_path(ops, PATH, 0):
         failed = check_path(on=False)
     assert failed == 0, f"{failed} checks failed with {PATH} off (printed above)"
+
+
+def _seq_idx(kind: str, B: int, L: int, gen):
+    """(B, L) int32: "runs" sequences of 1-40 tokens; "padding" runs with negative stretches (no
+    sequence); "repeat" labels that come back after another one (upstream's rule is label equality)."""
+    import torch
+
+    rows = []
+    for _ in range(B):
+        lens = []
+        while sum(lens) < L:
+            lens.append(int(torch.randint(1, 41, (), generator=gen)))
+        lab = torch.repeat_interleave(torch.arange(len(lens), dtype=torch.int32), torch.tensor(lens))[:L]
+        if kind == "padding":
+            lab = torch.where(lab % 4 == 3, torch.full_like(lab, -1), lab)
+        elif kind == "repeat":
+            lab = lab % 2
+        rows.append(lab)
+    return torch.stack(rows).cuda()
+
+
+@pytest.mark.parametrize("kind", ["runs", "padding", "repeat"])
+@pytest.mark.parametrize(
+    "dts, W, B, D, L, P",
+    [
+        ("bf16", 4, 2, 192, 3001, 192),
+        ("fp16", 3, 1, 70, 777, 80),
+        ("fp32", 2, 2, 33, 1500, 40),
+        ("bf16", 4, 1, 4096, 6000, 2 * 4096 + 256),
+    ],
+)
+def test_seq_idx_runs_the_fast_path(ops, kind, dts, W, B, D, L, P):
+    """seq_idx on the fast path: dx, dweight, dbias against the float64 reference (and the general
+    path, switched off in process), the same bits on a second call."""
+    import torch
+
+    from causal_conv1d._reference import fwd_ref, rel_err
+
+    dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dts]
+    gen = torch.Generator().manual_seed(W * 100 + D)
+    x = torch.randn(B, L, P, device="cuda", dtype=dtype)[:, :, :D].transpose(1, 2)
+    dout = torch.randn(B, L, D, device="cuda", dtype=dtype).transpose(1, 2)
+    w = torch.randn(D, W, device="cuda", dtype=dtype) / W**0.5
+    b = torch.randn(D, device="cuda", dtype=dtype)
+    seq = _seq_idx(kind, B, L, gen)
+    with kernel_path(ops, PATH, 1):
+        got = ops.bwd(x, w, b, dout, seq, None, None, False, True)
+        assert ops._last_kernel_path("bwd") == PATH
+        again = ops.bwd(x, w, b, dout, seq, None, None, False, True)
+    with kernel_path(ops, PATH, 0):
+        general = ops.bwd(x, w, b, dout, seq, None, None, False, True)
+        assert ops._last_kernel_path("bwd") == "bwd_general"
+    xr, wr, br = (t.detach().double().requires_grad_() for t in (x, w, b))
+    out, _ = fwd_ref(xr, wr, br, seq, None, silu=True)
+    (out * dout.double()).sum().backward()
+    tol = {torch.float32: 1e-5, torch.float16: 3e-3, torch.bfloat16: 2e-2}[dtype]
+    for name, a, g_, r in zip(("dx", "dweight", "dbias"), got[:3], general[:3], (xr.grad, wr.grad, br.grad)):
+        assert rel_err(a, r) < tol, f"{name}: {rel_err(a, r)}"
+        assert rel_err(a, g_) < tol, f"{name} against the general path: {rel_err(a, g_)}"
+    for a, c in zip(got, again):
+        assert torch.equal(a, c)

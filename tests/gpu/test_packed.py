@@ -1,5 +1,5 @@
 """The packed-sequence ops on CUDA (packed_fwd on the varlen_fwd kernels, packed_bwd on
-csrc/cuda/packed_bwd.cu): forward and backward against the per-sequence float64 reference on the
+csrc/cuda/packed_bwd.cu, or channel-last without states on bwd_cl_fast.cu): forward and backward against the per-sequence float64 reference on the
 training shapes, the kernel path each call runs, CUDA-graph capture, no host synchronisation,
 bit-identical reruns, and memory-safe handling of lengths the kernels cannot check.
 (tests/causal_conv1d/test_packed.py runs the API-level cases on CUDA as well.)"""
@@ -190,6 +190,34 @@ def test_backward_runs_packed_bwd_general_in_one_kernel(ops):
     if not kernels:
         pytest.skip("the profiler recorded no CUDA kernels (no CUPTI): the recorded path was checked")
     assert len(kernels) == 1 and "packed_bwd_kernel<" in kernels[0], kernels
+
+
+@pytest.mark.parametrize("layout", ["cl", "cl_pitch"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_backward_without_states_runs_the_channel_last_fast_path(ops, layout, dtype):
+    """Channel-last without states: packed_bwd_cl_fast (the channel-last fast backward's kernel with
+    cu_seqlens labels, and its weight-gradient reduce); switched off, packed_bwd_general gives the
+    same gradients (dweight / dbias summed in another order)."""
+    gen = torch.Generator().manual_seed(5)
+    dim, width, total = 256, 4, 5000
+    lens = lens_for("short", 600, gen) + [3000] + lens_for("mamba", 1400, gen)
+    cu = cu_of(lens)
+    x = make_x(dim, total, layout, dtype)
+    w, b = torch.randn(dim, width, device=DEV, dtype=dtype), torch.randn(dim, device=DEV, dtype=dtype)
+    dout = torch.randn_like(x)
+    kernels = kernels_of(lambda: ops.packed_bwd(x, w, b, dout, cu, None, None, False, True))
+    assert ops._last_kernel_path("packed_bwd") == "packed_bwd_cl_fast"
+    fast = ops.packed_bwd(x, w, b, dout, cu, None, None, False, True)
+    with kernel_path(ops, "packed_bwd_cl_fast", 0):
+        general = ops.packed_bwd(x, w, b, dout, cu, None, None, False, True)
+        assert ops._last_kernel_path("packed_bwd") == "packed_bwd_general"
+    for name, a, g in zip(("dx", "dweight", "dbias"), fast[:3], general[:3]):
+        assert rel_err(a, g) < GRAD_TOL[dtype], f"{name}: {rel_err(a, g)}"
+    for a, c in zip(fast, ops.packed_bwd(x, w, b, dout, cu, None, None, False, True)):
+        assert torch.equal(a, c)
+    if not kernels:
+        pytest.skip("the profiler recorded no CUDA kernels (no CUPTI): the recorded path was checked")
+    assert any("bwd_cl_fast_kernel<" in k for k in kernels), kernels
 
 
 def test_forward_is_one_conv_kernel_without_states(ops):
