@@ -54,6 +54,7 @@ KERNEL_SWITCHES = {
     "CAUSAL_CONV1D_VARLEN_CF_FAST": "CUDA: the channel-first varlen prefill fast path (csrc/cuda/varlen_cf_fast.cu; kernel path varlen_cf_fast)",
     "CAUSAL_CONV1D_SPEC_UPDATE_DECODE": "CUDA: the plain decode step of the serving API on the update fast path when state_len == width - 1 (csrc/cuda/spec_update_decode.cu; kernel path spec_update_decode)",
     "CAUSAL_CONV1D_SPEC_UPDATE_FAST": "CUDA: the decode / speculative update fast path of the serving API (csrc/cuda/spec_update_fast.cu; kernel path spec_update_fast)",
+    "CAUSAL_CONV1D_PACKED_FWD_CL_FAST": "CUDA: the packed-sequence forward without states on the channel-last fast forward (csrc/cuda/fwd_cl_fast.cu; kernel path packed_fwd_cl_fast, recorded as varlen_fwd's)",
     "CAUSAL_CONV1D_PACKED_BWD_CL_FAST": "CUDA: the packed-sequence backward on the channel-last fast backward, without states (csrc/cuda/bwd_cl_fast.cu; kernel path packed_bwd_cl_fast)",
     "CAUSAL_CONV1D_CPU_HUGE_PAGES": "CPU: the transparent-huge-page hint for large buffers (csrc/cpu/fwd.cpp)",
 }

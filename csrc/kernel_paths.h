@@ -30,6 +30,7 @@ enum class KernelPath : int {
   kVarlenClFast,
   kVarlenCfFast,
   kVarlenGeneral,
+  kPackedFwdClFast,
   kSpecUpdateDecode,
   kSpecUpdateFast,
   kSpecUpdateGeneral,
@@ -38,7 +39,8 @@ enum class KernelPath : int {
   kCount,
 };
 
-// packed_fwd runs on the varlen_fwd table (its path is recorded as varlen_fwd's); packed_bwd has its own.
+// packed_fwd runs on packed_fwd_cl_fast or the varlen_fwd table (its path is recorded as varlen_fwd's);
+// packed_bwd has its own.
 enum class KernelOp : int { kFwd = 0, kBwd, kUpdate, kVarlenFwd, kSpecUpdate, kPackedBwd, kCount };
 
 struct KernelPathInfo {
@@ -61,6 +63,7 @@ inline constexpr KernelPathInfo kKernelPaths[] = {
     {"varlen_cl_fast", KernelOp::kVarlenFwd, "CAUSAL_CONV1D_VARLEN_CL_FAST"},
     {"varlen_cf_fast", KernelOp::kVarlenFwd, "CAUSAL_CONV1D_VARLEN_CF_FAST"},
     {"varlen_general", KernelOp::kVarlenFwd, nullptr},
+    {"packed_fwd_cl_fast", KernelOp::kVarlenFwd, "CAUSAL_CONV1D_PACKED_FWD_CL_FAST"},  // packed_fwd only
     {"spec_update_decode", KernelOp::kSpecUpdate, "CAUSAL_CONV1D_SPEC_UPDATE_DECODE"},
     {"spec_update_fast", KernelOp::kSpecUpdate, "CAUSAL_CONV1D_SPEC_UPDATE_FAST"},
     {"spec_update_general", KernelOp::kSpecUpdate, nullptr},

@@ -108,6 +108,10 @@ bool vec_aligned(const void* ptr, int64_t stride) {
 // (dispatch.cu: the first eligible path whose switch is on), records it (csrc/kernel_paths.h) and
 // launches on `stream`, checking the launch with CC1D_CUDA_LAUNCH_CHECK (launch_check.cuh).
 void run_fwd(const ConvParams& p, cudaStream_t stream);
+// The packed forward without states, channel-last (p with cu_seqlens, batch 1): runs and records
+// packed_fwd_cl_fast when its switch is on and it is eligible; false (nothing launched) otherwise,
+// and the caller runs the varlen_fwd table.
+bool run_packed_fwd_cl_fast(const ConvParams& p, cudaStream_t stream);
 // The backward in two steps, because its workspace depends on the path: the path that runs p, the
 // partial rows it writes (the workspace is nparts * (bwd_padded_width + 1) * dim floats, set into
 // p.partial / p.nparts by the caller), then the launch of that path.

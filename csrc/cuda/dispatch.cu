@@ -56,6 +56,13 @@ void run_row(const PathRow<Params>& row, const Params& p, cudaStream_t stream) {
 
 void run_fwd(const ConvParams& p, cudaStream_t stream) { run_row(select_path(kFwdPaths, p), p, stream); }
 
+bool run_packed_fwd_cl_fast(const ConvParams& p, cudaStream_t stream) {
+  if (!causal_conv1d::kernel_path_enabled(KernelPath::kPackedFwdClFast) || !fwd_cl_fast::eligible(p)) return false;
+  record_kernel_path(KernelPath::kPackedFwdClFast);
+  fwd_cl_fast::launch(p, stream);
+  return true;
+}
+
 KernelPath select_bwd(const ConvParams& p) { return select_path(kBwdPaths, p).path; }
 
 int64_t bwd_num_parts(KernelPath path, const ConvParams& p) { return path_row(kBwdPaths, path).num_parts(p); }

@@ -18,6 +18,11 @@
 // while it computes (the ring is unrolled three times: nothing is copied between buffers).
 // The drain: the grid's last (batch, chunk) pairs are done in halves by threads that
 // live half as long (kTailEighths, kTailDiv; geometry()).
+// Packed sequences (cu_seqlens, from packed_fwd without states; batch 1): a thread finds where its
+// chunk lies among the sequences with one binary search, then tracks the next boundary. A group of
+// tokens with no boundary inside a sequence runs the dense code; a group with one (or with tokens in
+// no sequence) checks each token: at a sequence start the window is zeroed, a token in no sequence
+// gets 0.
 // Eligible: channel-last, no seq_idx, width 2..4; for 16-bit types even dim, even token and batch
 // pitches and 4-byte aligned x / out. Everything else runs the general kernel (dispatch.cu).
 #include "launch_check.cuh"
@@ -138,6 +143,80 @@ __device__ __forceinline__ void compute_group(const uint32_t (&buf)[kG], float (
   }
 }
 
+// Where a thread's tokens lie among the packed sequences: j = how many of the clamped boundaries
+// cu[0..nseq] are <= the current token (0: before the first sequence; nseq + 1: after the last),
+// next = boundary j (the first one after the token; INT64_MAX when none is left). The sequences are
+// read from the kernel parameters (constant space) each time: two registers of state.
+struct SeqCursor {
+  int j;
+  int64_t next;
+
+  __device__ __forceinline__ static int64_t bound(const ConvParams& p, int i) {
+    return i <= p.nseq ? min(max(static_cast<int64_t>(__ldg(p.cu_seqlens + i)), int64_t{0}), p.seqlen) : INT64_MAX;
+  }
+  __device__ __forceinline__ void init(const ConvParams& p, int64_t t) {
+    int lo = 0, hi = p.nseq + 1;  // the first boundary > t: bound(lo - 1) <= t < bound(hi)
+    while (lo < hi) {
+      const int mid = (lo + hi) >> 1;
+      if (bound(p, mid) <= t) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    j = lo;
+    next = bound(p, j);
+  }
+  __device__ __forceinline__ int64_t start(const ConvParams& p) const { return j > 0 ? bound(p, j - 1) : INT64_MAX; }
+  __device__ __forceinline__ bool inside(const ConvParams& p) const { return j > 0 && j <= p.nseq; }
+  // steps to token t (>= the previous one); true when a sequence starts (or ends) at t
+  __device__ __forceinline__ bool step_to(const ConvParams& p, int64_t t) {
+    if (t < next) return false;
+    while (next <= t) next = bound(p, ++j);
+    return true;
+  }
+};
+
+// compute_group() for packed sequences: token by token, zeroing the window where a boundary falls
+// and writing 0 for tokens in no sequence. t: the group's first token.
+template <typename T, int kW>
+__device__ __forceinline__ void compute_group_seq(const uint32_t (&buf)[kG], float (&win)[kW - 1][Word<T>::kC],
+                                                  const float (&w)[kW][Word<T>::kC],
+                                                  const float (&bias)[Word<T>::kC], bool silu,
+                                                  uint32_t* __restrict__ dst, int stride, int rem, int64_t t,
+                                                  const ConvParams& p, SeqCursor& sc) {
+  constexpr int kC = Word<T>::kC;
+  constexpr int kH = kW - 1;
+#pragma unroll
+  for (int i = 0; i < kG; ++i) {
+    if (sc.step_to(p, t + i)) {
+#pragma unroll
+      for (int k = 0; k < kH; ++k)
+#pragma unroll
+        for (int c = 0; c < kC; ++c) win[k][c] = 0.f;
+    }
+    float xv[kC];
+    Word<T>::unpack(buf[i], xv);
+    float o[kC];
+#pragma unroll
+    for (int c = 0; c < kC; ++c) {
+      float acc = bias[c];
+#pragma unroll
+      for (int k = 0; k < kH; ++k) acc = fmaf(w[k][c], win[k][c], acc);
+      acc = fmaf(w[kH][c], xv[c], acc);
+      o[c] = !sc.inside(p) ? 0.f : silu ? silu_fast(acc) : acc;
+    }
+#pragma unroll
+    for (int c = 0; c < kC; ++c) {
+#pragma unroll
+      for (int k = 0; k + 1 < kH; ++k) win[k][c] = win[k + 1][c];
+      win[kH - 1][c] = xv[c];
+    }
+    if (i < rem) *dst = Word<T>::pack(o);
+    dst += stride;
+  }
+}
+
 // Host-computed launch geometry (all in 4-byte words for the strides).
 struct Geometry {
   uint32_t nwords;   // words per token row (dim / kC)
@@ -150,8 +229,16 @@ struct Geometry {
   int xs, os;        // token pitch of x / out in words
 };
 
-template <typename T, int kW>
-__global__ void __launch_bounds__(kThreads, kMinBlocks) fwd_cl_fast_kernel(const ConvParams p, const Geometry g) {
+// Resident blocks per SM the packed-sequence kernels are compiled for (7: <= 72 registers; at 8
+// (64) the 16-bit width-4 kernels spill ~60 bytes). Knob: -DCAUSAL_CONV1D_FWD_CL_FAST_SEQ_BLOCKS=8.
+#ifndef CAUSAL_CONV1D_FWD_CL_FAST_SEQ_BLOCKS
+#define CAUSAL_CONV1D_FWD_CL_FAST_SEQ_BLOCKS 7
+#endif
+
+// kSeq: packed sequences (p.cu_seqlens).
+template <typename T, int kW, bool kSeq>
+__global__ void __launch_bounds__(kThreads, kSeq ? CAUSAL_CONV1D_FWD_CL_FAST_SEQ_BLOCKS : kMinBlocks)
+    fwd_cl_fast_kernel(const ConvParams p, const Geometry g) {
   constexpr int kC = Word<T>::kC;
   constexpr int kH = kW - 1;
   static_assert(kG > kH, "the halo is read from inside the previous chunk");
@@ -215,6 +302,17 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) fwd_cl_fast_kernel(const
     bias[c] = p.bias != nullptr ? load_any(p.bias, p.b_dtype, (d0 + c) * p.b_s) : 0.f;
   }
   const bool silu = p.silu;
+  // with sequences: where t0 lies (its dependent loads after every load above is issued), and the
+  // halo's tokens before t0's sequence read as 0
+  SeqCursor sc{};
+  if constexpr (kSeq) {
+    sc.init(p, t0);
+    const int64_t st = sc.start(p);
+#pragma unroll
+    for (int j = 0; j < kH; ++j)
+#pragma unroll
+      for (int c = 0; c < kC; ++c) win[j][c] = t0 - kH + j >= st ? win[j][c] : 0.f;
+  }
 
   // final_states[b, d, j] = token L - kH + j (initial_states or zero before the start): exact element
   // copies by the threads of the last chunk, done here so that their loads wait together with the
@@ -239,15 +337,26 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) fwd_cl_fast_kernel(const
   }
 
   // 2. a ring of three buffers: group s+2 is loaded while group s is computed
+  // (with sequences: a group inside one sequence with no boundary after its first token is dense)
+  auto group = [&](const uint32_t(&buf)[kG], int s) {
+    if constexpr (kSeq) {
+      const int64_t t = t0 + s;
+      if (!(sc.inside(p) && sc.next >= t + kG)) {
+        compute_group_seq<T, kW>(buf, win, w, bias, silu, ow + s * g.os, g.os, n - s, t, p, sc);
+        return;
+      }
+    }
+    compute_group<T, kW>(buf, win, w, bias, silu, ow + s * g.os, g.os, n - s);
+  };
   for (int s = 0; s < n; s += 3 * kG) {
     load_group(bufC, xw + (s + 2 * kG) * g.xs, g.xs, n - s - 2 * kG);
-    compute_group<T, kW>(bufA, win, w, bias, silu, ow + s * g.os, g.os, n - s);
+    group(bufA, s);
     if (s + kG >= n) break;
     load_group(bufA, xw + (s + 3 * kG) * g.xs, g.xs, n - s - 3 * kG);
-    compute_group<T, kW>(bufB, win, w, bias, silu, ow + (s + kG) * g.os, g.os, n - s - kG);
+    group(bufB, s + kG);
     if (s + 2 * kG >= n) break;
     load_group(bufB, xw + (s + 4 * kG) * g.xs, g.xs, n - s - 4 * kG);
-    compute_group<T, kW>(bufC, win, w, bias, silu, ow + (s + 2 * kG) * g.os, g.os, n - s - 2 * kG);
+    group(bufC, s + 2 * kG);
   }
 }
 
@@ -298,6 +407,7 @@ namespace fwd_cl_fast {
 // On unless CAUSAL_CONV1D_FWD_CL_FAST is off.
 bool eligible(const ConvParams& p) {
   if (!p.channel_last || p.x_cs != 1 || p.out_cs != 1 || p.seq_idx != nullptr) return false;
+  if (p.cu_seqlens != nullptr && (p.batch != 1 || p.init != nullptr || p.final_out != nullptr)) return false;
   if (p.width < 2 || p.width > 4 || p.batch <= 0 || p.dim <= 0 || p.seqlen <= 0) return false;
   if (p.x_dtype != kFloat32) {
     if (p.dim % 2 != 0) return false;
@@ -314,7 +424,11 @@ void launch(const ConvParams& p, cudaStream_t stream) {
   const int64_t blocks = (static_cast<int64_t>(g.total) + kThreads - 1) / kThreads;
   dispatch_dtype_width(p.x_dtype, p.width, Widths<2, 3, 4>{}, [&](auto tag, auto width) {
     using T = typename decltype(tag)::type;
-    fwd_cl_fast_kernel<T, decltype(width)::value><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p, g);
+    if (p.cu_seqlens != nullptr) {
+      fwd_cl_fast_kernel<T, decltype(width)::value, true><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p, g);
+    } else {
+      fwd_cl_fast_kernel<T, decltype(width)::value, false><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p, g);
+    }
     CC1D_CUDA_LAUNCH_CHECK();
   });
 }

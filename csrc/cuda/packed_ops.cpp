@@ -2,7 +2,8 @@
 // checks: csrc/checks.h; semantics: docs/package.md, "Packed sequences"). Shape / dtype checks on
 // the host only; nothing here reads device memory, so neither op synchronises (CUDA-graph capturable).
 //
-// packed_fwd is the serving prefill (varlen_fwd's dispatch table and kernels, varlen.cuh) with one
+// packed_fwd, channel-last without states, runs on the channel-last fast forward with cu_seqlens
+// (fwd_cl_fast.cu, path packed_fwd_cl_fast); otherwise it is the serving prefill (varlen_fwd's dispatch table and kernels, varlen.cuh) with one
 // request per sequence on cache line i, every line both an initial and a final state: the
 // final_states buffer is filled with initial_states first (the varlen kernels read a request's
 // initial window from its line and write its final window back, in place), and has_initial_state
@@ -68,6 +69,21 @@ std::tuple<Tensor, Tensor> packed_fwd_cuda(const Tensor& x, const Tensor& weight
     return {out, return_final_states ? states : none};
   }
   const Tensor q = as_contiguous(cu_seqlens);
+  if (cl && !initial_states.has_value() && !return_final_states) {  // the channel-last fast forward
+    k::ConvParams c;
+    c.batch = 1;
+    c.dim = static_cast<int>(D);
+    c.seqlen = T;
+    bind_bdl(x, c.x, c.x_bs, c.x_cs, c.x_ls);
+    bind_bdl(out, c.out, c.out_bs, c.out_cs, c.out_ls);
+    fill_weight_bias(c, x, weight, bias, silu);
+    c.channel_last = true;
+    c.num_sms = sm_count(device_index(x));
+    c.pdl = pdl_capable(device_index(x));
+    c.cu_seqlens = q.const_data_ptr<int32_t>();
+    c.nseq = static_cast<int>(n);
+    if (k::run_packed_fwd_cl_fast(c, current_cuda_stream(device_index(x)))) return {out, none};
+  }
   k::VarlenParams p;
   const int32_t* qp = q.const_data_ptr<int32_t>();
   p.qsl = qp;

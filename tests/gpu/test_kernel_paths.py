@@ -68,7 +68,7 @@ def test_every_path_is_listed(ops):
         "spec_update_fast",
         "spec_update_general",
     }  # tests/gpu/test_serving_paths.py runs each
-    packed = {"packed_bwd_cl_fast", "packed_bwd_general"}  # tests/gpu/test_packed.py runs each
+    packed = {"packed_fwd_cl_fast", "packed_bwd_cl_fast", "packed_bwd_general"}  # tests/gpu/test_packed.py runs each
     assert set(FAST_PATHS) | set(GENERAL_KERNELS) | serving | packed == listed
 
 

@@ -221,7 +221,8 @@ def test_backward_without_states_runs_the_channel_last_fast_path(ops, layout, dt
 
 
 def test_forward_is_one_conv_kernel_without_states(ops):
-    """Without initial states and final states the forward is the varlen kernel alone."""
+    """Channel-last without initial states and final states the forward is one kernel, the fast
+    channel-last forward reading cu_seqlens (channel-first runs the varlen body and heads kernels)."""
     dim, lens = 128, [500, 0, 37, 1000]
     x = make_x(dim, sum(lens), "cl", torch.bfloat16)
     w = torch.randn(dim, 4, device=DEV, dtype=torch.bfloat16)
@@ -229,7 +230,32 @@ def test_forward_is_one_conv_kernel_without_states(ops):
     kernels = kernels_of(lambda: ops.packed_fwd(x, w, None, cu, None, False, True))
     if not kernels:
         pytest.skip("the profiler recorded no CUDA kernels (no CUPTI)")
-    assert len(kernels) == 1 and "varlen" in kernels[0], kernels
+    assert len(kernels) == 1 and "fwd_cl_fast_kernel<" in kernels[0], kernels
+
+
+@pytest.mark.parametrize("layout", ["cl", "cl_pitch"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("width", [2, 3, 4])
+def test_forward_without_states_runs_the_channel_last_fast_path(ops, layout, dtype, width):
+    """packed_fwd_cl_fast (recorded as varlen_fwd's path) against the float64 reference and, switched
+    off, the varlen kernels: sequences shorter than a load group, empty ones, one long one, and
+    tokens after the last sequence (output 0)."""
+    gen = torch.Generator().manual_seed(11 + width)
+    dim = 192
+    lens = lens_for("short", 700, gen) + [2500] + lens_for("mamba", 1300, gen)
+    total = sum(lens) + 37  # tokens in no sequence at the end
+    cu = cu_of(lens)
+    x = make_x(dim, total, layout, dtype)
+    w, b = torch.randn(dim, width, device=DEV, dtype=dtype), torch.randn(dim, device=DEV, dtype=dtype)
+    out, fin = ops.packed_fwd(x, w, b, cu, None, False, True)
+    assert ops._last_kernel_path("varlen_fwd") == "packed_fwd_cl_fast" and fin.numel() == 0
+    with kernel_path(ops, "packed_fwd_cl_fast", 0):
+        off, _ = ops.packed_fwd(x, w, b, cu, None, False, True)
+        assert ops._last_kernel_path("varlen_fwd") == "varlen_cl_fast"
+    ref, _ = packed_fwd_ref(x[:, :, : sum(lens)], w, b, cu, None, silu=True)
+    assert rel_err(out[:, :, : sum(lens)], ref) < REL_TOL[dtype]
+    assert not out[:, :, sum(lens) :].any()
+    assert rel_err(out, off) < REL_TOL[dtype]
 
 
 # --- no sync, CUDA graphs, determinism, unchecked values ---------------------------------------
