@@ -5,6 +5,7 @@
 // (csrc/kernel_paths.h names the CUDA paths).
 #pragma once
 
+#include "../op_signatures.h"
 #include "cpu_common.h"
 #include "isa.h"
 
@@ -72,14 +73,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cpu(const Tensor& x, const Tensor
                                                    bool return_dinitial_states, bool silu);
 Tensor update_cpu(const Tensor& x, Tensor& conv_state, const Tensor& weight, const OptTensor& bias, bool silu,
                   const OptTensor& cache_seqlens, const OptTensor& conv_state_indices);
-std::tuple<Tensor, Tensor> packed_fwd_cpu(const Tensor& x, const Tensor& weight, const OptTensor& bias,
-                                          const Tensor& cu_seqlens, const OptTensor& initial_states,
-                                          bool return_final_states, bool silu);
-std::tuple<Tensor, Tensor, Tensor, Tensor> packed_bwd_cpu(const Tensor& x, const Tensor& weight,
-                                                          const OptTensor& bias, const Tensor& dout,
-                                                          const Tensor& cu_seqlens, const OptTensor& initial_states,
-                                                          const OptTensor& dfinal_states, bool return_dinitial_states,
-                                                          bool silu);
+PackedFwdOp packed_fwd_cpu;  // signatures of the packed ops: op_signatures.h (shared with the CUDA build)
+PackedBwdOp packed_bwd_cpu;
 
 }  // namespace cpu
 }  // namespace causal_conv1d
