@@ -5,6 +5,7 @@
 // (csrc/kernel_paths.h names the CUDA paths).
 #pragma once
 
+#include "../op_signatures.h"
 #include "cpu_common.h"
 #include "isa.h"
 
@@ -28,32 +29,31 @@ const PathRow<Args>& select_path(const PathRow<Args> (&table)[N], const Args& a)
   return table[N - 1];
 }
 
-// The paths (one file each; each launcher assumes its eligible() held).
+// The paths (one file each; each launcher assumes its eligible() held), as in csrc/cuda/dispatch.cuh:
+// CC1D_CPU_GENERAL_PATH(ns, Args) declares a general path (the last row of a table), a launcher
+// only, in namespace ns; CC1D_CPU_PATH(ns, Args) a path with an eligible() test too.
+#define CC1D_CPU_GENERAL_PATH(ns, Args) \
+  namespace ns {                        \
+  void launch(const Args& a);           \
+  }
+#define CC1D_CPU_PATH(ns, Args)         \
+  CC1D_CPU_GENERAL_PATH(ns, Args)       \
+  namespace ns {                        \
+  bool eligible(const Args& a);         \
+  }
+
 #if CC1D_X86_SIMD
-namespace fwd_avx512 {  // fwd_simd.cpp: float32 / float16 / bfloat16 on a CPU with AVX-512 (F, BW, VL, DQ)
-bool eligible(const FwdArgs& a);
-void launch(const FwdArgs& a);
-}  // namespace fwd_avx512
-namespace fwd_avx2 {  // fwd_simd.cpp: the same kernels for AVX2 + FMA + F16C
-bool eligible(const FwdArgs& a);
-void launch(const FwdArgs& a);
-}  // namespace fwd_avx2
+CC1D_CPU_PATH(fwd_avx512, FwdArgs)  // fwd_simd.cpp: float32 / float16 / bfloat16 on a CPU with AVX-512 (F, BW, VL, DQ)
+CC1D_CPU_PATH(fwd_avx2, FwdArgs)    // fwd_simd.cpp: the same kernels for AVX2 + FMA + F16C
 #endif
-namespace fwd_scalar {  // fwd_scalar.cpp: every dtype, float64 included, on any CPU
-void launch(const FwdArgs& a);
-}  // namespace fwd_scalar
-namespace bwd_general {  // bwd.cpp
-void launch(const BwdArgs& a);
-}  // namespace bwd_general
-namespace update_general {  // update.cpp
-void launch(const UpdateArgs& a);
-}  // namespace update_general
-namespace packed_fwd_general {  // packed_fwd.cpp
-void launch(const PackedArgs& a);
-}  // namespace packed_fwd_general
-namespace packed_bwd_general {  // packed_bwd.cpp
-void launch(const PackedArgs& a);
-}  // namespace packed_bwd_general
+CC1D_CPU_GENERAL_PATH(fwd_scalar, FwdArgs)             // fwd_scalar.cpp: every dtype, float64 included, on any CPU
+CC1D_CPU_GENERAL_PATH(bwd_general, BwdArgs)            // bwd.cpp
+CC1D_CPU_GENERAL_PATH(update_general, UpdateArgs)      // update.cpp
+CC1D_CPU_GENERAL_PATH(packed_fwd_general, PackedArgs)  // packed_fwd.cpp
+CC1D_CPU_GENERAL_PATH(packed_bwd_general, PackedArgs)  // packed_bwd.cpp
+
+#undef CC1D_CPU_PATH
+#undef CC1D_CPU_GENERAL_PATH
 
 // Each op's table (dispatch.cpp).
 void run_fwd(const FwdArgs& a);
@@ -72,14 +72,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cpu(const Tensor& x, const Tensor
                                                    bool return_dinitial_states, bool silu);
 Tensor update_cpu(const Tensor& x, Tensor& conv_state, const Tensor& weight, const OptTensor& bias, bool silu,
                   const OptTensor& cache_seqlens, const OptTensor& conv_state_indices);
-std::tuple<Tensor, Tensor> packed_fwd_cpu(const Tensor& x, const Tensor& weight, const OptTensor& bias,
-                                          const Tensor& cu_seqlens, const OptTensor& initial_states,
-                                          bool return_final_states, bool silu);
-std::tuple<Tensor, Tensor, Tensor, Tensor> packed_bwd_cpu(const Tensor& x, const Tensor& weight,
-                                                          const OptTensor& bias, const Tensor& dout,
-                                                          const Tensor& cu_seqlens, const OptTensor& initial_states,
-                                                          const OptTensor& dfinal_states, bool return_dinitial_states,
-                                                          bool silu);
+PackedFwdOp packed_fwd_cpu;  // signatures of the packed ops: op_signatures.h (shared with the CUDA build)
+PackedBwdOp packed_bwd_cpu;
 
 }  // namespace cpu
 }  // namespace causal_conv1d

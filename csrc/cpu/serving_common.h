@@ -4,6 +4,7 @@
 // value a kernel reads is checked first; a bad one raises ValueError naming the argument and entry.
 #pragma once
 
+#include "../op_signatures.h"
 #include "../varlen_checks.h"
 #include "cpu_common.h"
 
@@ -113,17 +114,9 @@ inline void check_block_col(int64_t v, int64_t max_blocks, const char* name, int
                    table, ", which has max_blocks = ", max_blocks, " columns (0 <= value < ", max_blocks, ")");
 }
 
-// The ops (varlen_fwd.cpp, spec_update.cpp; registered in register.cpp).
-Tensor varlen_fwd_cpu(const Tensor& x, const Tensor& weight, const OptTensor& bias, Tensor& conv_states,
-                      const Tensor& query_start_loc, const OptTensor& cache_indices,
-                      const OptTensor& has_initial_state, bool silu, int64_t pad_slot_id,
-                      const OptTensor& block_idx_first, const OptTensor& block_idx_last,
-                      const OptTensor& initial_state_idx, const OptTensor& num_computed_tokens,
-                      int64_t block_size_to_align);
-Tensor spec_update_cpu(const Tensor& x, Tensor& conv_state, const Tensor& weight, const OptTensor& bias, bool silu,
-                       const OptTensor& conv_state_indices, const OptTensor& num_accepted_tokens, int64_t pad_slot_id,
-                       const OptTensor& query_start_loc, int64_t max_query_len, const OptTensor& block_idx_last,
-                       const OptTensor& initial_state_idx, const OptTensor& retrieve_parent_token);
+// The ops (varlen_fwd.cpp, spec_update.cpp; registered in register.cpp; signatures: op_signatures.h).
+VarlenFwdOp varlen_fwd_cpu;
+SpecUpdateOp spec_update_cpu;
 
 }  // namespace cpu_serving
 }  // namespace causal_conv1d

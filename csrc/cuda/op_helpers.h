@@ -10,6 +10,7 @@
 
 #include "checks.h"
 #include "cuda/common.cuh"
+#include "op_signatures.h"
 #include "cuda/torch_api_cuda.h"
 #include "cuda/varlen.cuh"
 
@@ -116,28 +117,14 @@ inline void launch_varlen_fwd(k::VarlenParams& p, const Tensor& x, const Tensor&
 
 }  // namespace cuda_ops
 
-// The ops of varlen_ops.cpp and packed_ops.cpp (registered with fwd, bwd and update in ops_cuda.cpp).
+// The ops of varlen_ops.cpp and packed_ops.cpp (registered with fwd, bwd and update in ops_cuda.cpp;
+// signatures: op_signatures.h).
 namespace cuda_varlen {
-Tensor varlen_fwd_cuda(const Tensor& x, const Tensor& weight, const OptTensor& bias, Tensor& conv_states,
-                       const Tensor& query_start_loc, const OptTensor& cache_indices,
-                       const OptTensor& has_initial_state, bool silu, int64_t pad_slot_id,
-                       const OptTensor& block_idx_first, const OptTensor& block_idx_last,
-                       const OptTensor& initial_state_idx, const OptTensor& num_computed_tokens,
-                       int64_t block_size_to_align);
-Tensor spec_update_cuda(const Tensor& x, Tensor& conv_state, const Tensor& weight, const OptTensor& bias, bool silu,
-                        const OptTensor& conv_state_indices, const OptTensor& num_accepted_tokens,
-                        int64_t pad_slot_id, const OptTensor& query_start_loc, int64_t max_query_len,
-                        const OptTensor& block_idx_last, const OptTensor& initial_state_idx,
-                        const OptTensor& retrieve_parent_token);
+VarlenFwdOp varlen_fwd_cuda;
+SpecUpdateOp spec_update_cuda;
 }  // namespace cuda_varlen
 namespace cuda_packed {
-std::tuple<Tensor, Tensor> packed_fwd_cuda(const Tensor& x, const Tensor& weight, const OptTensor& bias,
-                                           const Tensor& cu_seqlens, const OptTensor& initial_states,
-                                           bool return_final_states, bool silu);
-std::tuple<Tensor, Tensor, Tensor, Tensor> packed_bwd_cuda(const Tensor& x, const Tensor& weight,
-                                                           const OptTensor& bias, const Tensor& dout_in,
-                                                           const Tensor& cu_seqlens, const OptTensor& initial_states,
-                                                           const OptTensor& dfinal_states,
-                                                           bool return_dinitial_states, bool silu);
+PackedFwdOp packed_fwd_cuda;
+PackedBwdOp packed_bwd_cuda;
 }  // namespace cuda_packed
 }  // namespace causal_conv1d
