@@ -111,38 +111,6 @@ __device__ __forceinline__ void load_group(uint32_t (&buf)[kG], const uint32_t* 
   }
 }
 
-// Outputs of the kG tokens in buf (stored for i < rem) from the sliding window of the kW-1 tokens
-// before them; the window ends holding the group's last kW-1 tokens.
-template <typename T, int kW>
-__device__ __forceinline__ void compute_group(const uint32_t (&buf)[kG], float (&win)[kW - 1][Word<T>::kC],
-                                              const float (&w)[kW][Word<T>::kC], const float (&bias)[Word<T>::kC],
-                                              bool silu, uint32_t* __restrict__ dst, int stride, int rem) {
-  constexpr int kC = Word<T>::kC;
-  constexpr int kH = kW - 1;
-#pragma unroll
-  for (int i = 0; i < kG; ++i) {
-    float xv[kC];
-    Word<T>::unpack(buf[i], xv);
-    float o[kC];
-#pragma unroll
-    for (int c = 0; c < kC; ++c) {
-      float acc = bias[c];
-#pragma unroll
-      for (int k = 0; k < kH; ++k) acc = fmaf(w[k][c], win[k][c], acc);
-      acc = fmaf(w[kH][c], xv[c], acc);
-      o[c] = silu ? silu_fast(acc) : acc;
-    }
-#pragma unroll
-    for (int c = 0; c < kC; ++c) {
-#pragma unroll
-      for (int k = 0; k + 1 < kH; ++k) win[k][c] = win[k + 1][c];
-      win[kH - 1][c] = xv[c];
-    }
-    if (i < rem) *dst = Word<T>::pack(o);
-    dst += stride;
-  }
-}
-
 // Where a thread's tokens lie among the packed sequences: j = how many of the clamped boundaries
 // cu[0..nseq] are <= the current token (0: before the first sequence; nseq + 1: after the last),
 // next = boundary j (the first one after the token; INT64_MAX when none is left). The sequences are
@@ -177,23 +145,27 @@ struct SeqCursor {
   }
 };
 
-// compute_group() for packed sequences: token by token, zeroing the window where a boundary falls
-// and writing 0 for tokens in no sequence. t: the group's first token.
-template <typename T, int kW>
-__device__ __forceinline__ void compute_group_seq(const uint32_t (&buf)[kG], float (&win)[kW - 1][Word<T>::kC],
-                                                  const float (&w)[kW][Word<T>::kC],
-                                                  const float (&bias)[Word<T>::kC], bool silu,
-                                                  uint32_t* __restrict__ dst, int stride, int rem, int64_t t,
-                                                  const ConvParams& p, SeqCursor& sc) {
+// Outputs of the kG tokens in buf (stored for i < rem) from the sliding window of the kW-1 tokens
+// before them; the window ends holding the group's last kW-1 tokens. kSeq (packed sequences; t the
+// group's first token): token by token through the cursor, the window zeroed where a sequence
+// starts and 0 written for a token in no sequence.
+template <typename T, int kW, bool kSeq = false>
+__device__ __forceinline__ void compute_group(const uint32_t (&buf)[kG], float (&win)[kW - 1][Word<T>::kC],
+                                              const float (&w)[kW][Word<T>::kC], const float (&bias)[Word<T>::kC],
+                                              bool silu, uint32_t* __restrict__ dst, int stride, int rem,
+                                              int64_t t = 0, const ConvParams* p = nullptr,
+                                              SeqCursor* sc = nullptr) {
   constexpr int kC = Word<T>::kC;
   constexpr int kH = kW - 1;
 #pragma unroll
   for (int i = 0; i < kG; ++i) {
-    if (sc.step_to(p, t + i)) {
+    if constexpr (kSeq) {
+      if (sc->step_to(*p, t + i)) {
 #pragma unroll
-      for (int k = 0; k < kH; ++k)
+        for (int k = 0; k < kH; ++k)
 #pragma unroll
-        for (int c = 0; c < kC; ++c) win[k][c] = 0.f;
+          for (int c = 0; c < kC; ++c) win[k][c] = 0.f;
+      }
     }
     float xv[kC];
     Word<T>::unpack(buf[i], xv);
@@ -204,7 +176,7 @@ __device__ __forceinline__ void compute_group_seq(const uint32_t (&buf)[kG], flo
 #pragma unroll
       for (int k = 0; k < kH; ++k) acc = fmaf(w[k][c], win[k][c], acc);
       acc = fmaf(w[kH][c], xv[c], acc);
-      o[c] = !sc.inside(p) ? 0.f : silu ? silu_fast(acc) : acc;
+      o[c] = kSeq && !sc->inside(*p) ? 0.f : silu ? silu_fast(acc) : acc;
     }
 #pragma unroll
     for (int c = 0; c < kC; ++c) {
@@ -342,7 +314,7 @@ __global__ void __launch_bounds__(kThreads, kSeq ? CAUSAL_CONV1D_FWD_CL_FAST_SEQ
     if constexpr (kSeq) {
       const int64_t t = t0 + s;
       if (!(sc.inside(p) && sc.next >= t + kG)) {
-        compute_group_seq<T, kW>(buf, win, w, bias, silu, ow + s * g.os, g.os, n - s, t, p, sc);
+        compute_group<T, kW, true>(buf, win, w, bias, silu, ow + s * g.os, g.os, n - s, t, &p, &sc);
         return;
       }
     }
