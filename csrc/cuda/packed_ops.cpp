@@ -57,16 +57,20 @@ std::tuple<Tensor, Tensor> packed_fwd_cuda(const Tensor& x, const Tensor& weight
   const int64_t D = x.size(1), T = x.size(2), W = weight.size(1);
   const ScalarType xt = x.scalar_type();
   Tensor out = empty_bdl(1, D, T, cl, xt, x);
-  Tensor states = empty_bdl(n, D, W - 1, cl, xt, x);
-  if (initial_states.has_value()) {
-    copy_into(states, *initial_states);
-  } else if (return_final_states) {
-    zero_fill(states);
-  }
   const Tensor none = alloc_empty({0}, xt, x);
+  // the final-states buffer (the varlen kernels' cache): initial_states, or zeros when returned
+  auto make_states = [&]() {
+    Tensor states = empty_bdl(n, D, W - 1, cl, xt, x);
+    if (initial_states.has_value()) {
+      copy_into(states, *initial_states);
+    } else if (return_final_states) {
+      zero_fill(states);
+    }
+    return states;
+  };
   if (D == 0 || T == 0 || n == 0) {
     if (out.numel() > 0) zero_fill(out);  // no sequence: every token lies outside them
-    return {out, return_final_states ? states : none};
+    return {out, return_final_states ? make_states() : none};
   }
   const Tensor q = as_contiguous(cu_seqlens);
   if (cl && !initial_states.has_value() && !return_final_states) {  // the channel-last fast forward
@@ -84,6 +88,7 @@ std::tuple<Tensor, Tensor> packed_fwd_cuda(const Tensor& x, const Tensor& weight
     c.nseq = static_cast<int>(n);
     if (k::run_packed_fwd_cl_fast(c, current_cuda_stream(device_index(x)))) return {out, none};
   }
+  const Tensor states = make_states();
   k::VarlenParams p;
   const int32_t* qp = q.const_data_ptr<int32_t>();
   p.qsl = qp;
