@@ -167,21 +167,32 @@ def fmt(v: Optional[float], spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
 
+def _row(
+    kind: str, dtype: str, layout: str, B: int, D: int, L: int, *, W: int = 4, pitch: int = 0, model: str = ""
+) -> tuple:
+    """One ``(name, kind, B, D, L, dtype, layout, W, pitch)`` row, named after its parameters: a model's
+    shape reads ``<model> B L D`` (and ``pitch`` when x is a slice of a wider buffer), any other
+    ``B D L``; ``W`` is named when it is not 4."""
+    shape = f"{model} B{B} L{L} D{D}" if model else f"B{B} D{D} L{L}"
+    parts = [kind, dtype, layout, f"W{W}" if W != 4 else "", shape, "pitch" if pitch else ""]
+    return (" ".join(p for p in parts if p), kind, B, D, L, dtype, layout, W, pitch)
+
+
 PRACTICAL_ROWS = [
-    ("fwd bf16 cl Mamba2-2.7B B8 L2048 D5376 pitch", "fwd", 8, 5376, 2048, "bf16", "cl", 4, 2 * 5376 + 256),
-    ("bwd bf16 cl Mamba2-2.7B B8 L2048 D5376 pitch", "bwd", 8, 5376, 2048, "bf16", "cl", 4, 2 * 5376 + 256),
-    ("fwd bf16 cf 7B B1 L8192 D10240", "fwd", 1, 10240, 8192, "bf16", "cf", 4, 0),
-    ("fwd bf16 cl 7B B1 L8192 D10240", "fwd", 1, 10240, 8192, "bf16", "cl", 4, 0),
-    ("fwd bf16 cl 7B B4 L4096 D10240", "fwd", 4, 10240, 4096, "bf16", "cl", 4, 0),
-    ("bwd bf16 cl 7B B4 L4096 D10240", "bwd", 4, 10240, 4096, "bf16", "cl", 4, 0),
-    ("fwd bf16 cl 32k B1 L32768 D5376", "fwd", 1, 5376, 32768, "bf16", "cl", 4, 0),
-    ("fwd fp16 cf B4 D4096 L4096", "fwd", 4, 4096, 4096, "fp16", "cf", 4, 0),
-    ("fwd fp32 cl B4 D4096 L4096", "fwd", 4, 4096, 4096, "fp32", "cl", 4, 0),
-    ("bwd fp32 cf B4 D4096 L4096", "bwd", 4, 4096, 4096, "fp32", "cf", 4, 0),
-    ("fwd bf16 cf W2 B4 D4096 L4096", "fwd", 4, 4096, 4096, "bf16", "cf", 2, 0),
-    ("fwd bf16 cf W3 B4 D4096 L4096", "fwd", 4, 4096, 4096, "bf16", "cf", 3, 0),
-    ("fwd bf16 cl W2 B4 D4096 L4096", "fwd", 4, 4096, 4096, "bf16", "cl", 2, 0),
-    ("fwd bf16 cf W8 B4 D4096 L4096", "fwd", 4, 4096, 4096, "bf16", "cf", 8, 0),
+    _row("fwd", "bf16", "cl", 8, 5376, 2048, model="Mamba2-2.7B", pitch=2 * 5376 + 256),
+    _row("bwd", "bf16", "cl", 8, 5376, 2048, model="Mamba2-2.7B", pitch=2 * 5376 + 256),
+    _row("fwd", "bf16", "cf", 1, 10240, 8192, model="7B"),
+    _row("fwd", "bf16", "cl", 1, 10240, 8192, model="7B"),
+    _row("fwd", "bf16", "cl", 4, 10240, 4096, model="7B"),
+    _row("bwd", "bf16", "cl", 4, 10240, 4096, model="7B"),
+    _row("fwd", "bf16", "cl", 1, 5376, 32768, model="32k"),
+    _row("fwd", "fp16", "cf", 4, 4096, 4096),
+    _row("fwd", "fp32", "cl", 4, 4096, 4096),
+    _row("bwd", "fp32", "cf", 4, 4096, 4096),
+    _row("fwd", "bf16", "cf", 4, 4096, 4096, W=2),
+    _row("fwd", "bf16", "cf", 4, 4096, 4096, W=3),
+    _row("fwd", "bf16", "cl", 4, 4096, 4096, W=2),
+    _row("fwd", "bf16", "cf", 4, 4096, 4096, W=8),
 ]
 
 UPDATE_ROWS = [

@@ -428,27 +428,16 @@ def _index_base(data: compat.CompatData, override: Optional[str]) -> str:
     return base.rstrip("/")
 
 
-def _environment(
-    data: compat.CompatData,
-    *,
-    job_id: str,
-    variant: contract.BuildVariant,
-    platform: compat.Platform,
-    python: str,
-    torch_version: str,
-    index_url: str,
-    cuda: Optional[str],
-    archs: str,
-    manylinux: Optional[str],
-    wheel_filename: str,
-    stable: bool = False,
-) -> dict[str, str]:
-    """The complete cibuildwheel configuration of one job (every CIBW_* it depends on)."""
+def _environment(data: compat.CompatData, job: Job) -> dict[str, str]:
+    """The complete cibuildwheel configuration of one job (every CIBW_* it depends on), from the job's
+    other fields."""
     b = data.build
+    platform = data.platforms[job.platform]
+    cuda = job.cuda
     linux = platform.os == "linux"
-    ident = f"{python_tag(python)}-{'manylinux_' + platform.arch if linux else 'win_amd64'}"
+    ident = f"{python_tag(job.python)}-{'manylinux_' + platform.arch if linux else 'win_amd64'}"
     deps = " ".join(f'"{r}"' for r in b.build_requires)
-    torch_req = f'"torch=={torch_version}"'
+    torch_req = f'"torch=={job.torch_version}"'
     env: dict[str, str] = {
         "CIBW_PLATFORM": platform.os,
         "CIBW_BUILD": ident,
@@ -457,18 +446,18 @@ def _environment(
         "CIBW_BUILD_FRONTEND": "build; args: --no-isolation",
         "CIBW_BEFORE_ALL": (f"bash scripts/install-cuda-manylinux.sh {cuda}" if (linux and cuda) else ""),
         "CIBW_BEFORE_BUILD": (
-            f"python -m pip install {torch_req} --index-url {index_url} && python -m pip install {deps}"
+            f"python -m pip install {torch_req} --index-url {job.torch_index_url} && python -m pip install {deps}"
         ),
-        "CIBW_BEFORE_TEST": f"python -m pip install {torch_req} --index-url {index_url}",
+        "CIBW_BEFORE_TEST": f"python -m pip install {torch_req} --index-url {job.torch_index_url}",
     }
     if linux:
-        env[f"CIBW_MANYLINUX_{platform.arch.upper()}_IMAGE"] = manylinux or ""
-    cenv = {"TORCH_CUDA_ARCH_LIST": archs} if cuda else {}
+        env[f"CIBW_MANYLINUX_{platform.arch.upper()}_IMAGE"] = job.manylinux or ""
+    cenv = {"TORCH_CUDA_ARCH_LIST": job.cuda_archs} if cuda else {}
     cenv.update(
         {
-            contract.ENV_LOCAL_VERSION: contract.local_version(variant),
+            contract.ENV_LOCAL_VERSION: contract.local_version(job.variant),
             # Explicit both ways: the job, not the torch it happens to install, decides the op layer.
-            contract.ENV_STABLE_ABI: "TRUE" if stable else "FALSE",
+            contract.ENV_STABLE_ABI: "TRUE" if job.stable_abi else "FALSE",
             contract.ENV_FORCE_BUILD: "TRUE",
             "MAX_JOBS": str(b.max_jobs_cuda if cuda else b.max_jobs_cpu),
             "NVCC_THREADS": str(b.nvcc_threads),
@@ -485,10 +474,10 @@ def _environment(
     # wheel); Windows runs it in cmd (no globbing), so the wheel is named: delvewheel keeps names.
     check_tools = "python -m pip install abi3audit check-wheel-contents pyelftools"
     if linux:
-        check = f"{check_tools} && python -m build_matrix check --job {job_id} {{dest_dir}}/*.whl"
+        check = f"{check_tools} && python -m build_matrix check --job {job.id} {{dest_dir}}/*.whl"
         env["CIBW_REPAIR_WHEEL_COMMAND"] = f"{repair.auditwheel_command()} && {check}"
     else:
-        check = f"{check_tools} && python -m build_matrix check --job {job_id} {{dest_dir}}\\{wheel_filename}"
+        check = f"{check_tools} && python -m build_matrix check --job {job.id} {{dest_dir}}\\{job.wheel_filename}"
         env["CIBW_REPAIR_WHEEL_COMMAND"] = (
             f"python -m pip install delvewheel && {repair.delvewheel_command()} && {check}"
         )
@@ -592,6 +581,16 @@ def _classify(
     return None
 
 
+def _served_by(job: Job) -> str:
+    """The reason text of a combination that ``job`` covers: its wheel (and, for a stable-ABI job, what
+    else that wheel serves)."""
+    how = ""
+    if job.stable_abi:
+        accel = "CPU" if job.family == "cpu" else "CUDA " + job.family[2:]
+        how = f" (stable ABI: every torch >= {job.variant.torch} with {accel})"
+    return f"served by {job.wheel_filename}{how}"
+
+
 def _requires_torch(variant: contract.BuildVariant) -> str:
     """The wheel's torch pin: ``torch>=2.10`` for a stable-ABI job, ``torch>=X.Y,<X.(Y+1)`` otherwise."""
     if isinstance(variant, contract.StableVariant):
@@ -626,7 +625,7 @@ def _job(
     index_url = f"{base}/{accel}"
     wplat = wheel_platform_tag(plat_name, manylinux)
     wheel_filename = contract.wheel_filename(contract.PACKAGE_VERSION, variant, wplat)
-    return Job(
+    job = Job(
         id=job_id,
         variant=variant,
         platform=plat_name,
@@ -644,24 +643,12 @@ def _job(
         python=serves_pythons[0],
         cpp_std=rel.cpp_std,
         covers_pythons=serves_pythons,
-        environment=_environment(
-            data,
-            job_id=job_id,
-            variant=variant,
-            platform=plat,
-            python=serves_pythons[0],
-            torch_version=rel.latest,
-            index_url=index_url,
-            cuda=cuda,
-            archs=archs,
-            manylinux=manylinux,
-            wheel_filename=wheel_filename,
-            stable=stable,
-        ),
+        environment={},
         stable_abi=stable,
         build_variant=build_variant,
         serves=serves,
     )
+    return dataclasses.replace(job, environment=_environment(data, job))
 
 
 def _abi3_pythons(rel: compat.TorchRelease, accel: str, plat_name: str, min_python: SpecifierSet) -> tuple[str, ...]:
@@ -755,41 +742,13 @@ def make_plan(
                 for python in python_list:
                     for abi in abis:
                         reason = _classify(data, rel, accel, python, abi, plat_name, min_python)
+                        combo = (minor, accel, python, abi, plat_name)
                         if reason is None and job is not None:
                             (stable_used if job.stable_abi else legacy)[job.id] = job
-                            how = (
-                                (
-                                    f" (stable ABI: every torch >= {job.variant.torch} with "
-                                    f"{'CPU' if job.family == 'cpu' else 'CUDA ' + job.family[2:]})"
-                                )
-                                if job.stable_abi
-                                else ""
-                            )
-                            combinations.append(
-                                Combination(
-                                    minor,
-                                    accel,
-                                    python,
-                                    abi,
-                                    plat_name,
-                                    "covered",
-                                    job.id,
-                                    f"served by {job.wheel_filename}{how}",
-                                )
-                            )
+                            combinations.append(Combination(*combo, "covered", job.id, _served_by(job)))
                         else:
-                            combinations.append(
-                                Combination(
-                                    minor,
-                                    accel,
-                                    python,
-                                    abi,
-                                    plat_name,
-                                    "unavailable",
-                                    None,
-                                    reason or "no CPython this job could build with",
-                                )
-                            )
+                            reason = reason or "no CPython this job could build with"
+                            combinations.append(Combination(*combo, "unavailable", None, reason))
     filters: PlanFilters = {
         "torch": minors if torch is not None else None,
         "accels": accel_list if accels is not None else None,

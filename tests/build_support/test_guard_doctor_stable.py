@@ -15,7 +15,7 @@ import importlib.util
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 
@@ -103,35 +103,22 @@ def test_cpu_stable_record_loads_on_a_cuda_torch_with_cpu_kernels_only(guard, to
     assert guard.mismatches(legacy_cpu, "2.13.0+cu130", "13.0", True) != []  # refused on a CUDA torch
 
 
+def _other_accel(family: str, torch: str, cuda: Optional[str], installed: str) -> tuple[str, str, Optional[str], str]:
+    """A refusal case of a CUDA-family record on a torch of another accelerator; ``installed`` is what
+    the sentence calls that torch (``"a CPU build"``, ``"a CUDA 13 build (13.0)"``)."""
+    sentence = f"this build is for CUDA {family[2:]} torch, but the installed torch {torch} is {installed}"
+    return family, torch, cuda, sentence
+
+
 @pytest.mark.parametrize(
     ("family", "torch", "cuda", "sentence"),
     [
         ("cpu", "2.9.1+cpu", None, "this stable-ABI build needs torch >= 2.10, but torch 2.9.1+cpu is installed"),
-        (
-            "cu12",
-            "2.13.0+cpu",
-            None,
-            "this build is for CUDA 12 torch, but the installed torch 2.13.0+cpu is a CPU build",
-        ),
-        (
-            "cu13",
-            "2.13.0+cpu",
-            None,
-            "this build is for CUDA 13 torch, but the installed torch 2.13.0+cpu is a CPU build",
-        ),
-        (
-            "cu12",
-            "2.13.0+cu130",
-            "13.0",
-            "this build is for CUDA 12 torch, but the installed torch 2.13.0+cu130 is a CUDA 13 build (13.0)",
-        ),
+        _other_accel("cu12", "2.13.0+cpu", None, "a CPU build"),
+        _other_accel("cu13", "2.13.0+cpu", None, "a CPU build"),
+        _other_accel("cu12", "2.13.0+cu130", "13.0", "a CUDA 13 build (13.0)"),
         ("cpu", "2.9.1+cu128", "12.8", "this stable-ABI build needs torch >= 2.10, but torch 2.9.1+cu128 is installed"),
-        (
-            "cu13",
-            "2.13.0+cu128",
-            "12.8",
-            "this build is for CUDA 13 torch, but the installed torch 2.13.0+cu128 is a CUDA 12 build (12.8)",
-        ),
+        _other_accel("cu13", "2.13.0+cu128", "12.8", "a CUDA 12 build (12.8)"),
         ("cu13", "2.9.1+cu130", "13.0", "needs torch >= 2.10"),
     ],
 )

@@ -403,69 +403,67 @@ def test_invalid_activation() -> None:
         causal_conv1d_update_spec(torch.randn(1, 4), torch.zeros(1, 4, 2), torch.randn(4, 3), activation="gelu")
 
 
+def _bad(setup: Any, *, match: str, **index_values: Any) -> tuple[Any, Callable[[dict], None], str]:
+    """A case of PREFILL_VALUES / DECODE_VALUES: the valid call's setup, the change that sets the named
+    index tensors to these (int32) values, and the error it must raise."""
+    return setup, _set(**{name: _i32(v) for name, v in index_values.items()}), match
+
+
 # ---------------------------------------------------------------------------------------------
 # index values: the CPU kernel, validate=True and the vLLM layer's validate_data=True
 
 PREFILL_VALUES = [
     # query_start_loc starting below 0
-    (False, _set(query_start_loc=_i32([-1, 4, 10])), r"query_start_loc\[0\] must be >= 0, got -1"),
+    _bad(False, query_start_loc=[-1, 4, 10], match=r"query_start_loc\[0\] must be >= 0, got -1"),
     # query_start_loc decreasing
-    (
+    _bad(
         False,
-        _set(query_start_loc=_i32([0, 6, 4])),
-        r"query_start_loc must be non-decreasing, got query_start_loc\[1\] = 6 > query_start_loc\[2\] = 4",
+        query_start_loc=[0, 6, 4],
+        match=r"query_start_loc must be non-decreasing, got query_start_loc\[1\] = 6 > query_start_loc\[2\] = 4",
     ),
     # query_start_loc past the end of x
-    (
+    _bad(
         False,
-        _set(query_start_loc=_i32([0, 4, 11])),
-        r"query_start_loc\[2\] = 11 must be <= total_tokens \(x.shape\[1\]\) = 10",
+        query_start_loc=[0, 4, 11],
+        match=r"query_start_loc\[2\] = 11 must be <= total_tokens \(x.shape\[1\]\) = 10",
     ),
     # a cache line past the cache, and a negative one that is not pad_slot_id
-    (
-        False,
-        _set(cache_indices=_i32([1, 8])),
-        r"cache_indices\[1\] = 8 is out of range for conv_states with 8 cache lines",
+    _bad(
+        False, cache_indices=[1, 8], match=r"cache_indices\[1\] = 8 is out of range for conv_states with 8 cache lines"
     ),
-    (False, _set(cache_indices=_i32([-2, 3])), r"cache_indices\[0\] = -2 is out of range .* pad_slot_id = -1"),
+    _bad(False, cache_indices=[-2, 3], match=r"cache_indices\[0\] = -2 is out of range .* pad_slot_id = -1"),
     # prefix caching: a column past the table (initial_state_idx, block_idx_last/first_scheduled_token)
-    (
+    _bad(
         True,
-        _set(initial_state_idx=_i32([0, 3])),
-        r"initial_state_idx\[1\] = 3 is out of range: it indexes a column of cache_indices, which has max_blocks = 3",
+        initial_state_idx=[0, 3],
+        match=r"initial_state_idx\[1\] = 3 is out of range: it indexes a column of cache_indices, which has max_blocks = 3",
     ),
-    (
-        True,
-        _set(block_idx_last_scheduled_token=_i32([-1, 1])),
-        r"block_idx_last_scheduled_token\[0\] = -1 is out of range",
+    _bad(
+        True, block_idx_last_scheduled_token=[-1, 1], match=r"block_idx_last_scheduled_token\[0\] = -1 is out of range"
     ),
-    (
-        True,
-        _set(block_idx_first_scheduled_token=_i32([0, 5])),
-        r"block_idx_first_scheduled_token\[1\] = 5 is out of range",
+    _bad(
+        True, block_idx_first_scheduled_token=[0, 5], match=r"block_idx_first_scheduled_token\[1\] = 5 is out of range"
     ),
     # prefix caching: first > last
-    (
+    _bad(
         True,
-        _set(block_idx_first_scheduled_token=_i32([1, 0])),
-        r"block_idx_first_scheduled_token\[0\] = 1 must be <= block_idx_last_scheduled_token\[0\] = 0",
+        block_idx_first_scheduled_token=[1, 0],
+        match=r"block_idx_first_scheduled_token\[0\] = 1 must be <= block_idx_last_scheduled_token\[0\] = 0",
     ),
     # prefix caching: a negative num_computed_tokens
-    (True, _set(num_computed_tokens=_i32([-4, 2])), r"num_computed_tokens\[0\] = -4 must be >= 0"),
+    _bad(True, num_computed_tokens=[-4, 2], match=r"num_computed_tokens\[0\] = -4 must be >= 0"),
     # prefix caching: a line of the table out of range (request 0's input; request 1's output; request 1's
     # boundary block, its input line too)
-    (
-        True,
-        _set(cache_indices=_i32([[9, 1, 2], [3, 4, 5]])),
-        r"cache_indices\[0, 0\] = 9 is out of range for conv_states",
+    _bad(
+        True, cache_indices=[[9, 1, 2], [3, 4, 5]], match=r"cache_indices\[0, 0\] = 9 is out of range for conv_states"
     ),
-    (True, _set(cache_indices=_i32([[0, 1, 2], [3, 40, 5]])), r"cache_indices\[1, 1\] = 40 is out of range"),
-    (True, _set(cache_indices=_i32([[0, 1, 2], [-7, 4, 5]])), r"cache_indices\[1, 0\] = -7 is out of range"),
+    _bad(True, cache_indices=[[0, 1, 2], [3, 40, 5]], match=r"cache_indices\[1, 1\] = 40 is out of range"),
+    _bad(True, cache_indices=[[0, 1, 2], [-7, 4, 5]], match=r"cache_indices\[1, 0\] = -7 is out of range"),
     # prefix caching: more boundary states than boundaries the chunk crosses
-    (
+    _bad(
         True,
-        _set(block_idx_last_scheduled_token=_i32([0, 2])),
-        r"= 2 block-boundary states to write, but request 1 .* crosses only 1 boundaries of block_size_to_align = 4",
+        block_idx_last_scheduled_token=[0, 2],
+        match=r"= 2 block-boundary states to write, but request 1 .* crosses only 1 boundaries of block_size_to_align = 4",
     ),
 ]
 
@@ -498,62 +496,62 @@ def test_prefill_value_errors(runner, apc, change, match) -> None:
 
 DECODE_VALUES = [
     # a cache line past the cache; a negative one that is not pad_slot_id
-    (
+    _bad(
         {},
-        _set(conv_state_indices=_i32([5, 6, 2])),
-        r"conv_state_indices\[1\] = 6 is out of range for conv_state with 6 cache lines",
+        conv_state_indices=[5, 6, 2],
+        match=r"conv_state_indices\[1\] = 6 is out of range for conv_state with 6 cache lines",
     ),
-    ({}, _set(conv_state_indices=_i32([5, 0, -3])), r"conv_state_indices\[2\] = -3 is out of range"),
+    _bad({}, conv_state_indices=[5, 0, -3], match=r"conv_state_indices\[2\] = -3 is out of range"),
     # num_accepted_tokens 0 and past the line: a in [1, state_len - (width - 1) + 1 = 4]
-    (
+    _bad(
         {},
-        _set(num_accepted_tokens=_i32([0, 1, 1])),
-        r"num_accepted_tokens\[0\] = 0 must be between 1 and state_len - \(width - 1\) \+ 1 = 4",
+        num_accepted_tokens=[0, 1, 1],
+        match=r"num_accepted_tokens\[0\] = 0 must be between 1 and state_len - \(width - 1\) \+ 1 = 4",
     ),
-    ({}, _set(num_accepted_tokens=_i32([1, 5, 1])), r"num_accepted_tokens\[1\] = 5 must be between 1 and"),
+    _bad({}, num_accepted_tokens=[1, 5, 1], match=r"num_accepted_tokens\[1\] = 5 must be between 1 and"),
     # ragged: query_start_loc decreasing, past x, a request longer than max_query_len
-    ({"form": "ragged"}, _set(query_start_loc=_i32([0, 3, 2, 6])), r"query_start_loc must be non-decreasing"),
-    (
+    _bad({"form": "ragged"}, query_start_loc=[0, 3, 2, 6], match=r"query_start_loc must be non-decreasing"),
+    _bad(
         {"form": "ragged"},
-        _set(query_start_loc=_i32([0, 2, 5, 7])),
-        r"query_start_loc\[3\] = 7 must be <= total_tokens \(x.shape\[0\]\) = 6",
+        query_start_loc=[0, 2, 5, 7],
+        match=r"query_start_loc\[3\] = 7 must be <= total_tokens \(x.shape\[0\]\) = 6",
     ),
-    (
+    _bad(
         {"form": "ragged"},
-        _set(query_start_loc=_i32([0, 4, 5, 6])),
-        r"request 0 has query_start_loc\[1\] - query_start_loc\[0\] = 4 tokens, more than max_query_len = 3",
+        query_start_loc=[0, 4, 5, 6],
+        match=r"request 0 has query_start_loc\[1\] - query_start_loc\[0\] = 4 tokens, more than max_query_len = 3",
     ),
     # tree: a parent that is not an earlier token (itself, later, negative)
-    (
+    _bad(
         {"tree": True},
-        _set(retrieve_parent_token=_i32([[-1, 0, 2], [-1, 0, 1], [-1, 0, 0]])),
-        r"retrieve_parent_token\[0, 2\] = 2 must be the index of an earlier token of the request: 0 <= value < 2",
+        retrieve_parent_token=[[-1, 0, 2], [-1, 0, 1], [-1, 0, 0]],
+        match=r"retrieve_parent_token\[0, 2\] = 2 must be the index of an earlier token of the request: 0 <= value < 2",
     ),
-    (
+    _bad(
         {"tree": True},
-        _set(retrieve_parent_token=_i32([[-1, 0, 0], [-1, -1, 1], [-1, 0, 0]])),
-        r"retrieve_parent_token\[1, 1\] = -1 must be",
+        retrieve_parent_token=[[-1, 0, 0], [-1, -1, 1], [-1, 0, 0]],
+        match=r"retrieve_parent_token\[1, 1\] = -1 must be",
     ),
-    (
+    _bad(
         {"tree": True, "form": "ragged"},
-        _set(retrieve_parent_token=_i32([[-1, 0, 0], [-1, 0, 3], [-1, 0, 0]])),
-        r"retrieve_parent_token\[1, 2\] = 3 must be",
+        retrieve_parent_token=[[-1, 0, 0], [-1, 0, 3], [-1, 0, 0]],
+        match=r"retrieve_parent_token\[1, 2\] = 3 must be",
     ),
     # prefix caching: a column past the table; a line out of range
-    (
+    _bad(
         {"apc": True},
-        _set(initial_state_idx=_i32([0, 2, 0])),
-        r"initial_state_idx\[1\] = 2 is out of range: it indexes a column of conv_state_indices, which has max_blocks = 2",
+        initial_state_idx=[0, 2, 0],
+        match=r"initial_state_idx\[1\] = 2 is out of range: it indexes a column of conv_state_indices, which has max_blocks = 2",
     ),
-    (
+    _bad(
         {"apc": True},
-        _set(block_idx_last_scheduled_token=_i32([1, 1, -1])),
-        r"block_idx_last_scheduled_token\[2\] = -1 is out of range",
+        block_idx_last_scheduled_token=[1, 1, -1],
+        match=r"block_idx_last_scheduled_token\[2\] = -1 is out of range",
     ),
-    (
+    _bad(
         {"apc": True},
-        _set(conv_state_indices=_i32([[0, 1], [2, 30], [4, 5]])),
-        r"conv_state_indices\[1, 1\] = 30 is out of range for conv_state",
+        conv_state_indices=[[0, 1], [2, 30], [4, 5]],
+        match=r"conv_state_indices\[1, 1\] = 30 is out of range for conv_state",
     ),
 ]
 

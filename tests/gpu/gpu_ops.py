@@ -3,6 +3,10 @@
 A module of its own (not conftest.py): the tests and the scripts that run them outside pytest
 (compute-sanitizer, benchmarks/kernel_ab.sh) import it by name, and inside one pytest session
 ``conftest`` can name another folder's conftest.
+
+Run as a script, it runs one fast-path test module's cases outside pytest (for compute-sanitizer):
+
+    python tests/gpu/gpu_ops.py MODULE [MAX_ELEMS]
 """
 
 from __future__ import annotations
@@ -26,6 +30,14 @@ def fast_grid(shapes, weight_kinds=("same", "fp32")):
     """(x dtype, weight kind, width, shape) for the fast paths' case lists: fp32 / fp16 / bf16 x,
     weights of x's dtype ("same") or another, widths 2..4, every shape."""
     return itertools.product(["fp32", "fp16", "bf16"], weight_kinds, [2, 3, 4], shapes)
+
+
+def fast_cases(shapes, flags, weight_kinds=("same", "fp32")) -> list[tuple]:
+    """The rows (x dtype, weight kind, width, *shape, *flags(i)) of fast_grid: ``flags`` makes the i-th
+    row's remaining fields from i, so that the options (layout, states, silu, bias, ...) vary
+    across the grid."""
+    grid = enumerate(fast_grid(shapes, weight_kinds))
+    return [(dts, wk, W, *shape, *flags(i)) for i, (dts, wk, W, shape) in grid]
 
 
 def load_ops():
@@ -76,3 +88,16 @@ def kernels_of(fn, *args) -> list[str]:
         fn(*args)
         torch.cuda.synchronize()
     return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
+def main(argv: list[str]) -> int:
+    """``MODULE [MAX_ELEMS]``: MODULE's ``run_cases()`` (``run_cases(max_elems=MAX_ELEMS)`` when given:
+    only the cases of at most that many elements); the failure count, at most 100, as the exit status."""
+    module = importlib.import_module(argv[0])
+    kwargs = {"max_elems": int(argv[1])} if len(argv) > 1 else {}
+    return min(module.run_cases(**kwargs), 100)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(HERE.parent.parent))  # the repository root: the modules import causal_conv1d
+    raise SystemExit(main(sys.argv[1:]))

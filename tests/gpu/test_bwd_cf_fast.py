@@ -11,8 +11,7 @@ bit-identical results. ``check_path()`` asserts (through the profiler's kernel n
 kernel ran for an eligible case and the general one for an ineligible case.
 
 compute-sanitizer over the same cases:
-    compute-sanitizer --tool memcheck --error-exitcode 1 \
-        python -c "import sys; sys.path.insert(0, 'tests/gpu'); import test_bwd_cf_fast as t; sys.exit(min(t.run_cases(), 100))"
+    compute-sanitizer --tool memcheck --error-exitcode 1 python tests/gpu/gpu_ops.py test_bwd_cf_fast
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from gpu_ops import SHORT_ROWS, fast_grid, kernel_path, path_ran
+from gpu_ops import SHORT_ROWS, fast_cases, kernel_path, path_ran
 
 pytestmark = pytest.mark.gpu
 
@@ -36,8 +35,7 @@ ABS_TOL_DW = 3e-5
 
 
 def cases() -> list[tuple]:
-    out = []
-    # (dtype, weight kind, width, B, D, L, strided, silu, bias)
+    """(dtype, weight kind, width, B, D, L, strided, silu, bias)."""
     # Tokens per warp: 1024 (fp16 / bf16), 512 (fp32). L = 8: one vector; 24: three lanes;
     # 136: 17 lanes; 256, 512: exactly 2 vectors per lane (fp32 / 16-bit) and 520 just past them;
     # 1024: exactly one / two warps; 2056, 4104: several warps, the last one
@@ -47,23 +45,9 @@ def cases() -> list[tuple]:
     # L <= 512: 8 .. 512 here), else at 4; 16-bit L > 1024 run bwd_cf_fast_kernel_spans (4 spans per warp): 2056 and
     # 4104 with a partial first span (a warp of 3 spans; warps of 4 + 1), 4096 and 9216 with whole
     # spans (one warp of 4; warps of 4 + 4 + 1).
-    for dts, wk, W, (B, D, L) in fast_grid(
-        [
-            *SHORT_ROWS,
-            (3, 7, 256),
-            (2, 9, 512),
-            (1, 5, 520),
-            (1, 3, 1024),
-            (2, 6, 2056),
-            (1, 3, 4104),
-            (4, 96, 4104),
-            (2, 4, 4096),
-            (1, 2, 9216),
-        ],
-    ):
-        i = len(out)
-        out.append((dts, wk, W, B, D, L, i % 3 == 0, i % 4 != 1, i % 5 != 2))
-    return out
+    up_to_1024 = [(3, 7, 256), (2, 9, 512), (1, 5, 520), (1, 3, 1024)]  # bwd_cf_fast_kernel
+    past_1024 = [(2, 6, 2056), (1, 3, 4104), (4, 96, 4104), (2, 4, 4096), (1, 2, 9216)]  # 16-bit: the spans kernel
+    return fast_cases([*SHORT_ROWS, *up_to_1024, *past_1024], lambda i: (i % 3 == 0, i % 4 != 1, i % 5 != 2))
 
 
 def spans_warps_per_row(L: int) -> tuple[int, int]:

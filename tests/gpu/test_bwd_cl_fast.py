@@ -15,9 +15,8 @@ with test_bwd_cf_fast.py); every case runs twice and must give bit-identical res
 runs for an eligible case and the general one for ineligible cases, and that turning the path off
 turns it off.
 
-compute-sanitizer over the same cases:
-    compute-sanitizer --tool memcheck --error-exitcode 1 \\
-        python -c "import sys; sys.path.insert(0, 'tests/gpu'); import test_bwd_cl_fast as t; sys.exit(min(t.run_cases(max_elems=1 << 20), 100))"
+compute-sanitizer over the small cases:
+    compute-sanitizer --tool memcheck --error-exitcode 1 python tests/gpu/gpu_ops.py test_bwd_cl_fast 1048576
 """
 
 from __future__ import annotations

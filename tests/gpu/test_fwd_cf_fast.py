@@ -13,7 +13,7 @@ a lane, vector or warp boundary shows as a few bad tokens), final_states bit for
 from __future__ import annotations
 
 import pytest
-from gpu_ops import SHORT_ROWS, fast_grid, kernel_path, path_ran
+from gpu_ops import SHORT_ROWS, fast_cases, kernel_path, path_ran
 
 pytestmark = pytest.mark.gpu
 
@@ -21,22 +21,9 @@ PATH = "fwd_cf_fast"
 
 
 def cases() -> list[tuple]:
-    out = []
-    # (dtype, weight kind, width, B, D, L, strided, states, silu, bias)
-    for dts, wk, W, (B, D, L) in fast_grid(
-        [
-            *SHORT_ROWS,
-            (1, 3, 4104),
-            (2, 130, 520),
-            (2, 5, 2048),
-            (4, 96, 4104),
-            (1, 3, 6152),
-            (2, 4, 10248),
-        ],
-    ):
-        i = len(out)
-        out.append((dts, wk, W, B, D, L, i % 3 == 0, i % 2 == 0, i % 4 != 1, i % 5 != 2))
-    return out
+    """(dtype, weight kind, width, B, D, L, strided, states, silu, bias)."""
+    shapes = [*SHORT_ROWS, (1, 3, 4104), (2, 130, 520), (2, 5, 2048), (4, 96, 4104), (1, 3, 6152), (2, 4, 10248)]
+    return fast_cases(shapes, lambda i: (i % 3 == 0, i % 2 == 0, i % 4 != 1, i % 5 != 2))
 
 
 def _grid(dts: str, L: int, sms: int) -> tuple[int, int]:

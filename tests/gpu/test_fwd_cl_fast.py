@@ -16,15 +16,14 @@ there would fault) and the general kernel must give the right answer. ``check_pa
 through the profiler's kernel names too that the fast kernel runs exactly for the eligible cases, and
 ``check_disabled()`` (the path forced off) that the switch turns it off.
 
-compute-sanitizer over the same cases:
-    compute-sanitizer --tool memcheck --error-exitcode 1 \
-        python -c "import sys; sys.path.insert(0, 'tests/gpu'); import test_fwd_cl_fast as t; sys.exit(min(t.run_cases(max_elems=1 << 20), 100))"
+compute-sanitizer over the small cases:
+    compute-sanitizer --tool memcheck --error-exitcode 1 python tests/gpu/gpu_ops.py test_fwd_cl_fast 1048576
 """
 
 from __future__ import annotations
 
 import pytest
-from gpu_ops import fast_grid, kernel_path, path_ran
+from gpu_ops import fast_cases, kernel_path, path_ran
 
 pytestmark = pytest.mark.gpu
 
@@ -100,13 +99,11 @@ def cases() -> list[tuple]:
 
     states: 0 none, 1 final_states only, 2 initial_states only, 3 both.
     """
-    out = []
-    for dts, wk, W, (B, D, L) in fast_grid(SMALL_SHAPES, ["same", "fp32", "bf16"]):
-        i = len(out)
-        layout = LAYOUTS[i % 4]
-        states = (i // 4) % 4
-        init_layout = "cl" if i % 3 else "cf"
-        out.append((dts, wk, W, B, D, L, layout, states, init_layout, i % 5 != 2, i % 6 != 1))
+
+    def options(i: int) -> tuple:  # layout, states, init layout, silu, bias
+        return LAYOUTS[i % 4], (i // 4) % 4, "cl" if i % 3 else "cf", i % 5 != 2, i % 6 != 1
+
+    out = fast_cases(SMALL_SHAPES, options, ["same", "fp32", "bf16"])
     for i, (dts, wk, W, B, D, L, layout) in enumerate(BIG):
         out.append((dts, wk, W, B, D, L, layout, 3 if i % 2 == 0 else 1, "cl", i != 1, i != 2))
     return out
