@@ -18,8 +18,11 @@
 // while it computes (the ring is unrolled three times: nothing is copied between buffers).
 // The drain: the grid's last (batch, chunk) pairs are done in halves by threads that
 // live half as long (kTailEighths, kTailDiv; geometry()).
+// The fused residual (kRes, a template parameter: the kernels without one are unchanged): a token's
+// residual word is read (__ldg: ptxas schedules it ahead as far as the register budget allows; a
+// buffer of a group's words spilled at widths 3-4) and added after the activation.
 // Eligible: channel-last, no seq_idx, width 2..4; for 16-bit types even dim, even token and batch
-// pitches and 4-byte aligned x / out. Everything else runs the general kernel (dispatch.cu).
+// pitches and 4-byte aligned x / out (and residual). Everything else runs the general kernel (dispatch.cu).
 #include "launch_check.cuh"
 
 #include <algorithm>
@@ -47,8 +50,11 @@ static_assert(kG == 8 || kG == 16, "CAUSAL_CONV1D_FWD_CL_FAST_GROUP must be 8 or
 constexpr int kMaxChunk = CAUSAL_CONV1D_FWD_CL_FAST_CHUNK;
 static_assert(kMaxChunk >= kG && (kMaxChunk & (kMaxChunk - 1)) == 0, "chunk: a power of two >= the group");
 constexpr int kThreads = 128;
-// Resident blocks per SM the register budget must allow (sm_90, 64K registers per SM).
+// Resident blocks per SM the register budget must allow (sm_90, 64K registers per SM). With a residual
+// (kRes) a thread also holds the residual words ptxas loads ahead: 6 blocks (<= 80 registers; at 64
+// the 16-bit kernels spilled 32-56 bytes, at 72 the width-4 ones 32; none at 80).
 constexpr int kMinBlocks = kG == 8 ? 8 : 5;
+constexpr int kMinBlocksRes = kG == 8 ? 6 : 4;
 constexpr int64_t kMinWaves = 3;
 // The drain (geometry()): the grid's last (batch, chunk) pairs, a wave of resident
 // threads' worth, are done in kTailDiv pieces of chunk / kTailDiv tokens by threads that live that
@@ -107,11 +113,13 @@ __device__ __forceinline__ void load_group(uint32_t (&buf)[kG], const uint32_t* 
 }
 
 // Outputs of the kG tokens in buf (stored for i < rem) from the sliding window of the kW-1 tokens
-// before them; the window ends holding the group's last kW-1 tokens.
-template <typename T, int kW>
+// before them; the window ends holding the group's last kW-1 tokens. kRes: plus the residual words at
+// res, rstride apart.
+template <typename T, int kW, bool kRes>
 __device__ __forceinline__ void compute_group(const uint32_t (&buf)[kG], float (&win)[kW - 1][Word<T>::kC],
                                               const float (&w)[kW][Word<T>::kC], const float (&bias)[Word<T>::kC],
-                                              bool silu, uint32_t* __restrict__ dst, int stride, int rem) {
+                                              bool silu, uint32_t* __restrict__ dst, int stride, int rem,
+                                              const uint32_t* __restrict__ res, int rstride) {
   constexpr int kC = Word<T>::kC;
   constexpr int kH = kW - 1;
 #pragma unroll
@@ -126,6 +134,12 @@ __device__ __forceinline__ void compute_group(const uint32_t (&buf)[kG], float (
       for (int k = 0; k < kH; ++k) acc = fmaf(w[k][c], win[k][c], acc);
       acc = fmaf(w[kH][c], xv[c], acc);
       o[c] = silu ? silu_fast(acc) : acc;
+    }
+    if constexpr (kRes) {
+      float rv[kC];
+      Word<T>::unpack(i < rem ? __ldg(res + i * rstride) : 0u, rv);
+#pragma unroll
+      for (int c = 0; c < kC; ++c) o[c] += rv[c];
     }
 #pragma unroll
     for (int c = 0; c < kC; ++c) {
@@ -148,10 +162,11 @@ struct Geometry {
   int tail_div;
   int chunk;         // tokens per chunk
   int xs, os;        // token pitch of x / out in words
+  int rs;            // token pitch of the residual in words (0: none)
 };
 
-template <typename T, int kW>
-__global__ void __launch_bounds__(kThreads, kMinBlocks) fwd_cl_fast_kernel(const ConvParams p, const Geometry g) {
+template <typename T, int kW, bool kRes>
+__global__ void __launch_bounds__(kThreads, kRes ? kMinBlocksRes : kMinBlocks) fwd_cl_fast_kernel(const ConvParams p, const Geometry g) {
   constexpr int kC = Word<T>::kC;
   constexpr int kH = kW - 1;
   static_assert(kG > kH, "the halo is read from inside the previous chunk");
@@ -178,6 +193,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) fwd_cl_fast_kernel(const
   const uint32_t* __restrict__ xw = reinterpret_cast<const uint32_t*>(xt);
   uint32_t* __restrict__ ow =
       reinterpret_cast<uint32_t*>(static_cast<T*>(p.out) + b * p.out_bs + t0 * p.out_ls + d0);
+  const uint32_t* __restrict__ rw = nullptr;
+  if constexpr (kRes) {
+    rw = reinterpret_cast<const uint32_t*>(static_cast<const T*>(p.res) + b * p.r_bs + t0 * p.r_ls + d0);
+  }
 
   // 1. the first group and the halo: all loads before any use
   uint32_t bufA[kG], bufB[kG], bufC[kG];
@@ -241,13 +260,15 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) fwd_cl_fast_kernel(const
   // 2. a ring of three buffers: group s+2 is loaded while group s is computed
   for (int s = 0; s < n; s += 3 * kG) {
     load_group(bufC, xw + (s + 2 * kG) * g.xs, g.xs, n - s - 2 * kG);
-    compute_group<T, kW>(bufA, win, w, bias, silu, ow + s * g.os, g.os, n - s);
+    compute_group<T, kW, kRes>(bufA, win, w, bias, silu, ow + s * g.os, g.os, n - s, rw + s * g.rs, g.rs);
     if (s + kG >= n) break;
     load_group(bufA, xw + (s + 3 * kG) * g.xs, g.xs, n - s - 3 * kG);
-    compute_group<T, kW>(bufB, win, w, bias, silu, ow + (s + kG) * g.os, g.os, n - s - kG);
+    compute_group<T, kW, kRes>(bufB, win, w, bias, silu, ow + (s + kG) * g.os, g.os, n - s - kG,
+                               rw + (s + kG) * g.rs, g.rs);
     if (s + 2 * kG >= n) break;
     load_group(bufB, xw + (s + 4 * kG) * g.xs, g.xs, n - s - 4 * kG);
-    compute_group<T, kW>(bufC, win, w, bias, silu, ow + (s + 2 * kG) * g.os, g.os, n - s - 2 * kG);
+    compute_group<T, kW, kRes>(bufC, win, w, bias, silu, ow + (s + 2 * kG) * g.os, g.os, n - s - 2 * kG,
+                               rw + (s + 2 * kG) * g.rs, g.rs);
   }
 }
 
@@ -266,11 +287,11 @@ bool geometry(const ConvParams& p, Geometry& g) {
   const int64_t tail_pairs = div == 1 ? 0 : drain_rows(resident, kTailEighths, div * nwords, pairs);
   const int64_t head_total = (pairs - tail_pairs) * nwords;
   const int64_t total = head_total + tail_pairs * div * nwords;
-  const int64_t xs = p.x_ls / kC, os = p.out_ls / kC;
+  const int64_t xs = p.x_ls / kC, os = p.out_ls / kC, rs = p.res != nullptr ? p.r_ls / kC : 0;
   // 32-bit thread index; 32-bit word offsets within a chunk (the halo before it and the group
   // pointers the ring forms up to 4 * kG past it included)
   if (total > 0xffffffffLL - kThreads) return false;
-  if ((chunk + 4 * kG + p.width) * std::max(xs, os) > 0x7fffffffLL) return false;
+  if ((chunk + 4 * kG + p.width) * std::max(std::max(xs, os), rs) > 0x7fffffffLL) return false;
   g.nwords = static_cast<uint32_t>(nwords);
   g.nchunks = static_cast<uint32_t>((p.seqlen + chunk - 1) / chunk);
   g.total = static_cast<uint32_t>(total);
@@ -280,6 +301,7 @@ bool geometry(const ConvParams& p, Geometry& g) {
   g.chunk = static_cast<int>(chunk);
   g.xs = static_cast<int>(xs);
   g.os = static_cast<int>(os);
+  g.rs = static_cast<int>(rs);
   return true;
 }
 
@@ -298,11 +320,13 @@ namespace fwd_cl_fast {
 // On unless CAUSAL_CONV1D_FWD_CL_FAST is off.
 bool eligible(const ConvParams& p) {
   if (!p.channel_last || p.x_cs != 1 || p.out_cs != 1 || p.seq_idx != nullptr) return false;
+  if (p.res != nullptr && p.r_cs != 1) return false;
   if (p.width < 2 || p.width > 4 || p.batch <= 0 || p.dim <= 0 || p.seqlen <= 0) return false;
   if (p.x_dtype != kFloat32) {
     if (p.dim % 2 != 0) return false;
     if (!words_ok(p.x, p.x_bs, p.x_ls, p.batch, p.seqlen) || !words_ok(p.out, p.out_bs, p.out_ls, p.batch, p.seqlen))
       return false;
+    if (p.res != nullptr && !words_ok(p.res, p.r_bs, p.r_ls, p.batch, p.seqlen)) return false;
   }
   Geometry g;
   return geometry(p, g);
@@ -314,7 +338,12 @@ void launch(const ConvParams& p, cudaStream_t stream) {
   const int64_t blocks = (static_cast<int64_t>(g.total) + kThreads - 1) / kThreads;
   dispatch_dtype_width(p.x_dtype, p.width, Widths<2, 3, 4>{}, [&](auto tag, auto width) {
     using T = typename decltype(tag)::type;
-    fwd_cl_fast_kernel<T, decltype(width)::value><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p, g);
+    constexpr int kW = decltype(width)::value;
+    if (p.res != nullptr) {
+      fwd_cl_fast_kernel<T, kW, true><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p, g);
+    } else {
+      fwd_cl_fast_kernel<T, kW, false><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p, g);
+    }
     CC1D_CUDA_LAUNCH_CHECK();
   });
 }

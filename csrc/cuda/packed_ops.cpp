@@ -10,7 +10,9 @@
 // exactly where the kernels read it; an empty sequence touches no line and keeps its initial state,
 // which is its final state). Without initial_states the line starts from zeros and is zero-filled
 // when the final states are returned (an empty sequence's final state is zeros). The conv is one
-// launch; the state copy (or zero fill) is a second one, of n * dim * (width - 1) elements.
+// launch; the state copy (or zero fill) is a second one, of n * dim * (width - 1) elements. A residual
+// (1, dim, total_tokens) goes to the kernels as VarlenParams::res (in x's layout: copied when its unit
+// stride is elsewhere); each adds it at its output store.
 //
 // packed_bwd: one kernel (packed_bwd.cu).
 #include <cstdint>
@@ -28,7 +30,7 @@ namespace cuda_packed {
 namespace {
 
 namespace k = causal_conv1d_cuda;
-using namespace cuda_ops;  // kCudaMaxWidth, check_cuda, bind_*, fill_weight_bias, in_layout, launch_varlen_fwd
+using namespace cuda_ops;  // kCudaMaxWidth, check_cuda, bind_*, fill_weight_bias, launch_varlen_fwd
 
 void check_packed_sizes(const Tensor& x, int64_t n) {
   CC1D_CHECK_VALUE(x.size(1) <= INT32_MAX && n <= INT32_MAX,
@@ -46,8 +48,9 @@ bool cf_vec_ok(const Tensor& t) {
 
 std::tuple<Tensor, Tensor> packed_fwd_cuda(const Tensor& x, const Tensor& weight, const OptTensor& bias,
                                            const Tensor& cu_seqlens, const OptTensor& initial_states,
-                                           bool return_final_states, bool silu) {
+                                           bool return_final_states, bool silu, const OptTensor& residual) {
   const int64_t n = check_packed_fwd_args(x, weight, bias, cu_seqlens, initial_states, kCudaMaxWidth);
+  check_residual(x, residual);
   check_cuda(x);
   check_packed_sizes(x, n);
   const CudaDeviceGuard guard(x);
@@ -63,7 +66,13 @@ std::tuple<Tensor, Tensor> packed_fwd_cuda(const Tensor& x, const Tensor& weight
   }
   const Tensor none = alloc_empty({0}, xt, x);
   if (D == 0 || T == 0 || n == 0) {
-    if (out.numel() > 0) zero_fill(out);  // no sequence: every token lies outside them
+    if (out.numel() > 0) {  // no sequence: every token lies outside them (0, plus the residual)
+      if (residual.has_value()) {
+        copy_into(out, *residual);
+      } else {
+        zero_fill(out);
+      }
+    }
     return {out, return_final_states ? states : none};
   }
   const Tensor q = as_contiguous(cu_seqlens);
@@ -71,6 +80,11 @@ std::tuple<Tensor, Tensor> packed_fwd_cuda(const Tensor& x, const Tensor& weight
   const int32_t* qp = q.const_data_ptr<int32_t>();
   p.qsl = qp;
   p.has_init = initial_states.has_value() ? qp + 1 : nullptr;  // see the file comment
+  Tensor res;
+  if (residual.has_value()) {
+    res = in_layout(*residual, cl);
+    bind_2d(res, p.res, p.r_ds, p.r_ts);
+  }
   // the lines are 0 .. n - 1: nothing is skipped (pad_slot_id -1)
   launch_varlen_fwd(p, x, out, weight, bias, silu, states, n, /*pad_slot_id=*/-1);
   return {out, return_final_states ? states : none};
