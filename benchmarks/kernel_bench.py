@@ -19,7 +19,10 @@ from PATH, e.g. a copy of its ``fla/`` tree: ``fla.modules.conv.triton.ops.causa
 the functions its autograd calls, on (B, T, D) channel-last memory; no decode rows). The packed
 rows ("pfwd" / "pbwd": sequences packed into one row of B * L tokens) run ours through
 ``cu_seqlens`` (packed_fwd / packed_bwd), FLA through ``cu_seqlens`` (its chunk indices prepared
-once, outside the timing) and a ``--peer`` build through ``seq_idx``.
+once, outside the timing) and a ``--peer`` build through ``seq_idx``. The fused-residual rows
+("rfwd" / "rpfwd": out = silu(conv(x) + bias) + residual, the residual in x's layout) sit next to
+their no-residual shapes' rows; ours through the ops' ``residual`` argument, FLA through its
+forward's ``residual``; upstream has none (its column says so).
 """
 
 from __future__ import annotations
@@ -98,6 +101,27 @@ _PACKED_SHAPES = [
 ]
 PACKED_ROWS = [(f"{kind} {name}", kind, *shape) for name, *shape in _PACKED_SHAPES for kind in ("pfwd", "pbwd")]
 
+# Fused-residual rows: the forward of a shape above with a residual (kind "rfwd": fwd, "rpfwd":
+# packed_fwd), to compare with that shape's "fwd" / "pfwd" row; each is listed right after it.
+_RESIDUAL_OF = {"fwd": "rfwd", "pfwd": "rpfwd"}
+_RESIDUAL_SHAPES = {
+    "bf16 cf B4 D4096 L4096",
+    "bf16 cl B4 D4096 L4096",
+    "bf16 cl 7 seqs T16384 D4096",
+    "bf16 cf 7 seqs T16384 D4096",
+}
+
+
+def with_residual_rows(rows: list[tuple]) -> list[tuple]:
+    """rows, each fwd / pfwd row of a _RESIDUAL_SHAPES shape followed by its fused-residual row."""
+    out: list[tuple] = []
+    for r in rows:
+        out.append(r)
+        kind, shape_name = r[1], r[0].split(" ", 1)[1]
+        if kind in _RESIDUAL_OF and shape_name in _RESIDUAL_SHAPES:
+            out.append((f"{_RESIDUAL_OF[kind]} {shape_name}", _RESIDUAL_OF[kind], *r[2:]))
+    return out
+
 
 def packed_lengths(spec: str, B: int, L: int, gen: torch.Generator) -> list[int]:
     """The sequence lengths of a packed row (see PACKED_ROWS), summing to B * L."""
@@ -123,13 +147,17 @@ def kernel_rows(only: Sequence[str] = ()) -> list[tuple]:
             seen.add(key)
             rows.append(tuple(r[:8]) + ((r[8] if len(r) > 8 else 0),))
     rows += PACKED_ROWS
+    rows = with_residual_rows(rows)
     return [r for r in rows if not only or any(w in r[0] for w in only)]
 
 
 def moved_bytes(kind: str, B: int, D: int, L: int, esz: int, S: int = 3) -> int:
-    """Bytes the op must move: fwd x + out; bwd x + dout + dx; update x + out + state read and written."""
+    """Bytes the op must move: fwd x + out (+ residual); bwd x + dout + dx; update x + out + state read
+    and written."""
     if kind in ("fwd", "pfwd"):
         return 2 * B * D * L * esz
+    if kind in ("rfwd", "rpfwd"):
+        return 3 * B * D * L * esz
     if kind in ("bwd", "pbwd"):
         return 3 * B * D * L * esz
     return (2 + 2 * S) * B * D * esz
@@ -158,6 +186,9 @@ class _Build:
     # row's Packing; channel_last_only: the build reads (B, T, D) memory only (FLA)
     pfwd: Optional[Callable[..., Any]] = None
     pbwd: Optional[Callable[..., Any]] = None
+    # fused-residual rows: rfwd(x, w, b, residual, pk) -> out (pk None: dense; else packed); None: the
+    # build has no fused residual
+    rfwd: Optional[Callable[..., Any]] = None
     channel_last_only = False
     prepare_chunk_indices: Optional[Callable[..., Any]] = None
 
@@ -204,6 +235,15 @@ class _Build:
             pf, pb = ops.packed_fwd.default, ops.packed_bwd.default
             self.pfwd = lambda x, w, b, pk: pf(x, w, b, pk.cu, None, False, True)[0]
             self.pbwd = lambda x, w, b, dout, pk: pb(x, w, b, dout, pk.cu, None, None, False, True)[:3]
+        fwd_op, pf_op = ops.fwd, ops.packed_fwd
+        if any(a.name == "residual" for a in fwd_op._schema.arguments) and pf_op is not None:
+
+            def rfwd(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, r: torch.Tensor, pk: Optional[Packing]) -> Any:
+                if pk is None:
+                    return fwd_op(x, w, b, None, None, False, True, r)[0]
+                return pf_op.default(x, w, b, pk.cu, None, False, True, r)[0]
+
+            self.rfwd = rfwd
 
     def _init_fla(self, path: str) -> None:
         """flash-linear-attention's Triton kernels from the package under `path` (never a copy in
@@ -240,7 +280,13 @@ class _Build:
         def update(*args: Any) -> Any:
             raise NotImplementedError("FLA's decode update keeps another state layout: not compared")
 
+        def rfwd(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, r: torch.Tensor, pk: Optional[Packing]) -> Any:
+            kw = {} if pk is None else {"cu_seqlens": pk.cu, "chunk_indices": pk.chunk_indices}
+            out = fwd_raw(x.transpose(1, 2), w, b, residual=r.transpose(1, 2), activation="silu", **kw)[0]
+            return out.transpose(1, 2)
+
         self.fwd, self.bwd, self.update, self.pfwd, self.pbwd = fwd, bwd, update, fwd, bwd
+        self.rfwd = rfwd
 
 
 class Packing:
@@ -271,7 +317,7 @@ class CaseInputs:
         if build.channel_last_only:
             layout = "cl"  # the same row on (B, L, D) memory
         self.pk: Optional[Packing] = None
-        if kind in ("pfwd", "pbwd"):  # one row of B * L tokens
+        if kind in ("pfwd", "pbwd", "rpfwd"):  # one row of B * L tokens
             gen = torch.Generator().manual_seed(sum(name.encode()))
             self.pk = Packing(build, packed_lengths(case[9], B, L, gen))
             B, L = 1, B * L
@@ -284,10 +330,12 @@ class CaseInputs:
         S = W - 1
         self.bytes = moved_bytes(kind, B, D, L, esz, S)
         self.nbuf = bc.n_buffers(self.bytes) if nbuf is None else nbuf
-        if kind in ("fwd", "bwd", "pfwd", "pbwd"):
+        if kind in ("fwd", "bwd", "pfwd", "pbwd", "rfwd", "rpfwd"):
             self.xs = [bc.make_x(B, D, L, dtype, layout, pitch) for _ in range(self.nbuf)]
             if kind in ("bwd", "pbwd"):
                 self.douts = [bc.make_x(B, D, L, dtype, layout) for _ in range(self.nbuf)]
+            if kind in ("rfwd", "rpfwd"):  # the residual in x's layout
+                self.ress = [bc.make_x(B, D, L, dtype, layout) for _ in range(self.nbuf)]
         else:
             self.xs = [torch.randn(B, D, 1, device="cuda", dtype=dtype) for _ in range(self.nbuf)]
             self.states = [torch.randn(B, D, S, device="cuda", dtype=dtype) for _ in range(self.nbuf)]
@@ -298,6 +346,10 @@ class CaseInputs:
             return b.fwd(self.xs[i], self.w, self.bias)
         if self.kind == "bwd":
             return b.bwd(self.xs[i], self.w, self.bias, self.douts[i])
+        if self.kind in ("rfwd", "rpfwd"):
+            if b.rfwd is None:
+                raise NotImplementedError(f"{b.name} has no fused residual")
+            return b.rfwd(self.xs[i], self.w, self.bias, self.ress[i], self.pk)
         if self.kind in ("pfwd", "pbwd"):
             if b.pfwd is None or b.pbwd is None:
                 raise NotImplementedError(f"{b.name} has no packed-sequence ops")
@@ -311,13 +363,15 @@ class CaseInputs:
         restored afterwards, so timing starts from the same inputs."""
         w, bias, x = self.w, self.bias, self.xs[0]
 
-        def ref_of(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        def ref_of(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, r: Optional[torch.Tensor] = None) -> torch.Tensor:
             if self.pk is not None:
-                return bc.packed_fwd_ref(x, w, b, self.pk.cu, None, silu=True)[0]
-            return bc.fwd_ref(x, w, b, silu=True)[0]
+                return bc.packed_fwd_ref(x, w, b, self.pk.cu, None, silu=True, residual=r)[0]
+            return bc.fwd_ref(x, w, b, silu=True, residual=r)[0]
 
         if self.kind in ("fwd", "pfwd"):
             return {"rel_err": bc.rel_err(self.call(0), ref_of(x, w, bias))}
+        if self.kind in ("rfwd", "rpfwd"):
+            return {"rel_err": bc.rel_err(self.call(0), ref_of(x, w, bias, self.ress[0]))}
         if self.kind in ("bwd", "pbwd"):
             dout = self.douts[0]
             xr = x.detach().double().requires_grad_()

@@ -13,7 +13,9 @@ autograd kernel is (:data:`PYTHON_AUTOGRAD`). The backward calls ``causal_conv1d
     contiguous (the op accepts channel-first or channel-last only);
   * dfinal_states only when the forward returned final states; undefined -> None (= zeros);
   * dinitial_states only when initial_states required grad at the forward;
-  * no gradients for seq_idx and the flags; a bias gradient only with a bias.
+  * no gradients for seq_idx and the flags; a bias gradient only with a bias;
+  * residual (``out = act(conv(x) + bias) + residual``, fused in the kernels' output store): its
+    gradient is dout itself, no kernel work (bwd recomputes the pre-activation from x alone).
 ``packed_fwd`` (packed sequences, per-sequence states) has its autograd here in both op layers
 (:func:`_packed_fwd_backward`, calling ``causal_conv1d::packed_bwd`` with the same rules, and
 dinitial_states for every sequence when initial_states requires grad).
@@ -87,8 +89,10 @@ def _register_fake(op_name: str, outputs: Callable[..., Any]) -> None:
     names = [a.name for a in arguments]
     tensors = [(i, a.name) for i, a in enumerate(arguments) if i > 0 and "Tensor" in str(a.type)]
 
+    defaults = [a.default_value if a.has_default_value() else None for a in arguments]
+
     def fake(*args: Any, **kwargs: Any) -> Any:
-        args += tuple(kwargs[name] for name in names[len(args) :])
+        args += tuple(kwargs.get(name, defaults[i]) for i, name in enumerate(names) if i >= len(args))
         check_devices(args[0], **{name: args[i] for i, name in tensors})
         return outputs(*args)
 
@@ -140,9 +144,10 @@ def _varlen_fwd_out(x: Tensor, *_: Any) -> Tensor:
 
 
 # fwd and bwd: x (batch, dim, seqlen), a state per batch row; packed_fwd and packed_bwd: x (1, dim,
-# total_tokens), a state per sequence of cu_seqlens
-_register_fake("fwd", lambda x, w, b, seq_idx, init, rfs, silu: _fwd_outputs(x, w, x.shape[0], x.shape[0], rfs))
-_register_fake("packed_fwd", lambda x, w, b, cu, init, rfs, silu: _fwd_outputs(x, w, 1, cu.shape[0] - 1, rfs))
+# total_tokens), a state per sequence of cu_seqlens. The residual of fwd / packed_fwd changes no output's
+# shape or layout (out is in x's layout, whatever the residual's strides).
+_register_fake("fwd", lambda x, w, b, seq_idx, init, rfs, silu, res: _fwd_outputs(x, w, x.shape[0], x.shape[0], rfs))
+_register_fake("packed_fwd", lambda x, w, b, cu, init, rfs, silu, res: _fwd_outputs(x, w, 1, cu.shape[0] - 1, rfs))
 _register_fake(
     "bwd", lambda x, w, b, dout, seq_idx, init, dfin, rdis, silu: _bwd_outputs(x, w, b, x.shape[0], x.shape[0], rdis)
 )
@@ -160,7 +165,13 @@ _register_fake("varlen_fwd", _varlen_fwd_out)
 _bwd = torch.ops.causal_conv1d.bwd.default
 
 
-def needs_grad(x: Tensor, weight: Tensor, bias: Optional[Tensor], initial_states: Optional[Tensor]) -> bool:
+def needs_grad(
+    x: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor],
+    initial_states: Optional[Tensor],
+    residual: Optional[Tensor] = None,
+) -> bool:
     """Whether a forward on these inputs must go through autograd: grad mode on and an input that
     requires grad (seq_idx is int32: it never does), or a torch.compile trace (always the full op)."""
     if torch.is_grad_enabled() and (
@@ -168,6 +179,7 @@ def needs_grad(x: Tensor, weight: Tensor, bias: Optional[Tensor], initial_states
         or weight.requires_grad
         or (bias is not None and bias.requires_grad)
         or (initial_states is not None and initial_states.requires_grad)
+        or (residual is not None and residual.requires_grad)
     ):
         return True
     return torch.compiler.is_compiling()
@@ -175,13 +187,14 @@ def needs_grad(x: Tensor, weight: Tensor, bias: Optional[Tensor], initial_states
 
 def _fwd_setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
     """fwd's and packed_fwd's (their inputs line up: x, weight, bias, seq_idx / cu_seqlens,
-    initial_states, return_final_states, silu)."""
-    x, weight, bias, packing, initial_states, return_final_states, silu = inputs
+    initial_states, return_final_states, silu, residual)."""
+    x, weight, bias, packing, initial_states, return_final_states, silu, residual = inputs
     ctx.set_materialize_grads(False)  # unused outputs arrive as None: no zero tensors built
     ctx.save_for_backward(x, weight, bias, packing, initial_states)
     ctx.silu = silu
     ctx.return_final_states = return_final_states
     ctx.return_dinitial_states = initial_states is not None and ctx.needs_input_grad[4]
+    ctx.return_dresidual = residual is not None and ctx.needs_input_grad[7]
 
 
 def _conv_backward(bwd: Any, ctx: Any, dout: Optional[Tensor], dfinal_states: Optional[Tensor]) -> tuple:
@@ -189,6 +202,7 @@ def _conv_backward(bwd: Any, ctx: Any, dout: Optional[Tensor], dfinal_states: Op
     from causal_conv1d._errors import reraise  # noqa: PLC0415  (cheap after the first call)
 
     x, weight, bias, packing, initial_states = ctx.saved_tensors
+    dresidual = dout if ctx.return_dresidual else None  # d(out) / d(residual) = 1; None: zeros
     if dout is None:
         dout = torch.zeros_like(x)
     elif dout.stride(2) != 1 and dout.stride(1) != 1:
@@ -216,6 +230,7 @@ def _conv_backward(bwd: Any, ctx: Any, dout: Optional[Tensor], dfinal_states: Op
         dinitial_states if rdis else None,
         None,  # return_final_states
         None,  # silu
+        dresidual,
     )
 
 
@@ -270,15 +285,15 @@ class CausalConv1dFwd(torch.autograd.Function):
     torch.compile traces, and direct ``torch.ops`` calls, use the registered kernel."""
 
     @staticmethod
-    def forward(ctx, x, weight, bias, seq_idx, initial_states, return_final_states, silu):  # noqa: ANN001,ANN205
+    def forward(ctx, x, weight, bias, seq_idx, initial_states, return_final_states, silu, residual):  # noqa: ANN001,ANN205
         # below autograd (see tls_set_excluded above; under Function.forward, grad mode is off but the
         # dispatcher would still enter fwd's Python autograd kernel)
         if tls_excluded(AUTOGRAD_KEY):
-            outputs = fwd_op(x, weight, bias, seq_idx, initial_states, return_final_states, silu)
+            outputs = fwd_op(x, weight, bias, seq_idx, initial_states, return_final_states, silu, residual)
         else:
             tls_set_excluded(AUTOGRAD_KEY, True)
             try:
-                outputs = fwd_op(x, weight, bias, seq_idx, initial_states, return_final_states, silu)
+                outputs = fwd_op(x, weight, bias, seq_idx, initial_states, return_final_states, silu, residual)
             finally:
                 tls_set_excluded(AUTOGRAD_KEY, False)
         ctx.set_materialize_grads(False)  # unused outputs arrive as None: no zero tensors built
@@ -286,6 +301,7 @@ class CausalConv1dFwd(torch.autograd.Function):
         ctx.silu = silu
         ctx.return_final_states = return_final_states
         ctx.return_dinitial_states = initial_states is not None and ctx.needs_input_grad[4]
+        ctx.return_dresidual = residual is not None and ctx.needs_input_grad[7]
         return outputs
 
     backward = staticmethod(_fwd_backward)
@@ -308,10 +324,11 @@ def apply_fwd(
     initial_states: Optional[Tensor],
     return_final_states: bool,
     silu: bool,
+    residual: Optional[Tensor] = None,
 ) -> tuple[Tensor, Tensor]:
     """``CausalConv1dFwd.apply(...)``, the same result at a lower per-call cost (see above)."""
     if _functorch_active():  # custom_function_call's route: Function.apply itself
-        return CausalConv1dFwd.apply(x, weight, bias, seq_idx, initial_states, return_final_states, silu)
+        return CausalConv1dFwd.apply(x, weight, bias, seq_idx, initial_states, return_final_states, silu, residual)
     return _c_apply(
         _unwrap_if_dead(x),
         _unwrap_if_dead(weight),
@@ -320,6 +337,7 @@ def apply_fwd(
         None if initial_states is None else _unwrap_if_dead(initial_states),
         return_final_states,
         silu,
+        None if residual is None else _unwrap_if_dead(residual),
     )
 
 

@@ -7,7 +7,8 @@ Semantics (docs/ARCHITECTURE.md "Torch ops", csrc/checks.h): out[l] = act(bias +
 x[l - (W-1) + k]); positions before the start come from initial_states (or zero). With seq_idx a tap
 counts only when its sequence id equals the output's, and an output whose id is negative is 0; the
 initial state belongs to the row's first sequence (upstream 1.7.0). final_states are the last W-1
-inputs (initial_states included when seqlen < W-1).
+inputs (initial_states included when seqlen < W-1). A residual (x's shape) is added after the
+activation: out = act(conv(x) + bias) + residual (padding positions of seq_idx give the residual).
 
 Packed sequences (:func:`packed_fwd_ref`, the ``packed_fwd`` op): x (1, dim, total_tokens) holds the
 sequences ``[cu_seqlens[i], cu_seqlens[i + 1])`` back to back; each is :func:`fwd_ref` of its own
@@ -32,6 +33,7 @@ def fwd_ref(
     seq_idx: Optional[Tensor] = None,
     initial_states: Optional[Tensor] = None,
     silu: bool = False,
+    residual: Optional[Tensor] = None,
 ) -> tuple[Tensor, Tensor]:
     """(out, final_states) in float64 of x (batch, dim, seqlen); differentiable (gradient references)."""
     batch, dim, seqlen = x.shape
@@ -58,6 +60,8 @@ def fwd_ref(
         out = out * (seq_idx >= 0)[:, None, :]
     if silu:
         out = F.silu(out)
+    if residual is not None:
+        out = out + residual.double()
     return out, xp[..., xp.shape[-1] - (width - 1) :]
 
 
@@ -68,15 +72,18 @@ def packed_fwd_ref(
     cu_seqlens: Tensor,
     initial_states: Optional[Tensor] = None,
     silu: bool = False,
+    residual: Optional[Tensor] = None,
 ) -> tuple[Tensor, Tensor]:
     """(out (1, dim, total_tokens), final_states (n, dim, width - 1)) in float64 of packed x, one
-    :func:`fwd_ref` per sequence; differentiable (gradient references)."""
+    :func:`fwd_ref` per sequence (residual: (1, dim, total_tokens), sliced alike); differentiable
+    (gradient references)."""
     bounds = [int(v) for v in cu_seqlens.tolist()]
     outs, finals = [], []
     for i in range(len(bounds) - 1):
         xi = x[:, :, bounds[i] : bounds[i + 1]]
         init = initial_states[i : i + 1] if initial_states is not None else None
-        out, final = fwd_ref(xi, weight, bias, initial_states=init, silu=silu)
+        ri = residual[:, :, bounds[i] : bounds[i + 1]] if residual is not None else None
+        out, final = fwd_ref(xi, weight, bias, initial_states=init, silu=silu, residual=ri)
         outs.append(out)
         finals.append(final)
     width = weight.shape[1]

@@ -81,6 +81,7 @@ def causal_conv1d_fn(
     activation: Optional[str] = None,
     *,
     cu_seqlens: Optional[Tensor] = None,
+    residual: Optional[Tensor] = None,
 ) -> Union[Tensor, tuple[Tensor, Tensor]]:
     """Causal depthwise conv1d: ``out`` (batch, dim, seqlen), or ``(out, final_states)``.
 
@@ -92,6 +93,14 @@ def causal_conv1d_fn(
     Packed sequences (keyword ``cu_seqlens``, int32 (n + 1,)): x is (1, dim, total_tokens) and
     sequence i is tokens ``[cu_seqlens[i], cu_seqlens[i + 1])``; initial_states and the final states
     are per sequence, (n, dim, width - 1), and differentiable. seq_idx must be None then.
+
+    Fused residual (keyword ``residual``): ``out = act(conv(x) + bias) + residual``, added in the
+    kernels' float32 accumulator and rounded once to x's dtype (the same as adding it afterwards, one
+    rounding fewer and one pass over out less). residual: x's shape (packed: (1, dim, total_tokens)),
+    dtype and device, any strides; one whose unit stride is not on x's unit-stride axis (dim for a
+    channel-last x, seqlen for a channel-first one) is copied into x's layout first. Its gradient is
+    the gradient of out. Works with every other argument; with seq_idx, a padding position (negative
+    id) gives ``residual`` there (the conv's output is 0).
     """
     try:
         silu = _SILU[activation]
@@ -100,12 +109,16 @@ def causal_conv1d_fn(
     strides = x.stride()  # one call; x.dim() + 2 x.stride(i) cost 3
     if len(strides) == 3 and strides[2] != 1 and strides[1] != 1:  # neither layout (C++ names bad shapes)
         x = x.contiguous()
+    if residual is not None and not isinstance(residual, Tensor):
+        raise TypeError(
+            f"residual must be a torch.Tensor of x's shape {tuple(x.shape)} or None, got {type(residual).__name__}"
+        )
     rfs = bool(return_final_states)
     if cu_seqlens is not None:
         if seq_idx is not None:
             raise ValueError("seq_idx must be None when cu_seqlens is given (one packing description per call)")
         try:
-            out, final_states = _packed_fwd(x, weight, bias, cu_seqlens, initial_states, rfs, silu)
+            out, final_states = _packed_fwd(x, weight, bias, cu_seqlens, initial_states, rfs, silu, residual)
         except RuntimeError as exc:
             reraise(exc)
     else:
@@ -115,22 +128,23 @@ def causal_conv1d_fn(
             # input requires grad, else below autograd (the rule of _ops.use_below_autograd, inlined: a
             # call costs ~0.1 µs).
             if _is_compiling():
-                out, final_states = _fwd(x, weight, bias, seq_idx, initial_states, rfs, silu)
+                out, final_states = _fwd(x, weight, bias, seq_idx, initial_states, rfs, silu, residual)
             elif not _python_autograd:
-                out, final_states = _fwd_op(x, weight, bias, seq_idx, initial_states, rfs, silu)
+                out, final_states = _fwd_op(x, weight, bias, seq_idx, initial_states, rfs, silu, residual)
             elif _grad_enabled() and (
                 x.requires_grad
                 or weight.requires_grad
                 or (bias is not None and bias.requires_grad)
                 or (initial_states is not None and initial_states.requires_grad)
+                or (residual is not None and residual.requires_grad)
             ):
-                out, final_states = _apply_fwd(x, weight, bias, seq_idx, initial_states, rfs, silu)
+                out, final_states = _apply_fwd(x, weight, bias, seq_idx, initial_states, rfs, silu, residual)
             elif _tls_excluded(_AUTOGRAD_KEY):  # below autograd already (e.g. inference_mode)
-                out, final_states = _fwd_op(x, weight, bias, seq_idx, initial_states, rfs, silu)
+                out, final_states = _fwd_op(x, weight, bias, seq_idx, initial_states, rfs, silu, residual)
             else:  # below autograd: the Autograd key excluded for the call (causal_conv1d._ops)
                 _tls_set_excluded(_AUTOGRAD_KEY, True)
                 try:
-                    out, final_states = _fwd_op(x, weight, bias, seq_idx, initial_states, rfs, silu)
+                    out, final_states = _fwd_op(x, weight, bias, seq_idx, initial_states, rfs, silu, residual)
                 finally:
                     _tls_set_excluded(_AUTOGRAD_KEY, False)
         except RuntimeError as exc:

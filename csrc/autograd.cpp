@@ -13,7 +13,9 @@
 //     contiguous (the op accepts channel-first or channel-last only);
 //   * dfinal_states only when the forward returned final states; undefined -> None (= zeros);
 //   * dinitial_states only when initial_states required grad at the forward;
-//   * no gradients for seq_idx and the flags; a bias gradient only with a bias.
+//   * no gradients for seq_idx and the flags; a bias gradient only with a bias;
+//   * residual (out = act(conv(x) + bias) + residual): its gradient is dout itself, no kernel work
+//     (the bwd kernels recompute the pre-activation from x, which the residual does not enter).
 //
 // Plain C++ against libtorch (no Python C API: the wheel is abi3 and only ops.cpp includes Python.h);
 // compiled into the CPU-only and the CUDA legacy builds.
@@ -34,7 +36,7 @@ using torch::autograd::variable_list;
 
 // The backend kernels' signatures (csrc/cpu, csrc/cuda, ops.cpp): typed<>() checks them.
 using FwdSig = std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, const OptTensor&, const OptTensor&,
-                                          const OptTensor&, bool, bool);
+                                          const OptTensor&, bool, bool, const OptTensor&);
 using BwdSig = std::tuple<Tensor, Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const OptTensor&,
                                                           const Tensor&, const OptTensor&, const OptTensor&,
                                                           const OptTensor&, bool, bool);
@@ -58,10 +60,11 @@ bool requires_grad(const OptTensor& t) { return t.has_value() && t->requires_gra
 // autograd kernels.
 std::tuple<Tensor, Tensor> fwd_below_autograd(c10::DispatchKeySet ks, const Tensor& x, const Tensor& weight,
                                               const OptTensor& bias, const OptTensor& seq_idx,
-                                              const OptTensor& initial_states, bool return_final_states, bool silu) {
+                                              const OptTensor& initial_states, bool return_final_states, bool silu,
+                                              const OptTensor& residual) {
   at::AutoDispatchBelowADInplaceOrView guard;
   return fwd_op().redispatch(ks & c10::after_autograd_keyset, x, weight, bias, seq_idx, initial_states,
-                             return_final_states, silu);
+                             return_final_states, silu, residual);
 }
 
 }  // namespace
@@ -73,15 +76,17 @@ struct FwdBackward : public torch::autograd::Function<FwdBackward> {
   // apply() passes every argument through: one gradient slot each in backward (ks first).
   static variable_list forward(AutogradContext* ctx, c10::DispatchKeySet ks, const Tensor& x,
                                const Tensor& weight, const OptTensor& bias, const OptTensor& seq_idx,
-                               const OptTensor& initial_states, bool return_final_states, bool silu) {
+                               const OptTensor& initial_states, bool return_final_states, bool silu,
+                               const OptTensor& residual) {
     auto [out, final_states] =
-        fwd_below_autograd(ks, x, weight, bias, seq_idx, initial_states, return_final_states, silu);
+        fwd_below_autograd(ks, x, weight, bias, seq_idx, initial_states, return_final_states, silu, residual);
     ctx->set_materialize_grads(false);  // unused outputs arrive undefined: no zero tensors built
     ctx->save_for_backward({x, weight, bias.value_or(Tensor()), seq_idx.value_or(Tensor()),
                             initial_states.value_or(Tensor())});
     ctx->saved_data["silu"] = silu;
     ctx->saved_data["rfs"] = return_final_states;
     ctx->saved_data["rdis"] = requires_grad(initial_states);  // grad mode is on here (see fwd_autograd)
+    ctx->saved_data["rres"] = requires_grad(residual);
     return {std::move(out), std::move(final_states)};
   }
 
@@ -92,6 +97,7 @@ struct FwdBackward : public torch::autograd::Function<FwdBackward> {
     const bool silu = ctx->saved_data["silu"].toBool();
     const bool return_final_states = ctx->saved_data["rfs"].toBool();
     const bool return_dinitial_states = ctx->saved_data["rdis"].toBool();
+    const Tensor dresidual = ctx->saved_data["rres"].toBool() ? grads[0] : Tensor();  // d(out)/d(residual) = 1
 
     Tensor dout = std::move(grads[0]);
     if (!dout.defined()) {
@@ -113,8 +119,9 @@ struct FwdBackward : public torch::autograd::Function<FwdBackward> {
             bias.defined() ? std::move(dbias) : Tensor(),
             Tensor(),  // seq_idx
             return_dinitial_states ? std::move(dinitial_states) : Tensor(),
-            Tensor(),   // return_final_states
-            Tensor()};  // silu
+            Tensor(),  // return_final_states
+            Tensor(),  // silu
+            dresidual};
   }
 };
 
@@ -124,16 +131,17 @@ namespace {
 
 std::tuple<Tensor, Tensor> fwd_autograd(c10::DispatchKeySet ks, const Tensor& x, const Tensor& weight,
                                         const OptTensor& bias, const OptTensor& seq_idx,
-                                        const OptTensor& initial_states, bool return_final_states, bool silu) {
+                                        const OptTensor& initial_states, bool return_final_states, bool silu,
+                                        const OptTensor& residual) {
   // No gradient needed (the condition of the former Python kernel: grad mode on and a tensor input
   // requiring grad; the flags are read before the thread-local grad mode): no node, nothing saved.
   const bool any_requires_grad = x.requires_grad() || weight.requires_grad() || requires_grad(bias) ||
-                                 requires_grad(seq_idx) || requires_grad(initial_states);
+                                 requires_grad(seq_idx) || requires_grad(initial_states) || requires_grad(residual);
   if (!any_requires_grad || !at::GradMode::is_enabled()) {
-    return fwd_below_autograd(ks, x, weight, bias, seq_idx, initial_states, return_final_states, silu);
+    return fwd_below_autograd(ks, x, weight, bias, seq_idx, initial_states, return_final_states, silu, residual);
   }
-  variable_list outs =
-      causal_conv1d::FwdBackward::apply(ks, x, weight, bias, seq_idx, initial_states, return_final_states, silu);
+  variable_list outs = causal_conv1d::FwdBackward::apply(ks, x, weight, bias, seq_idx, initial_states,
+                                                         return_final_states, silu, residual);
   return {std::move(outs[0]), std::move(outs[1])};
 }
 

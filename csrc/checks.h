@@ -148,6 +148,26 @@ inline void check_bias(const Tensor& x, const Tensor& weight, const OptTensor& b
   check_shape(b, "bias", {x.size(1)}, "(dim,)");
 }
 
+// The fused residual of fwd / packed_fwd (out = act(conv(x) + bias) + residual): x's shape, dtype
+// and device, any strides; None is fine.
+inline void check_residual(const Tensor& x, const OptTensor& residual) {
+  if (!residual.has_value()) return;
+  const Tensor& r = *residual;
+  check_same_device(r, x, "residual");
+  check_dtype_like_x(r, x, "residual");
+  check_shape(r, "residual", x.sizes(), "x.shape");
+}
+
+// t (batch, dim, seqlen) with its unit stride on x's unit-stride axis (dout, residual: the kernels
+// read them along that axis): t itself, or a copy in x's layout.
+inline Tensor in_layout(const Tensor& t, bool channel_last) {
+  const bool ok = channel_last ? t.stride(1) == 1 : t.stride(2) == 1;
+  if (ok) return t;
+  Tensor r = empty_bdl(t.size(0), t.size(1), t.size(2), channel_last, t.scalar_type(), t);
+  copy_into(r, t);
+  return r;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Per-op checks. Each returns nothing and throws on the first problem.
 

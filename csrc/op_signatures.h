@@ -25,7 +25,8 @@ using SpecUpdateOp = Tensor(const Tensor& x, Tensor& conv_state, const Tensor& w
                             const OptTensor& retrieve_parent_token);
 using PackedFwdOp = std::tuple<Tensor, Tensor>(const Tensor& x, const Tensor& weight, const OptTensor& bias,
                                                const Tensor& cu_seqlens, const OptTensor& initial_states,
-                                               bool return_final_states, bool silu);
+                                               bool return_final_states, bool silu,
+                                               const OptTensor& residual);
 using PackedBwdOp = std::tuple<Tensor, Tensor, Tensor, Tensor>(const Tensor& x, const Tensor& weight,
                                                                const OptTensor& bias, const Tensor& dout,
                                                                const Tensor& cu_seqlens,

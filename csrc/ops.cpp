@@ -35,9 +35,12 @@ PyMODINIT_FUNC PyInit__C(void) {
 }
 
 CC1D_LIBRARY(causal_conv1d, m) {
+  // residual (fwd, packed_fwd): out = act(conv(x) + bias) + residual, fused into the output store
+  // (x's shape and dtype; checks.h, check_residual). Last, with a default: positional calls of the
+  // seven other arguments are unchanged.
   m.def(
       "fwd(Tensor x, Tensor weight, Tensor? bias, Tensor? seq_idx, Tensor? initial_states, "
-      "bool return_final_states, bool silu) -> (Tensor out, Tensor final_states)");
+      "bool return_final_states, bool silu, Tensor? residual=None) -> (Tensor out, Tensor final_states)");
   m.def(
       "bwd(Tensor x, Tensor weight, Tensor? bias, Tensor dout, Tensor? seq_idx, Tensor? initial_states, "
       "Tensor? dfinal_states, bool return_dinitial_states, bool silu) "
@@ -64,7 +67,7 @@ CC1D_LIBRARY(causal_conv1d, m) {
   // varlen_fwd kernels (one request per sequence).
   m.def(
       "packed_fwd(Tensor x, Tensor weight, Tensor? bias, Tensor cu_seqlens, Tensor? initial_states, "
-      "bool return_final_states, bool silu) -> (Tensor out, Tensor final_states)");
+      "bool return_final_states, bool silu, Tensor? residual=None) -> (Tensor out, Tensor final_states)");
   m.def(
       "packed_bwd(Tensor x, Tensor weight, Tensor? bias, Tensor dout, Tensor cu_seqlens, Tensor? initial_states, "
       "Tensor? dfinal_states, bool return_dinitial_states, bool silu) "
@@ -120,7 +123,7 @@ namespace {
 }
 
 std::tuple<Tensor, Tensor> fwd_no_cuda(const Tensor&, const Tensor&, const OptTensor&, const OptTensor&,
-                                       const OptTensor&, bool, bool) {
+                                       const OptTensor&, bool, bool, const OptTensor&) {
   no_cuda_kernels("fwd");
 }
 
@@ -148,7 +151,7 @@ Tensor spec_update_no_cuda(const Tensor&, Tensor&, const Tensor&, const OptTenso
 }
 
 std::tuple<Tensor, Tensor> packed_fwd_no_cuda(const Tensor&, const Tensor&, const OptTensor&, const Tensor&,
-                                              const OptTensor&, bool, bool) {
+                                              const OptTensor&, bool, bool, const OptTensor&) {
   no_cuda_kernels("packed_fwd");
 }
 

@@ -153,23 +153,37 @@ CC1D_UNROLL
   }
 }
 
-// One channel of a sequence of n tokens through the W = H + 1 taps w: out[t] = act(bias + w[H] x[t] +
-// sum_{k < H} w[k] win[k]), then win shifts by x[t]. win holds the H inputs before the first token in
-// the accumulation type, and on return the H inputs before the token after the last. x and out are
-// read and written xs and os elements apart. H: an int64_t, or std::integral_constant<int, H>.
-template <typename T, typename A, typename HT>
-inline void conv_walk(const T* xr, int64_t xs, T* orow, int64_t os, int64_t n, const A* w, A bias, A* win, HT H,
-                      bool act) {
+// conv_walk's loop; kRes: out[t] also adds res[t * rs] in the accumulation type (one rounding).
+template <bool kRes, typename T, typename A, typename HT>
+inline void conv_walk_loop(const T* xr, int64_t xs, T* orow, int64_t os, const T* res, int64_t rs, int64_t n,
+                           const A* w, A bias, A* win, HT H, bool act) {
   const int64_t h = H;  // a plain variable in the loop conditions (unrolled where H is a constant)
   for (int64_t t = 0; t < n; ++t) {
     const A xt = static_cast<A>(xr[t * xs]);
     A acc = bias + w[h] * xt;
 CC1D_UNROLL
     for (int64_t k = 0; k < h; ++k) acc += w[k] * win[k];
-    orow[t * os] = static_cast<T>(act ? silu(acc) : acc);
+    A o = act ? silu(acc) : acc;
+    if constexpr (kRes) o += static_cast<A>(res[t * rs]);
+    orow[t * os] = static_cast<T>(o);
 CC1D_UNROLL
     for (int64_t k = 0; k + 1 < h; ++k) win[k] = win[k + 1];
     win[h - 1] = xt;
+  }
+}
+
+// One channel of a sequence of n tokens through the W = H + 1 taps w: out[t] = act(bias + w[H] x[t] +
+// sum_{k < H} w[k] win[k]) (+ res[t] when res is set: the fused residual), then win shifts by x[t].
+// win holds the H inputs before the first token in the accumulation type, and on return the H inputs
+// before the token after the last. x, out and res are read and written xs, os and rs elements apart.
+// H: an int64_t, or std::integral_constant<int, H>. The residual test is made once, outside the loop.
+template <typename T, typename A, typename HT>
+inline void conv_walk(const T* xr, int64_t xs, T* orow, int64_t os, int64_t n, const A* w, A bias, A* win, HT H,
+                      bool act, const T* res = nullptr, int64_t rs = 0) {
+  if (res != nullptr) {
+    conv_walk_loop<true>(xr, xs, orow, os, res, rs, n, w, bias, win, H, act);
+  } else {
+    conv_walk_loop<false>(xr, xs, orow, os, res, rs, n, w, bias, win, H, act);
   }
 }
 
@@ -184,21 +198,23 @@ struct CC1D_HIDDEN FwdArgs {
   const int32_t* seq;          // (batch, seqlen) contiguous or nullptr
   const void* init;            // acc type; channel-first: (batch, dim, W-1); channel-last: (batch, W-1, dim)
   bool silu;
+  const Tensor* residual;      // x's dtype and layout (unit stride on x's unit-stride axis), or nullptr
 };
 
 // A forward kernel's view of FwdArgs for element type T: x and out (batch, dim, seqlen) with their
 // strides, the weight, bias and initial states in the accumulation type A (float in the vector
-// kernels, which have no float64 ones) and the seq ids.
+// kernels, which have no float64 ones), the seq ids and the residual (res.p null: none).
 template <typename T, typename A = acc_t<T>>
 struct FwdView {
   Strided<const T> x;
   Strided<T> out;
+  Strided<const T> res;
   const A* w;
   const A* bias;
   const A* init;
   const int32_t* seq;
   explicit FwdView(const FwdArgs& a)
-      : x(a.x), out(a.out), w(static_cast<const A*>(a.weight)), bias(static_cast<const A*>(a.bias)),
+      : x(a.x), out(a.out), res(a.residual), w(static_cast<const A*>(a.weight)), bias(static_cast<const A*>(a.bias)),
         init(static_cast<const A*>(a.init)), seq(a.seq) {}
 };
 
@@ -269,6 +285,7 @@ struct CC1D_HIDDEN PackedArgs {
   // forward
   Tensor* out;              // (1, dim, total)
   Tensor* final_states;     // (nseq, dim, W-1) or nullptr
+  const Tensor* residual;   // (1, dim, total) in x's dtype, or nullptr
   // backward
   const Tensor* dout;       // (1, dim, total)
   const Tensor* dfinal;     // (nseq, dim, W-1) or nullptr

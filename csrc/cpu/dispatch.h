@@ -65,7 +65,7 @@ void run_packed_bwd(const PackedArgs& a);
 // The ops (registered in register.cpp).
 std::tuple<Tensor, Tensor> fwd_cpu(const Tensor& x, const Tensor& weight, const OptTensor& bias,
                                    const OptTensor& seq_idx, const OptTensor& initial_states,
-                                   bool return_final_states, bool silu);
+                                   bool return_final_states, bool silu, const OptTensor& residual);
 std::tuple<Tensor, Tensor, Tensor, Tensor> bwd_cpu(const Tensor& x, const Tensor& weight, const OptTensor& bias,
                                                    const Tensor& dout, const OptTensor& seq_idx,
                                                    const OptTensor& initial_states, const OptTensor& dfinal_states,

@@ -42,14 +42,17 @@ std::tuple<Tensor, Tensor> fwd_cpu(const Tensor& x, const Tensor& weight,
                                            const OptTensor& bias,
                                            const OptTensor& seq_idx,
                                            const OptTensor& initial_states, bool return_final_states,
-                                           bool silu) {
+                                           bool silu, const OptTensor& residual) {
   check_fwd_args(x, weight, bias, seq_idx, initial_states, return_final_states, kMaxWidth, /*allow_float64=*/true);
+  check_residual(x, residual);
   const int64_t B = x.size(0), D = x.size(1), L = x.size(2), W = weight.size(1);
   const bool channel_last = is_channel_last(x);
   Tensor out = empty_bdl(B, D, L, channel_last, x.scalar_type(), x);
   advise_huge_pages(out);
   const ScalarType acc = acc_dtype(x);
   Tensor seq = seq_idx.has_value() ? as_contiguous(*seq_idx) : Tensor();
+  // the vector kernels read the residual along x's unit-stride axis
+  const Tensor res = residual.has_value() ? in_layout(*residual, channel_last) : Tensor();
   // A zero bias when there is none: the channel-last inner loop reads it unconditionally.
   Tensor bf = bias.has_value() ? as_contiguous(to_dtype(*bias, acc)) : alloc_zeros({D}, acc, x);
   Tensor wf, init;
@@ -72,7 +75,8 @@ std::tuple<Tensor, Tensor> fwd_cpu(const Tensor& x, const Tensor& weight,
               bf.const_data_ptr(),
               seq.defined() ? seq.const_data_ptr<int32_t>() : nullptr,
               init.defined() ? init.const_data_ptr() : nullptr,
-              silu};
+              silu,
+              res.defined() ? &res : nullptr};
     run_fwd(a);
   }
   Tensor final_states;

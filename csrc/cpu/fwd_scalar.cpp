@@ -2,7 +2,9 @@
 // ATEN_CPU_CAPABILITY=default. Channel-first: one task per (batch, channel) row; the row is converted
 // to the accumulation type in chunks of kChunk positions (plus the W-1 positions before them), then
 // an unrolled W-tap loop over the chunk. Channel-last: one task per (batch, block of positions); the
-// W taps accumulate over all channels of a position.
+// W taps accumulate over all channels of a position. A residual (FwdArgs::residual) is added to each
+// output in the accumulation type before the one rounding to T; its test is made per row or chunk,
+// outside the loops over positions or channels.
 #include "dispatch.h"
 
 #include <vector>
@@ -22,6 +24,7 @@ void fwd_cf_rows_scalar(const FwdArgs& a, int64_t r0, int64_t r1) {
     const int64_t b = r / D, d = r % D;
     const T* xr = v.x.ptr(b, d);
     T* orow = v.out.ptr(b, d);
+    const T* rr = v.res.p ? v.res.ptr(b, d) : nullptr;  // unit stride along seqlen (x's layout)
     A w[W];
     for (int k = 0; k < W; ++k) w[k] = v.w[d * W + k];
     const A bv = v.bias ? v.bias[d] : A(0);
@@ -38,12 +41,15 @@ void fwd_cf_rows_scalar(const FwdArgs& a, int64_t r0, int64_t r1) {
         const int64_t head = std::min<int64_t>(W - 1, L);
         for (int64_t i = 0; i < head; ++i) win[W - 1 + i] = xr[i];
         conv_window<W, A>(win.data(), w, bv, obuf.data(), head);
-        for (int64_t i = 0; i < head; ++i) orow[i] = a.silu ? silu(obuf[i]) : obuf[i];
+        for (int64_t i = 0; i < head; ++i) orow[i] = (a.silu ? silu(obuf[i]) : obuf[i]) + (rr ? rr[i] : A(0));
         if (L > W - 1) {
           T* __restrict o = orow + (W - 1);
           conv_window<W, A>(xr, w, bv, o, L - (W - 1));
           if (a.silu) {
             for (int64_t i = 0; i < L - (W - 1); ++i) o[i] = silu(o[i]);
+          }
+          if (rr) {  // T is the accumulation type: adding in place rounds once
+            for (int64_t i = 0; i < L - (W - 1); ++i) o[i] += rr[W - 1 + i];
           }
         }
         continue;
@@ -60,7 +66,10 @@ void fwd_cf_rows_scalar(const FwdArgs& a, int64_t r0, int64_t r1) {
       } else {
         conv_window<W, A>(win.data(), w, bv, obuf.data(), n);
       }
-      if (a.silu) {
+      if (rr) {
+        for (int64_t i = 0; i < n; ++i)
+          orow[l0 + i] = static_cast<T>((a.silu ? silu(obuf[i]) : obuf[i]) + static_cast<A>(rr[l0 + i]));
+      } else if (a.silu) {
         for (int64_t i = 0; i < n; ++i) orow[l0 + i] = static_cast<T>(silu(obuf[i]));
       } else {
         for (int64_t i = 0; i < n; ++i) orow[l0 + i] = static_cast<T>(obuf[i]);
@@ -85,9 +94,19 @@ void fwd_cl_tasks_scalar(const FwdArgs& a, int64_t t0, int64_t t1, int64_t rows,
     const int64_t l0 = (t % nblocks) * rows, l1 = std::min(L, l0 + rows);
     for (int64_t l = l0; l < l1; ++l) {
       T* __restrict orow = v.out.ptr(b, 0, l);
+      const T* __restrict rrow = v.res.p ? v.res.ptr(b, 0, l) : nullptr;  // unit stride along dim
+      // out[d] = act(ac[d]) + residual[d] (the residual rows: one test per row)
+      auto store_res = [&]() {
+        for (int64_t d = 0; d < D; ++d)
+          orow[d] = static_cast<T>((a.silu ? silu(ac[d]) : ac[d]) + static_cast<A>(rrow[d]));
+      };
       const int32_t cur = v.seq ? v.seq[b * L + l] : 0;
-      if (cur < 0) {
-        for (int64_t d = 0; d < D; ++d) orow[d] = static_cast<T>(A(0));
+      if (cur < 0) {  // padding: 0, plus the residual
+        if (rrow) {
+          for (int64_t d = 0; d < D; ++d) orow[d] = rrow[d];
+        } else {
+          for (int64_t d = 0; d < D; ++d) orow[d] = static_cast<T>(A(0));
+        }
         continue;
       }
       bool all_taps = l >= W - 1;  // every tap is an input of the same sequence
@@ -102,7 +121,10 @@ CC1D_UNROLL
           for (int k = 0; k < W; ++k) z += v.w[k * D + d] * static_cast<A>(rows[k][d]);
           return z;
         };
-        if (a.silu) {
+        if (rrow) {
+          for (int64_t d = 0; d < D; ++d) ac[d] = taps(d);
+          store_res();
+        } else if (a.silu) {
           for (int64_t d = 0; d < D; ++d) ac[d] = taps(d);
           for (int64_t d = 0; d < D; ++d) orow[d] = static_cast<T>(silu(ac[d]));
         } else {
@@ -128,7 +150,9 @@ CC1D_UNROLL
           for (int64_t d = 0; d < D; ++d) ac[d] += wk[d] * static_cast<A>(xr[d]);
         }
       }
-      if (a.silu) {
+      if (rrow) {
+        store_res();
+      } else if (a.silu) {
         for (int64_t d = 0; d < D; ++d) orow[d] = static_cast<T>(silu(ac[d]));
       } else {
         for (int64_t d = 0; d < D; ++d) orow[d] = static_cast<T>(ac[d]);

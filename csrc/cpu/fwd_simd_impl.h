@@ -182,11 +182,14 @@ inline vf vsilu(vf z) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Channel-first: out[i] = act(bias + sum_k w[k] * win[i + k]) for i in [0, n); win[0, n + W - 1) is
-// readable. One pass: each output vector is computed from W shifted loads, activated and stored.
+// Channel-first: out[i] = act(bias + sum_k w[k] * win[i + k]) (+ res[i] with kRes: the fused
+// residual, added in float before the one rounding) for i in [0, n); win[0, n + W - 1) is readable.
+// One pass: each output vector is computed from W shifted loads, activated and stored. kRes is a
+// template parameter so that the loop without a residual is the loop it always was.
 
-template <int W, typename TI, typename TO>
-void conv_act(const TI* __restrict win, TO* __restrict out, int64_t n, const float* w, float bias, bool silu) {
+template <int W, bool kRes, typename TI, typename TO>
+void conv_act(const TI* __restrict win, TO* __restrict out, const TO* __restrict res, int64_t n, const float* w,
+              float bias, bool silu) {
   vf wv[W];
   for (int k = 0; k < W; ++k) wv[k] = vset1(w[k]);
   const vf bv = vset1(bias);
@@ -196,6 +199,7 @@ void conv_act(const TI* __restrict win, TO* __restrict out, int64_t n, const flo
 CC1D_UNROLL
     for (int k = 0; k < W; ++k) acc = vfmadd(wv[k], vload(win + i + k), acc);
     if (silu) acc = vsilu(acc);
+    if constexpr (kRes) acc = vadd(acc, vload(res + i));
     vstore(out + i, acc);
   }
   if (i < n) {
@@ -203,15 +207,16 @@ CC1D_UNROLL
     vf acc = bv;
     for (int k = 0; k < W; ++k) acc = vfmadd(wv[k], vload_n(win + i + k, m), acc);
     if (silu) acc = vsilu(acc);
+    if constexpr (kRes) acc = vadd(acc, vload_n(res + i, m));
     vstore_n(out + i, acc, m);
   }
 }
 
 // As conv_act, but a tap counts only when its seq id (sw, aligned with win) equals the output's
-// (sw[i + W - 1]); an output whose seq id is negative (padding) is 0.
-template <int W, typename TI, typename TO>
-void conv_act_seq(const TI* __restrict win, const int32_t* __restrict sw, TO* __restrict out, int64_t n,
-                  const float* w, float bias, bool silu) {
+// (sw[i + W - 1]); an output whose seq id is negative (padding) is 0 (plus the residual).
+template <int W, bool kRes, typename TI, typename TO>
+void conv_act_seq(const TI* __restrict win, const int32_t* __restrict sw, TO* __restrict out,
+                  const TO* __restrict res, int64_t n, const float* w, float bias, bool silu) {
   vf wv[W];
   for (int k = 0; k < W; ++k) wv[k] = vset1(w[k]);
   const vf bv = vset1(bias);
@@ -222,7 +227,9 @@ void conv_act_seq(const TI* __restrict win, const int32_t* __restrict sw, TO* __
 CC1D_UNROLL
     for (int k = 0; k < W - 1; ++k) acc = vfmadd_if(veqi(vloadi(sw + i + k), cur), wv[k], vload(win + i + k), acc);
     if (silu) acc = vsilu(acc);
-    vstore(out + i, vzero_if_neg(cur, acc));
+    acc = vzero_if_neg(cur, acc);
+    if constexpr (kRes) acc = vadd(acc, vload(res + i));
+    vstore(out + i, acc);
   }
   if (i < n) {
     const int64_t m = n - i;
@@ -232,13 +239,15 @@ CC1D_UNROLL
       acc = vfmadd_if(veqi(vloadi_n(sw + i + k, m), cur), wv[k], vload_n(win + i + k, m), acc);
     }
     if (silu) acc = vsilu(acc);
-    vstore_n(out + i, vzero_if_neg(cur, acc), m);
+    acc = vzero_if_neg(cur, acc);
+    if constexpr (kRes) acc = vadd(acc, vload_n(res + i, m));
+    vstore_n(out + i, acc, m);
   }
 }
 
 // Rows [r0, r1) of the (batch * dim) channel-first rows. The first min(L, W-1) outputs of a row take
 // earlier taps from the initial states (or zeros): they are computed from a small float window;
-// the rest read x in place.
+// the rest read x in place. The residual (if any) is chosen once per row: conv_act<W, kRes>.
 template <typename T, int W>
 void fwd_cf_rows(const FwdArgs& a, int64_t r0, int64_t r1) {
   constexpr int H = W - 1;
@@ -248,6 +257,7 @@ void fwd_cf_rows(const FwdArgs& a, int64_t r0, int64_t r1) {
     const int64_t b = r / D, d = r % D;
     const T* xr = v.x.ptr(b, d);
     T* orow = v.out.ptr(b, d);
+    const T* rr = v.res.p ? v.res.ptr(b, d) : nullptr;  // unit stride along seqlen (x's layout)
     const int32_t* sr = v.seq ? v.seq + b * L : nullptr;
     const float* w = v.w + d * W;
     const float bv = v.bias[d];
@@ -264,12 +274,21 @@ void fwd_cf_rows(const FwdArgs& a, int64_t r0, int64_t r1) {
       hw[H + i] = static_cast<float>(xr[i]);
       if (sr) hs[H + i] = sr[i];
     }
-    if (sr) {
-      conv_act_seq<W>(hw, hs, orow, head, w, bv, a.silu);
-      if (L > H) conv_act_seq<W>(xr, sr, orow + H, L - H, w, bv, a.silu);
+    auto row = [&](auto res_tag) {
+      constexpr bool kRes = decltype(res_tag)::value;
+      const T* rh = kRes ? rr + H : nullptr;  // the residual of the outputs after the head
+      if (sr) {
+        conv_act_seq<W, kRes>(hw, hs, orow, rr, head, w, bv, a.silu);
+        if (L > H) conv_act_seq<W, kRes>(xr, sr, orow + H, rh, L - H, w, bv, a.silu);
+      } else {
+        conv_act<W, kRes>(hw, orow, rr, head, w, bv, a.silu);
+        if (L > H) conv_act<W, kRes>(xr, orow + H, rh, L - H, w, bv, a.silu);
+      }
+    };
+    if (rr) {
+      row(std::true_type{});
     } else {
-      conv_act<W>(hw, orow, head, w, bv, a.silu);
-      if (L > H) conv_act<W>(xr, orow + H, L - H, w, bv, a.silu);
+      row(std::false_type{});
     }
   }
 }
@@ -277,11 +296,11 @@ void fwd_cf_rows(const FwdArgs& a, int64_t r0, int64_t r1) {
 // ---------------------------------------------------------------------------------------------
 // Channel-last: one output row (all channels of one position) per step, vectorised along dim.
 
-// orow[d] = act(bias[d] + sum_k wt[k * D + d] * tap_k[d]); tap k is xk[k] (x's dtype) when set,
-// else ik[k] (float) when set, else absent.
-template <int W, typename T, bool kAllX>
+// orow[d] = act(bias[d] + sum_k wt[k * D + d] * tap_k[d]) (+ rrow[d] with kRes); tap k is xk[k]
+// (x's dtype) when set, else ik[k] (float) when set, else absent.
+template <int W, typename T, bool kAllX, bool kRes>
 void cl_row(const T* const* xk, const float* const* ik, const float* __restrict wt, const float* __restrict bias,
-            T* __restrict orow, int64_t D, bool silu) {
+            T* __restrict orow, const T* __restrict rrow, int64_t D, bool silu) {
   int64_t d = 0;
   for (; d + kLanes <= D; d += kLanes) {
     vf acc = vload(bias + d);
@@ -295,6 +314,7 @@ CC1D_UNROLL
       }
     }
     if (silu) acc = vsilu(acc);
+    if constexpr (kRes) acc = vadd(acc, vload(rrow + d));
     vstore(orow + d, acc);
   }
   if (d < D) {
@@ -309,6 +329,7 @@ CC1D_UNROLL
       }
     }
     if (silu) acc = vsilu(acc);
+    if constexpr (kRes) acc = vadd(acc, vload_n(rrow + d, m));
     vstore_n(orow + d, acc, m);
   }
 }
@@ -323,8 +344,13 @@ void fwd_cl_tasks(const FwdArgs& a, int64_t t0, int64_t t1, int64_t rows, int64_
     const int64_t l0 = (t % nblocks) * rows, l1 = std::min(L, l0 + rows);
     for (int64_t l = l0; l < l1; ++l) {
       T* orow = v.out.ptr(b, 0, l);
+      const T* rrow = v.res.p ? v.res.ptr(b, 0, l) : nullptr;  // unit stride along dim (x's layout)
       const int32_t cur = v.seq ? v.seq[b * L + l] : 0;
-      if (cur < 0) {  // padding
+      if (cur < 0) {  // padding: 0, plus the residual
+        if (rrow) {
+          std::memcpy(static_cast<void*>(orow), rrow, D * sizeof(T));
+          continue;
+        }
         int64_t d = 0;
         for (; d + kLanes <= D; d += kLanes) vstore(orow + d, vzero());
         if (d < D) vstore_n(orow + d, vzero(), D - d);
@@ -347,10 +373,16 @@ void fwd_cl_tasks(const FwdArgs& a, int64_t t0, int64_t t1, int64_t rows, int64_
           xk[k] = v.x.ptr(b, 0, pos);
         }
       }
-      if (all_x) {
-        cl_row<W, T, true>(xk, ik, v.w, v.bias, orow, D, a.silu);
+      if (rrow) {
+        if (all_x) {
+          cl_row<W, T, true, true>(xk, ik, v.w, v.bias, orow, rrow, D, a.silu);
+        } else {
+          cl_row<W, T, false, true>(xk, ik, v.w, v.bias, orow, rrow, D, a.silu);
+        }
+      } else if (all_x) {
+        cl_row<W, T, true, false>(xk, ik, v.w, v.bias, orow, rrow, D, a.silu);
       } else {
-        cl_row<W, T, false>(xk, ik, v.w, v.bias, orow, D, a.silu);
+        cl_row<W, T, false, false>(xk, ik, v.w, v.bias, orow, rrow, D, a.silu);
       }
     }
   }

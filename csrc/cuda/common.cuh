@@ -69,6 +69,12 @@ struct ConvParams {
   // [cu_seqlens[i], cu_seqlens[i + 1]) of the row, clamped into [0, seqlen). Null on the dense ops.
   const int32_t* cu_seqlens = nullptr;
   int nseq = 0;
+
+  // fwd only: the fused residual, out = act(conv + bias) + residual (x's dtype and layout kind), or
+  // null. Last in the struct: the other fields keep their offsets (and the kernels without a residual
+  // their SASS).
+  const void* res = nullptr;
+  int64_t r_bs = 0, r_cs = 0, r_ls = 0;
 };
 
 // Incremental decode update.
@@ -219,6 +225,24 @@ __device__ __forceinline__ void load_raw_l(const T* __restrict__ row, int64_t l0
   } else {
 #pragma unroll
     for (int i = 0; i < kN; ++i) dst.v[i] = l0 + i < L ? row[l0 + i] : from_float<T>(0.f);
+  }
+}
+
+// The fused residual at a channel-first output store: o[i] += row[l0 + i] for the N tokens at l0 of a
+// unit-stride row of length L (those past L untouched); full: one aligned vector access (N * sizeof(T)
+// a multiple of 16).
+template <typename T, int N>
+__device__ __forceinline__ void add_residual_l(const T* __restrict__ row, int64_t l0, int64_t L, bool full,
+                                               float (&o)[N]) {
+  if (full) {
+    float r[N];
+    load_vec<T, N>(row + l0, r);
+#pragma unroll
+    for (int i = 0; i < N; ++i) o[i] += r[i];
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+      if (l0 + i < L) o[i] += to_float(row[l0 + i]);
   }
 }
 

@@ -6,6 +6,9 @@
 // Channel-last (x stride along D == 1): each thread owns 8 consecutive channels (one or two
 // 16-byte loads per token) and walks a tile of tokens, keeping the last width-1 tokens in
 // registers; only the first width-1 tokens of a tile are read twice (from L2).
+// The fused residual (p.res, x's layout kind): added to each output at its store, after the
+// activation (and the seq_idx padding mask), in float. kRes is a template parameter: a run-time test
+// cost the kernels without a residual registers (spills in the channel-first ones).
 #include "launch_check.cuh"
 
 #include "dispatch.cuh"
@@ -33,7 +36,7 @@ __device__ __forceinline__ void write_final(const ConvParams& p, int b, int d, i
   static_cast<T*>(p.final_out)[b * p.f_bs + d * p.f_cs + (int64_t)j * p.f_ls] = v;
 }
 
-template <typename T, int kW>
+template <typename T, int kW, bool kRes>
 __global__ void __launch_bounds__(kCfThreads, 6) fwd_cf_kernel(const ConvParams p, const int64_t wpr, const int64_t spw,
                                                             const int64_t nwarps) {
   constexpr int kN = 32 / sizeof(T);  // tokens per thread and segment: 32 bytes
@@ -57,6 +60,8 @@ __global__ void __launch_bounds__(kCfThreads, 6) fwd_cf_kernel(const ConvParams 
   T* __restrict__ outr = static_cast<T*>(p.out) + b * p.out_bs + d * p.out_cs;
   const bool has_seq = p.seq_idx != nullptr;
   const int32_t* __restrict__ sr = has_seq ? p.seq_idx + b * p.s_bs : nullptr;
+  // the residual's row (unit stride along seqlen, as x's)
+  const T* __restrict__ rr = kRes ? static_cast<const T*>(p.res) + b * p.r_bs + d * p.r_cs : nullptr;
 
   // register double buffer: segment s+1 is loaded while segment s is computed
   RawVec<T, kN> cur;
@@ -127,6 +132,7 @@ __global__ void __launch_bounds__(kCfThreads, 6) fwd_cf_kernel(const ConvParams 
         o[ii] = p.silu ? silu_f(acc) : acc;
       }
       const int64_t lh = l0 + h * kPer;
+      if constexpr (kRes) add_residual_l<T, kPer>(rr, lh, L, full, o);
       if (full) {
         store_vec<T, kPer>(outr + lh, o);
       } else {
@@ -143,7 +149,7 @@ __global__ void __launch_bounds__(kCfThreads, 6) fwd_cf_kernel(const ConvParams 
   if (p.final_out != nullptr && seg1 == wpr && lane < p.width - 1) write_final<T>(p, b, d, lane);
 }
 
-template <typename T, int kW>
+template <typename T, int kW, bool kRes>
 __global__ void __launch_bounds__(kClThreads, 4) fwd_cl_kernel(const ConvParams p, const int nchb, const int64_t ntiles,
                                                             const int tile) {
   constexpr int kC = kClChannels;
@@ -165,6 +171,8 @@ __global__ void __launch_bounds__(kClThreads, 4) fwd_cl_kernel(const ConvParams 
   T* __restrict__ ob = static_cast<T*>(p.out) + b * p.out_bs;
   const bool has_seq = p.seq_idx != nullptr;
   const int32_t* __restrict__ sr = has_seq ? p.seq_idx + b * p.s_bs : nullptr;
+  // the residual's batch row (unit stride along dim, as x's)
+  const T* __restrict__ rb = kRes ? static_cast<const T*>(p.res) + b * p.r_bs : nullptr;
 
   float w[kW][kC];
   float bias[kC];
@@ -233,6 +241,12 @@ __global__ void __launch_bounds__(kClThreads, 4) fwd_cl_kernel(const ConvParams 
           }
           o[c] = p.silu ? silu_f(acc) : acc;
         }
+        if constexpr (kRes) {
+          RawVec<T, kC> r;
+          load_raw<T, kC>(rb + pos * p.r_ls, true, c0, D, full, r);
+#pragma unroll
+          for (int c = 0; c < kC; ++c) o[c] += to_float(r.v[c]);
+        }
         store_raw<T, kC>(ob + pos * p.out_ls, c0, D, full, o);
       }
 #pragma unroll
@@ -270,7 +284,12 @@ struct FwdLaunch {
       while (spw > 1 && ((wpr + spw - 1) / spw) * p.dim * p.batch < 16LL * p.num_sms * (kCfThreads / 32)) spw /= 2;
       const int64_t nwarps = ((wpr + spw - 1) / spw) * p.dim * p.batch;
       const int64_t blocks = (nwarps + kCfThreads / 32 - 1) / (kCfThreads / 32);
-      fwd_cf_kernel<T, kW><<<static_cast<unsigned>(blocks), kCfThreads, 0, stream>>>(p, wpr, spw, nwarps);
+      const unsigned grid = static_cast<unsigned>(blocks);
+      if (p.res != nullptr) {
+        fwd_cf_kernel<T, kW, true><<<grid, kCfThreads, 0, stream>>>(p, wpr, spw, nwarps);
+      } else {
+        fwd_cf_kernel<T, kW, false><<<grid, kCfThreads, 0, stream>>>(p, wpr, spw, nwarps);
+      }
       CC1D_CUDA_LAUNCH_CHECK();
     } else {
       const int64_t thr_needed = (p.dim + kClChannels - 1) / kClChannels;
@@ -280,7 +299,12 @@ struct FwdLaunch {
       auto nblocks = [&](int t) { return (int64_t)nchb * p.batch * ((p.seqlen + t - 1) / t); };
       while (tile > 16 && nblocks(tile) < 4LL * p.num_sms) tile /= 2;
       const int64_t ntiles = (p.seqlen + tile - 1) / tile;
-      fwd_cl_kernel<T, kW><<<static_cast<unsigned>(nblocks(tile)), threads, 0, stream>>>(p, nchb, ntiles, tile);
+      const unsigned grid = static_cast<unsigned>(nblocks(tile));
+      if (p.res != nullptr) {
+        fwd_cl_kernel<T, kW, true><<<grid, threads, 0, stream>>>(p, nchb, ntiles, tile);
+      } else {
+        fwd_cl_kernel<T, kW, false><<<grid, threads, 0, stream>>>(p, nchb, ntiles, tile);
+      }
       CC1D_CUDA_LAUNCH_CHECK();
     }
   }

@@ -35,8 +35,12 @@
 // vectors per lane, which live half as long (bf16 B4 D4096 L4096 69.2 -> 68.0 us).
 // Row addressing (use_offsets): 32-bit vector offsets from p.x / p.out, or 64-bit row pointers for
 // bf16 widths 3-4, whichever gives ptxas the shorter vector loop.
-// Eligible: channel-first, no seq_idx, width 2..4, every row of x and out 16-byte aligned and
-// seqlen a multiple of the vector width (so each vector is wholly inside or wholly past the row).
+// The fused residual (kRes, a template parameter: the kernels without one are unchanged): lane v's
+// residual vector is loaded (evict-first, read once) at the top of its vector's step, so its latency
+// overlaps that vector's shuffles and taps, and added after the activation.
+// Eligible: channel-first, no seq_idx, width 2..4, every row of x and out (and the residual's, by
+// vec_ok) 16-byte aligned and seqlen a multiple of the vector width (so each vector is wholly inside
+// or wholly past the row).
 // Everything else runs the next path of the forward's table (dispatch.cu).
 #include "launch_check.cuh"
 
@@ -117,7 +121,7 @@ struct Grid {
 // Vectors per lane of the tail's warps: half of the 8-vector kernels' (the 4-vector kernels have no tail).
 constexpr int kTailVecs(int vecs) { return vecs == 8 ? 4 : vecs; }
 
-template <typename T, int kW, int kVecs>
+template <typename T, int kW, int kVecs, bool kRes>
 __global__ void __launch_bounds__(kThreads, min_blocks(kVecs)) fwd_cf_fast_kernel(const ConvParams p, const Grid g) {
   constexpr int kPer = Vec16<T>::kPer;
   constexpr int kH = kW - 1;
@@ -216,10 +220,19 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs)) fwd_cf_fast_kerne
   const float bias = p.bias != nullptr ? load_any(p.bias, p.b_dtype, d * p.b_s) : 0.f;
 
   const bool silu = p.silu;
+  // this lane's first residual vector (rows 16-byte aligned, unit stride along seqlen: vec_ok)
+  const uint4* __restrict__ rv = nullptr;
+  if constexpr (kRes) {
+    rv = reinterpret_cast<const uint4*>(static_cast<const T*>(p.res) + b * p.r_bs + d * p.r_cs + lane_l0);
+  }
   float prev_tail[kH];
 #pragma unroll
   for (int v = 0; v < kVecs; ++v) {
     if (v == kTail && v >= sv) break;  // a tail warp's last vector (warp-uniform)
+    uint4 rraw = make_uint4(0u, 0u, 0u, 0u);
+    if constexpr (kRes) {
+      if (v < nin) rraw = ld_hint_16(rv + v * kStride, l2_policy_evict_first());
+    }
     float xf[kPer];
     Vec16<T>::load(raw[v], xf);
     float win[kH];
@@ -245,6 +258,12 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kVecs)) fwd_cf_fast_kerne
       for (int k = 0; k + 1 < kH; ++k) win[k] = win[k + 1];
       win[kH - 1] = xf[i];
       o[i] = silu ? silu_fast(acc) : acc;
+    }
+    if constexpr (kRes) {
+      float rf[kPer];
+      Vec16<T>::load(rraw, rf);
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) o[i] += rf[i];
     }
     if (v < nin) st_hint_16(ov + v * kStride, Vec16<T>::store(o), l2_policy_evict_first());
   }
@@ -311,7 +330,12 @@ int64_t grid_blocks(const Grid& g) { return (g.nwarps + kThreads / 32 - 1) / (kT
 template <typename T, int kW, int kVecs>
 void launch_v(const ConvParams& p, cudaStream_t stream) {
   const Grid g = grid_for(p);
-  fwd_cf_fast_kernel<T, kW, kVecs><<<static_cast<unsigned>(grid_blocks(g)), kThreads, 0, stream>>>(p, g);
+  const unsigned blocks = static_cast<unsigned>(grid_blocks(g));
+  if (p.res != nullptr) {
+    fwd_cf_fast_kernel<T, kW, kVecs, true><<<blocks, kThreads, 0, stream>>>(p, g);
+  } else {
+    fwd_cf_fast_kernel<T, kW, kVecs, false><<<blocks, kThreads, 0, stream>>>(p, g);
+  }
   CC1D_CUDA_LAUNCH_CHECK();
 }
 
@@ -323,6 +347,7 @@ namespace fwd_cf_fast {
 // 84% of copy) and fp32 177 -> 132 us (71% -> 95%) against the general kernel.
 bool eligible(const ConvParams& p) {
   if (p.channel_last || p.x_ls != 1 || p.out_ls != 1 || p.seq_idx != nullptr || !p.vec_ok) return false;
+  if (p.res != nullptr && p.r_ls != 1) return false;  // the residual's vectors along seqlen
   if (p.width < 2 || p.width > 4 || p.batch <= 0 || p.dim <= 0 || p.seqlen <= 0) return false;
   const int64_t per = p.x_dtype == kFloat32 ? 4 : 8;  // elements per 16-byte vector
   if (p.seqlen % per != 0) return false;

@@ -23,8 +23,11 @@
 // tokens with no boundary inside a sequence runs the dense code; a group with one (or with tokens in
 // no sequence) checks each token: at a sequence start the window is zeroed, a token in no sequence
 // gets 0.
+// The fused residual (kRes, a template parameter: the kernels without one are unchanged): a token's
+// residual word is read (__ldg: ptxas schedules it ahead as far as the register budget allows; a
+// buffer of a group's words spilled at widths 3-4) and added after the activation.
 // Eligible: channel-last, no seq_idx, width 2..4; for 16-bit types even dim, even token and batch
-// pitches and 4-byte aligned x / out. Everything else runs the general kernel (dispatch.cu).
+// pitches and 4-byte aligned x / out (and residual). Everything else runs the general kernel (dispatch.cu).
 #include "launch_check.cuh"
 
 #include <algorithm>
@@ -52,8 +55,11 @@ static_assert(kG == 8 || kG == 16, "CAUSAL_CONV1D_FWD_CL_FAST_GROUP must be 8 or
 constexpr int kMaxChunk = CAUSAL_CONV1D_FWD_CL_FAST_CHUNK;
 static_assert(kMaxChunk >= kG && (kMaxChunk & (kMaxChunk - 1)) == 0, "chunk: a power of two >= the group");
 constexpr int kThreads = 128;
-// Resident blocks per SM the register budget must allow (sm_90, 64K registers per SM).
+// Resident blocks per SM the register budget must allow (sm_90, 64K registers per SM). With a residual
+// (kRes) a thread also holds the residual words ptxas loads ahead: 6 blocks (<= 80 registers; at 64
+// the 16-bit kernels spilled 32-56 bytes, at 72 the width-4 ones 32; none at 80).
 constexpr int kMinBlocks = kG == 8 ? 8 : 5;
+constexpr int kMinBlocksRes = kG == 8 ? 6 : 4;
 constexpr int64_t kMinWaves = 3;
 // The drain (geometry()): the grid's last (batch, chunk) pairs, a wave of resident
 // threads' worth, are done in kTailDiv pieces of chunk / kTailDiv tokens by threads that live that
@@ -148,13 +154,14 @@ struct SeqCursor {
 // Outputs of the kG tokens in buf (stored for i < rem) from the sliding window of the kW-1 tokens
 // before them; the window ends holding the group's last kW-1 tokens. kSeq (packed sequences; t the
 // group's first token): token by token through the cursor, the window zeroed where a sequence
-// starts and 0 written for a token in no sequence.
-template <typename T, int kW, bool kSeq = false>
+// starts and 0 written for a token in no sequence. kRes: plus the residual words at res, rstride
+// apart (a token in no sequence gets its residual).
+template <typename T, int kW, bool kSeq, bool kRes>
 __device__ __forceinline__ void compute_group(const uint32_t (&buf)[kG], float (&win)[kW - 1][Word<T>::kC],
                                               const float (&w)[kW][Word<T>::kC], const float (&bias)[Word<T>::kC],
                                               bool silu, uint32_t* __restrict__ dst, int stride, int rem,
-                                              int64_t t = 0, const ConvParams* p = nullptr,
-                                              SeqCursor* sc = nullptr) {
+                                              const uint32_t* __restrict__ res, int rstride, int64_t t = 0,
+                                              const ConvParams* p = nullptr, SeqCursor* sc = nullptr) {
   constexpr int kC = Word<T>::kC;
   constexpr int kH = kW - 1;
 #pragma unroll
@@ -178,6 +185,12 @@ __device__ __forceinline__ void compute_group(const uint32_t (&buf)[kG], float (
       acc = fmaf(w[kH][c], xv[c], acc);
       o[c] = kSeq && !sc->inside(*p) ? 0.f : silu ? silu_fast(acc) : acc;
     }
+    if constexpr (kRes) {
+      float rv[kC];
+      Word<T>::unpack(i < rem ? __ldg(res + i * rstride) : 0u, rv);
+#pragma unroll
+      for (int c = 0; c < kC; ++c) o[c] += rv[c];
+    }
 #pragma unroll
     for (int c = 0; c < kC; ++c) {
 #pragma unroll
@@ -199,6 +212,7 @@ struct Geometry {
   int tail_div;
   int chunk;         // tokens per chunk
   int xs, os;        // token pitch of x / out in words
+  int rs;            // token pitch of the residual in words (0: none)
 };
 
 // Resident blocks per SM the packed-sequence kernels are compiled for (7: <= 72 registers; at 8
@@ -206,11 +220,18 @@ struct Geometry {
 #ifndef CAUSAL_CONV1D_FWD_CL_FAST_SEQ_BLOCKS
 #define CAUSAL_CONV1D_FWD_CL_FAST_SEQ_BLOCKS 7
 #endif
+constexpr int kMinBlocksSeq = CAUSAL_CONV1D_FWD_CL_FAST_SEQ_BLOCKS;
 
-// kSeq: packed sequences (p.cu_seqlens).
-template <typename T, int kW, bool kSeq>
-__global__ void __launch_bounds__(kThreads, kSeq ? CAUSAL_CONV1D_FWD_CL_FAST_SEQ_BLOCKS : kMinBlocks)
-    fwd_cl_fast_kernel(const ConvParams p, const Geometry g) {
+constexpr int min_blocks(bool seq, bool res) {
+  return seq && res ? (kMinBlocksSeq < kMinBlocksRes ? kMinBlocksSeq : kMinBlocksRes)
+         : seq      ? kMinBlocksSeq
+         : res      ? kMinBlocksRes
+                    : kMinBlocks;
+}
+
+// kSeq: packed sequences (p.cu_seqlens); kRes: the fused residual (p.res).
+template <typename T, int kW, bool kSeq, bool kRes>
+__global__ void __launch_bounds__(kThreads, min_blocks(kSeq, kRes)) fwd_cl_fast_kernel(const ConvParams p, const Geometry g) {
   constexpr int kC = Word<T>::kC;
   constexpr int kH = kW - 1;
   static_assert(kG > kH, "the halo is read from inside the previous chunk");
@@ -237,6 +258,10 @@ __global__ void __launch_bounds__(kThreads, kSeq ? CAUSAL_CONV1D_FWD_CL_FAST_SEQ
   const uint32_t* __restrict__ xw = reinterpret_cast<const uint32_t*>(xt);
   uint32_t* __restrict__ ow =
       reinterpret_cast<uint32_t*>(static_cast<T*>(p.out) + b * p.out_bs + t0 * p.out_ls + d0);
+  const uint32_t* __restrict__ rw = nullptr;
+  if constexpr (kRes) {
+    rw = reinterpret_cast<const uint32_t*>(static_cast<const T*>(p.res) + b * p.r_bs + t0 * p.r_ls + d0);
+  }
 
   // 1. the first group and the halo: all loads before any use
   uint32_t bufA[kG], bufB[kG], bufC[kG];
@@ -314,11 +339,12 @@ __global__ void __launch_bounds__(kThreads, kSeq ? CAUSAL_CONV1D_FWD_CL_FAST_SEQ
     if constexpr (kSeq) {
       const int64_t t = t0 + s;
       if (!(sc.inside(p) && sc.next >= t + kG)) {
-        compute_group<T, kW, true>(buf, win, w, bias, silu, ow + s * g.os, g.os, n - s, t, &p, &sc);
+        compute_group<T, kW, true, kRes>(buf, win, w, bias, silu, ow + s * g.os, g.os, n - s, rw + s * g.rs, g.rs, t,
+                                         &p, &sc);
         return;
       }
     }
-    compute_group<T, kW>(buf, win, w, bias, silu, ow + s * g.os, g.os, n - s);
+    compute_group<T, kW, false, kRes>(buf, win, w, bias, silu, ow + s * g.os, g.os, n - s, rw + s * g.rs, g.rs);
   };
   for (int s = 0; s < n; s += 3 * kG) {
     load_group(bufC, xw + (s + 2 * kG) * g.xs, g.xs, n - s - 2 * kG);
@@ -347,11 +373,11 @@ bool geometry(const ConvParams& p, Geometry& g) {
   const int64_t tail_pairs = div == 1 ? 0 : drain_rows(resident, kTailEighths, div * nwords, pairs);
   const int64_t head_total = (pairs - tail_pairs) * nwords;
   const int64_t total = head_total + tail_pairs * div * nwords;
-  const int64_t xs = p.x_ls / kC, os = p.out_ls / kC;
+  const int64_t xs = p.x_ls / kC, os = p.out_ls / kC, rs = p.res != nullptr ? p.r_ls / kC : 0;
   // 32-bit thread index; 32-bit word offsets within a chunk (the halo before it and the group
   // pointers the ring forms up to 4 * kG past it included)
   if (total > 0xffffffffLL - kThreads) return false;
-  if ((chunk + 4 * kG + p.width) * std::max(xs, os) > 0x7fffffffLL) return false;
+  if ((chunk + 4 * kG + p.width) * std::max(std::max(xs, os), rs) > 0x7fffffffLL) return false;
   g.nwords = static_cast<uint32_t>(nwords);
   g.nchunks = static_cast<uint32_t>((p.seqlen + chunk - 1) / chunk);
   g.total = static_cast<uint32_t>(total);
@@ -361,6 +387,7 @@ bool geometry(const ConvParams& p, Geometry& g) {
   g.chunk = static_cast<int>(chunk);
   g.xs = static_cast<int>(xs);
   g.os = static_cast<int>(os);
+  g.rs = static_cast<int>(rs);
   return true;
 }
 
@@ -380,11 +407,13 @@ namespace fwd_cl_fast {
 bool eligible(const ConvParams& p) {
   if (!p.channel_last || p.x_cs != 1 || p.out_cs != 1 || p.seq_idx != nullptr) return false;
   if (p.cu_seqlens != nullptr && (p.batch != 1 || p.init != nullptr || p.final_out != nullptr)) return false;
+  if (p.res != nullptr && p.r_cs != 1) return false;
   if (p.width < 2 || p.width > 4 || p.batch <= 0 || p.dim <= 0 || p.seqlen <= 0) return false;
   if (p.x_dtype != kFloat32) {
     if (p.dim % 2 != 0) return false;
     if (!words_ok(p.x, p.x_bs, p.x_ls, p.batch, p.seqlen) || !words_ok(p.out, p.out_bs, p.out_ls, p.batch, p.seqlen))
       return false;
+    if (p.res != nullptr && !words_ok(p.res, p.r_bs, p.r_ls, p.batch, p.seqlen)) return false;
   }
   Geometry g;
   return geometry(p, g);
@@ -396,10 +425,16 @@ void launch(const ConvParams& p, cudaStream_t stream) {
   const int64_t blocks = (static_cast<int64_t>(g.total) + kThreads - 1) / kThreads;
   dispatch_dtype_width(p.x_dtype, p.width, Widths<2, 3, 4>{}, [&](auto tag, auto width) {
     using T = typename decltype(tag)::type;
-    if (p.cu_seqlens != nullptr) {
-      fwd_cl_fast_kernel<T, decltype(width)::value, true><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p, g);
+    constexpr int kW = decltype(width)::value;
+    const unsigned nb = static_cast<unsigned>(blocks);
+    if (p.cu_seqlens != nullptr && p.res != nullptr) {
+      fwd_cl_fast_kernel<T, kW, true, true><<<nb, kThreads, 0, stream>>>(p, g);
+    } else if (p.cu_seqlens != nullptr) {
+      fwd_cl_fast_kernel<T, kW, true, false><<<nb, kThreads, 0, stream>>>(p, g);
+    } else if (p.res != nullptr) {
+      fwd_cl_fast_kernel<T, kW, false, true><<<nb, kThreads, 0, stream>>>(p, g);
     } else {
-      fwd_cl_fast_kernel<T, decltype(width)::value, false><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p, g);
+      fwd_cl_fast_kernel<T, kW, false, false><<<nb, kThreads, 0, stream>>>(p, g);
     }
     CC1D_CUDA_LAUNCH_CHECK();
   });

@@ -1,7 +1,7 @@
 // Host-side helpers of the CUDA op files (ops_cuda.cpp, varlen_ops.cpp, packed_ops.cpp): the dtype
 // codes of the parameter structs, the device check, the widest width the kernels take, the binding
 // of a tensor's pointer and strides, of weight and bias and of a state cache into a parameter
-// struct, and dout in x's layout. Torch through
+// struct (in_layout, dout / residual in x's layout, is checks.h's). Torch through
 // torch_api.h only, so both op-layer builds share them.
 #pragma once
 
@@ -80,15 +80,6 @@ void bind_cache(P& p, Ptr& ptr, const Tensor& cache) {
   bind_bdl(cache, ptr, p.st_bs, p.st_cs, p.st_ls);
   p.lines = cache.size(0);
   p.state_len = cache.size(2);
-}
-
-// dout must have its unit stride on x's unit-stride axis: t itself, or a copy in x's layout.
-inline Tensor in_layout(const Tensor& t, bool channel_last) {
-  const bool ok = channel_last ? t.stride(1) == 1 : t.stride(2) == 1;
-  if (ok) return t;
-  Tensor r = empty_bdl(t.size(0), t.size(1), t.size(2), channel_last, t.scalar_type(), t);
-  copy_into(r, t);
-  return r;
 }
 
 // The output of update / spec_update: (batch, dim) contiguous for a 2-D x (one token), else in x's layout.

@@ -20,7 +20,7 @@ namespace cuda {
 namespace {
 
 namespace k = causal_conv1d_cuda;
-using namespace cuda_ops;  // kCudaMaxWidth, check_cuda, bind_bdl, fill_weight_bias, in_layout
+using namespace cuda_ops;  // kCudaMaxWidth, check_cuda, bind_bdl, fill_weight_bias
 
 // 16-byte vector accesses along the unit-stride axis are legal for every row of t.
 bool vec_rows_ok(const Tensor& t, bool channel_last) {
@@ -62,8 +62,9 @@ std::tuple<Tensor, Tensor> fwd_cuda(const Tensor& x, const Tensor& weight,
                                             const OptTensor& bias,
                                             const OptTensor& seq_idx,
                                             const OptTensor& initial_states, bool return_final_states,
-                                            bool silu) {
+                                            bool silu, const OptTensor& residual) {
   check_fwd_args(x, weight, bias, seq_idx, initial_states, return_final_states, kCudaMaxWidth);
+  check_residual(x, residual);
   check_cuda(x);
   check_sizes(x);
   const CudaDeviceGuard guard(x);
@@ -90,6 +91,12 @@ std::tuple<Tensor, Tensor> fwd_cuda(const Tensor& x, const Tensor& weight,
     bind_bdl(final_states, p.final_out, p.f_bs, p.f_cs, p.f_ls);
   }
   p.vec_ok = vec_rows_ok(x, cl) && vec_rows_ok(out, cl);
+  Tensor res;  // the kernels read the residual along x's unit-stride axis, through its strides
+  if (residual.has_value()) {
+    res = in_layout(*residual, cl);
+    bind_bdl(res, p.res, p.r_bs, p.r_cs, p.r_ls);
+    p.vec_ok = p.vec_ok && vec_rows_ok(res, cl);
+  }
   k::run_fwd(p, current_cuda_stream(device_index(x)));
   return {out, final_states};
 }

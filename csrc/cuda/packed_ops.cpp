@@ -11,7 +11,9 @@
 // exactly where the kernels read it; an empty sequence touches no line and keeps its initial state,
 // which is its final state). Without initial_states the line starts from zeros and is zero-filled
 // when the final states are returned (an empty sequence's final state is zeros). The conv is one
-// launch; the state copy (or zero fill) is a second one, of n * dim * (width - 1) elements.
+// launch; the state copy (or zero fill) is a second one, of n * dim * (width - 1) elements. A residual
+// (1, dim, total_tokens) goes to the kernels as VarlenParams::res, or ConvParams::res on the fast
+// forward (in x's layout: copied when its unit stride is elsewhere); each adds it at its output store.
 //
 // packed_bwd: channel-last without states on the channel-last fast backward (bwd_cl_fast.cu: its
 // kernel and the weight-gradient reduce); otherwise one kernel (packed_bwd.cu).
@@ -30,7 +32,7 @@ namespace cuda_packed {
 namespace {
 
 namespace k = causal_conv1d_cuda;
-using namespace cuda_ops;  // kCudaMaxWidth, check_cuda, bind_*, fill_weight_bias, in_layout, launch_varlen_fwd
+using namespace cuda_ops;  // kCudaMaxWidth, check_cuda, bind_*, fill_weight_bias, launch_varlen_fwd
 
 void check_packed_sizes(const Tensor& x, int64_t n) {
   CC1D_CHECK_VALUE(x.size(1) <= INT32_MAX && n <= INT32_MAX,
@@ -48,8 +50,9 @@ bool cf_vec_ok(const Tensor& t) {
 
 std::tuple<Tensor, Tensor> packed_fwd_cuda(const Tensor& x, const Tensor& weight, const OptTensor& bias,
                                            const Tensor& cu_seqlens, const OptTensor& initial_states,
-                                           bool return_final_states, bool silu) {
+                                           bool return_final_states, bool silu, const OptTensor& residual) {
   const int64_t n = check_packed_fwd_args(x, weight, bias, cu_seqlens, initial_states, kCudaMaxWidth);
+  check_residual(x, residual);
   check_cuda(x);
   check_packed_sizes(x, n);
   const CudaDeviceGuard guard(x);
@@ -69,10 +72,18 @@ std::tuple<Tensor, Tensor> packed_fwd_cuda(const Tensor& x, const Tensor& weight
     return states;
   };
   if (D == 0 || T == 0 || n == 0) {
-    if (out.numel() > 0) zero_fill(out);  // no sequence: every token lies outside them
+    if (out.numel() > 0) {  // no sequence: every token lies outside them (0, plus the residual)
+      if (residual.has_value()) {
+        copy_into(out, *residual);
+      } else {
+        zero_fill(out);
+      }
+    }
     return {out, return_final_states ? make_states() : none};
   }
   const Tensor q = as_contiguous(cu_seqlens);
+  // the residual in x's layout: the kernels read it along x's unit-stride axis
+  const Tensor res = residual.has_value() ? in_layout(*residual, cl) : none;
   if (cl && !initial_states.has_value() && !return_final_states) {  // the channel-last fast forward
     k::ConvParams c;
     c.batch = 1;
@@ -86,6 +97,7 @@ std::tuple<Tensor, Tensor> packed_fwd_cuda(const Tensor& x, const Tensor& weight
     c.pdl = pdl_capable(device_index(x));
     c.cu_seqlens = q.const_data_ptr<int32_t>();
     c.nseq = static_cast<int>(n);
+    if (residual.has_value()) bind_bdl(res, c.res, c.r_bs, c.r_cs, c.r_ls);
     if (k::run_packed_fwd_cl_fast(c, current_cuda_stream(device_index(x)))) return {out, none};
   }
   const Tensor states = make_states();
@@ -93,6 +105,7 @@ std::tuple<Tensor, Tensor> packed_fwd_cuda(const Tensor& x, const Tensor& weight
   const int32_t* qp = q.const_data_ptr<int32_t>();
   p.qsl = qp;
   p.has_init = initial_states.has_value() ? qp + 1 : nullptr;  // see the file comment
+  if (residual.has_value()) bind_2d(res, p.res, p.r_ds, p.r_ts);
   // the lines are 0 .. n - 1: nothing is skipped (pad_slot_id -1)
   launch_varlen_fwd(p, x, out, weight, bias, silu, states, n, /*pad_slot_id=*/-1);
   return {out, return_final_states ? states : none};

@@ -45,6 +45,10 @@ struct VarlenParams {
   CacheIndex ci;
   int64_t pad_slot_id = -1;
   int num_sms = 132;
+  // The packed forward's fused residual (dim, total), x's dtype: out = act(conv + bias) + residual; null
+  // for varlen_fwd (the serving op takes none). Last: the other fields keep their offsets.
+  const void* res = nullptr;
+  int64_t r_ds = 0, r_ts = 0;
 };
 
 struct SpecParams {

@@ -17,6 +17,10 @@
 //    W-1 outputs again from the state and x (the only outputs that read the state); for every
 //    request that runs, its final state. Stream order puts these writes after the body's.
 //
+// The packed forward's residual: added at every output store, before the rounding: in the body by a
+// template parameter kRes (one 16-byte load per vector; the kernels without one are unchanged), in the
+// out-of-line token path and the heads by a test of the (null or not) pointer.
+//
 // Eligible: x and out channel-first with 16-byte aligned rows, width 2-4, the cache in x's dtype, no
 // prefix caching (that runs the general path), at most 2047 requests, dim <= 65535, total < 2^30.
 #include <type_traits>
@@ -110,10 +114,13 @@ __device__ __forceinline__ void conv_vector(const float (&w)[kW], const float bi
 
 // A vector in which two or more requests start (requests shorter than a vector), token by token
 // from global memory (x is in L1); out of line: rare, and kept out of the vector loop's registers.
-template <typename T, int kW, int kC>
+// rrow: the residual's row, passed only by the kernels with one (Res = T; none: the call and its
+// registers are those of a function without the argument).
+template <typename T, int kW, int kC, typename... Res>
 __device__ __noinline__ void many_starts(const Requests q, Cursor c, const int a, const float (&w)[kW],
                                          const float bias, const bool silu, const T* __restrict__ xrow,
-                                         T* __restrict__ orow) {
+                                         T* __restrict__ orow, const Res* __restrict__... rrow) {
+  static_assert(sizeof...(Res) <= 1, "one residual row at most");
   constexpr int kH = kW - 1;
   for (int j = 0; j < kC; ++j) {
     const int t = a + j;
@@ -130,11 +137,12 @@ __device__ __noinline__ void many_starts(const Requests q, Cursor c, const int a
       acc = fmaf(w[kH], to_float(xrow[t]), acc);
       o = silu ? silu_f(acc) : acc;
     }
+    if constexpr (sizeof...(Res) == 1) o += (to_float(rrow[t]), ...);
     orow[t] = from_float<T>(o);
   }
 }
 
-template <typename T, int kW, int kV, bool kSilu>
+template <typename T, int kW, int kV, bool kSilu, bool kRes>
 __global__ void __launch_bounds__(kThreads, 6)
     varlen_cf_body_kernel(const VarlenParams p, const int spans_per_row) {
   constexpr int kC = 16 / static_cast<int>(sizeof(T));
@@ -154,6 +162,8 @@ __global__ void __launch_bounds__(kThreads, 6)
   const int T_ = static_cast<int>(p.total);
   const T* __restrict__ xrow = static_cast<const T*>(p.x) + d * p.x_ds;
   T* __restrict__ orow = static_cast<T*>(p.out) + d * p.o_ds;
+  // the residual's row: unit token stride, its vectors at x's (eligible_typed)
+  const T* __restrict__ rrow = kRes ? static_cast<const T*>(p.res) + d * p.r_ds : nullptr;
 
   // every load of the span first, then the request table (its loads overlap these)
   uint4 raw[kV];
@@ -206,6 +216,10 @@ __global__ void __launch_bounds__(kThreads, 6)
       prev_last[j] = wrap;
     }
     if (a >= T_) continue;
+    uint4 rraw = make_uint4(0u, 0u, 0u, 0u);
+    if constexpr (kRes) {
+      if (whole) rraw = ld_global_16(rrow + a);
+    }
     cur.advance(rq, a);
 
     // The convolution of the vector with the halo taps before the current request's start read as 0
@@ -223,7 +237,11 @@ __global__ void __launch_bounds__(kThreads, 6)
       Cursor c2 = cur;
       c2.next(rq);
       if (c2.nb < a + kC) {
-        many_starts<T, kW, kC>(rq, cur, a, w[0], bias[0], kSilu, xrow, orow);
+        if constexpr (kRes) {
+          many_starts<T, kW, kC, T>(rq, cur, a, w[0], bias[0], kSilu, xrow, orow, rrow);
+        } else {
+          many_starts<T, kW, kC>(rq, cur, a, w[0], bias[0], kSilu, xrow, orow);
+        }
         continue;
       }
       const int jb = c2.st - a;  // 1 .. kC - 1
@@ -241,6 +259,18 @@ __global__ void __launch_bounds__(kThreads, 6)
       for (int j = 0; j < kC; ++j)
         if (j >= jb) o[j] = c2.ok ? ob[j] : 0.f;
       ok = true;  // o holds both requests' tokens now
+    }
+    if constexpr (kRes) {  // 0 for tokens of no request or a skipped one, plus the residual
+      float r[kC];
+      if (whole) {
+        Vec16<T>::load(rraw, r);
+      } else {
+#pragma unroll
+        for (int j = 0; j < kC; ++j) r[j] = a + j >= 0 && a + j < T_ ? to_float(rrow[a + j]) : 0.f;
+      }
+#pragma unroll
+      for (int j = 0; j < kC; ++j) o[j] = (ok ? o[j] : 0.f) + r[j];
+      ok = true;
     }
     if (whole) {
       const uint4 packed = Vec16<T>::store(o);
@@ -263,6 +293,7 @@ __global__ void __launch_bounds__(kThreads) varlen_cf_heads_kernel(const VarlenP
   const int hr = p.width - 1;  // the real window: slots kH - hr .. kH - 1 (the others have zero taps)
   const T* __restrict__ xrow = static_cast<const T*>(p.x) + d * p.x_ds;
   T* __restrict__ orow = static_cast<T*>(p.out) + d * p.o_ds;
+  const T* __restrict__ rrow = p.res != nullptr ? static_cast<const T*>(p.res) + d * p.r_ds : nullptr;
   for (int r = blockIdx.y; r < p.batch; r += gridDim.y) {
     const int64_t st = clamp64(p.qsl[r], 0, p.total), en = clamp64(p.qsl[r + 1], 0, p.total);
     if (en <= st) continue;  // an empty request leaves its line as it was
@@ -289,7 +320,9 @@ __global__ void __launch_bounds__(kThreads) varlen_cf_heads_kernel(const VarlenP
 #pragma unroll
         for (int k = 0; k < kH; ++k) acc = fmaf(w[0][k], win2[k], acc);
         acc = fmaf(w[0][kH], xi, acc);
-        orow[t] = from_float<T>(p.silu ? silu_f(acc) : acc);
+        float o = p.silu ? silu_f(acc) : acc;
+        if (rrow != nullptr) o += to_float(rrow[t]);
+        orow[t] = from_float<T>(o);
 #pragma unroll
         for (int k = 0; k + 1 < kH; ++k) win2[k] = win2[k + 1];
         win2[kH - 1] = xi;
@@ -317,7 +350,10 @@ __global__ void __launch_bounds__(kThreads) varlen_cf_heads_kernel(const VarlenP
 template <typename T>
 bool eligible_typed(const VarlenParams& p) {
   const bool rows = (vec_aligned<T>(p.x, p.x_ds) && vec_aligned<T>(p.out, p.o_ds)) || p.x_ds == p.o_ds;
-  return p.x_ts == 1 && p.o_ts == 1 && aligned_to(p.x, 16) && aligned_to(p.out, 16) && rows;
+  // the residual: its vectors where x's are (row pitches equal modulo a vector)
+  constexpr int64_t kC = 16 / static_cast<int64_t>(sizeof(T));
+  const bool res_ok = p.res == nullptr || (p.r_ts == 1 && aligned_to(p.res, 16) && (p.r_ds - p.x_ds) % kC == 0);
+  return p.x_ts == 1 && p.o_ts == 1 && aligned_to(p.x, 16) && aligned_to(p.out, 16) && rows && res_ok;
 }
 
 }  // namespace
@@ -340,10 +376,17 @@ void launch(const VarlenParams& p, cudaStream_t stream) {
       constexpr int64_t kSpan = 32 * kVecs * kC;
       const int spans = static_cast<int>((p.total + kC - 1 + kSpan - 1) / kSpan);  // a row's first vector may be partial
       const dim3 grid(static_cast<unsigned>((spans + kWarps - 1) / kWarps), static_cast<unsigned>(p.dim));
+      const bool res = p.res != nullptr;
       if (p.silu) {
-        varlen_cf_body_kernel<T, kW, kVecs, true><<<grid, kThreads, 0, stream>>>(p, spans);
+        if (res) {
+          varlen_cf_body_kernel<T, kW, kVecs, true, true><<<grid, kThreads, 0, stream>>>(p, spans);
+        } else {
+          varlen_cf_body_kernel<T, kW, kVecs, true, false><<<grid, kThreads, 0, stream>>>(p, spans);
+        }
+      } else if (res) {
+        varlen_cf_body_kernel<T, kW, kVecs, false, true><<<grid, kThreads, 0, stream>>>(p, spans);
       } else {
-        varlen_cf_body_kernel<T, kW, kVecs, false><<<grid, kThreads, 0, stream>>>(p, spans);
+        varlen_cf_body_kernel<T, kW, kVecs, false, false><<<grid, kThreads, 0, stream>>>(p, spans);
       }
     };
     body(std::integral_constant<int, 4>{});

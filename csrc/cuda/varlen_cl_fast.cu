@@ -5,9 +5,13 @@
 // before their use. The walk (ownership of states and first outputs, prefix-caching boundaries) is
 // varlen_walk.cuh's, so this path computes exactly what the general one does, a vector at a time.
 //
-// Eligible: x channel-last with 16-byte aligned token rows, dim a multiple of the vector, width
-// 2-4, the cache in x's dtype (any strides: 16-byte accesses when its channel stride is 1 and its
-// rows are aligned, else per element).
+// The packed forward's residual (kRes, a template parameter: the kernels without one are unchanged):
+// one 16-byte load per output vector, added before the store.
+// Eligible: x channel-last with 16-byte aligned token rows (and the residual's), dim a multiple of the
+// vector, width 2-4, the cache in x's dtype (any strides: 16-byte accesses when its channel stride is
+// 1 and its rows are aligned, else per element).
+#include <type_traits>
+
 #include "launch_check.cuh"
 
 #include "dispatch.cuh"
@@ -21,7 +25,7 @@ using namespace serving;
 constexpr int kThreads = 128;
 constexpr int kUnroll = 4;
 
-template <typename T>
+template <typename T, bool kRes>
 struct VecLane {
   static constexpr int kC = 16 / static_cast<int>(sizeof(T));
   const VarlenParams& p;
@@ -33,10 +37,19 @@ struct VecLane {
   __device__ __forceinline__ void unpack(const Raw& r, float (&v)[kC]) const { Vec16<T>::load(r, v); }
   __device__ __forceinline__ void x(int64_t t, float (&v)[kC]) const { unpack(load_raw(t), v); }
   __device__ __forceinline__ void out(int64_t t, const float (&v)[kC]) const {
-    st_global_16(static_cast<T*>(p.out) + t * p.o_ts + ch, Vec16<T>::store(v));
+    if constexpr (kRes) {
+      float r[kC];
+      Vec16<T>::load(ld_global_16(static_cast<const T*>(p.res) + t * p.r_ts + ch), r);
+#pragma unroll
+      for (int c = 0; c < kC; ++c) r[c] += v[c];
+      st_global_16(static_cast<T*>(p.out) + t * p.o_ts + ch, Vec16<T>::store(r));
+    } else {
+      st_global_16(static_cast<T*>(p.out) + t * p.o_ts + ch, Vec16<T>::store(v));
+    }
   }
-  __device__ __forceinline__ void out_zero(int64_t t) const {
-    st_global_16(static_cast<T*>(p.out) + t * p.o_ts + ch, make_uint4(0u, 0u, 0u, 0u));
+  __device__ __forceinline__ void out_zero(int64_t t) const {  // 0, plus the residual
+    const uint4 z = kRes ? ld_global_16(static_cast<const T*>(p.res) + t * p.r_ts + ch) : make_uint4(0u, 0u, 0u, 0u);
+    st_global_16(static_cast<T*>(p.out) + t * p.o_ts + ch, z);
   }
   __device__ __forceinline__ void state_load(int64_t line, int e, float (&v)[kC]) const {
     const T* base = static_cast<const T*>(p.states) + line * p.st_bs + e * p.st_ls;
@@ -58,22 +71,22 @@ struct VecLane {
   }
 };
 
-template <typename T, int kW, int kAct>
+template <typename T, int kW, int kAct, bool kRes>
 __global__ void __launch_bounds__(kThreads) varlen_cl_fast_kernel(const VarlenParams p, const int64_t chunk,
                                                                   const bool state_vec) {
-  constexpr int kC = VecLane<T>::kC;
+  constexpr int kC = VecLane<T, kRes>::kC;
   const int64_t c0 = static_cast<int64_t>(blockIdx.y) * chunk;
   const int s = block_find_request(p, c0);  // the whole block: before any thread returns
   const int64_t g = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (g * kC >= p.dim) return;
   const int64_t c1 = c0 + chunk < p.total ? c0 + chunk : p.total;
-  const VecLane<T> lane{p, g * kC, state_vec};
-  varlen_walk<kW, kUnroll, VecLane<T>, kAct>(p, lane, c0, c1, s);
+  const VecLane<T, kRes> lane{p, g * kC, state_vec};
+  varlen_walk<kW, kUnroll, VecLane<T, kRes>, kAct>(p, lane, c0, c1, s);
 }
 
 template <typename T, int kW>
 void launch_typed(const VarlenParams& p, cudaStream_t stream) {
-  constexpr int kC = VecLane<T>::kC;
+  constexpr int kC = VecLane<T, false>::kC;
   const int64_t groups = p.dim / kC;
   // chunk: about 8 waves of resident threads over the grid (a short tail), 16-128 tokens, a multiple
   // of the unroll; ~140 registers a thread: 3-4 blocks of 128 threads an SM
@@ -86,18 +99,26 @@ void launch_typed(const VarlenParams& p, cudaStream_t stream) {
                          vec_aligned<T>(p.states, p.st_ls);
   const dim3 grid(static_cast<unsigned>((groups + kThreads - 1) / kThreads),
                   static_cast<unsigned>((p.total + chunk - 1) / chunk));
+  auto run = [&](auto act, auto res) {
+    varlen_cl_fast_kernel<T, kW, decltype(act)::value, decltype(res)::value><<<grid, kThreads, 0, stream>>>(
+        p, chunk, state_vec);
+  };
+  using No = std::false_type;
+  using Yes = std::true_type;
   if (p.silu) {
-    varlen_cl_fast_kernel<T, kW, 1><<<grid, kThreads, 0, stream>>>(p, chunk, state_vec);
+    p.res != nullptr ? run(std::integral_constant<int, 1>{}, Yes{}) : run(std::integral_constant<int, 1>{}, No{});
   } else {
-    varlen_cl_fast_kernel<T, kW, 0><<<grid, kThreads, 0, stream>>>(p, chunk, state_vec);
+    p.res != nullptr ? run(std::integral_constant<int, 0>{}, Yes{}) : run(std::integral_constant<int, 0>{}, No{});
   }
   CC1D_CUDA_LAUNCH_CHECK();
 }
 
 template <typename T>
 bool eligible_typed(const VarlenParams& p) {
-  constexpr int kC = VecLane<T>::kC;
-  return p.x_ds == 1 && p.o_ds == 1 && p.dim % kC == 0 && vec_aligned<T>(p.x, p.x_ts) && vec_aligned<T>(p.out, p.o_ts);
+  constexpr int kC = VecLane<T, false>::kC;
+  const bool res_ok = p.res == nullptr || (p.r_ds == 1 && vec_aligned<T>(p.res, p.r_ts));
+  return p.x_ds == 1 && p.o_ds == 1 && p.dim % kC == 0 && vec_aligned<T>(p.x, p.x_ts) && vec_aligned<T>(p.out, p.o_ts) &&
+         res_ok;
 }
 
 }  // namespace
