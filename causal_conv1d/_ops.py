@@ -188,7 +188,21 @@ def needs_grad(
 def _fwd_setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
     """fwd's and packed_fwd's (their inputs line up: x, weight, bias, seq_idx / cu_seqlens,
     initial_states, return_final_states, silu, residual)."""
-    x, weight, bias, packing, initial_states, return_final_states, silu, residual = inputs
+    _save_fwd(ctx, *inputs)
+
+
+def _save_fwd(
+    ctx: Any,
+    x: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor],
+    packing: Optional[Tensor],
+    initial_states: Optional[Tensor],
+    return_final_states: bool,
+    silu: bool,
+    residual: Optional[Tensor],
+) -> None:
+    """What the backward of fwd / packed_fwd needs, saved on ctx (both autograd routes)."""
     ctx.set_materialize_grads(False)  # unused outputs arrive as None: no zero tensors built
     ctx.save_for_backward(x, weight, bias, packing, initial_states)
     ctx.silu = silu
@@ -280,8 +294,8 @@ class CausalConv1dFwd(torch.autograd.Function):
     itself in eager mode when an input requires grad (stable op layer): the registered kernel's route
     (dispatcher -> Python kernel -> torch.library's generated Function -> redispatch) costs about twice
     as much per call (benchmarks/host_overhead.py). The ctx-style forward is the cheaper kind of
-    autograd.Function (measured ~3x cheaper than a setup_context-style one); its body is
-    _fwd_setup_context inlined. :func:`apply_fwd` applies it without Function.apply's Python layer.
+    autograd.Function (measured ~3x cheaper than a setup_context-style one); it saves what
+    _fwd_setup_context saves (_save_fwd). :func:`apply_fwd` applies it without Function.apply's Python layer.
     torch.compile traces, and direct ``torch.ops`` calls, use the registered kernel."""
 
     @staticmethod
@@ -296,12 +310,7 @@ class CausalConv1dFwd(torch.autograd.Function):
                 outputs = fwd_op(x, weight, bias, seq_idx, initial_states, return_final_states, silu, residual)
             finally:
                 tls_set_excluded(AUTOGRAD_KEY, False)
-        ctx.set_materialize_grads(False)  # unused outputs arrive as None: no zero tensors built
-        ctx.save_for_backward(x, weight, bias, seq_idx, initial_states)
-        ctx.silu = silu
-        ctx.return_final_states = return_final_states
-        ctx.return_dinitial_states = initial_states is not None and ctx.needs_input_grad[4]
-        ctx.return_dresidual = residual is not None and ctx.needs_input_grad[7]
+        _save_fwd(ctx, x, weight, bias, seq_idx, initial_states, return_final_states, silu, residual)
         return outputs
 
     backward = staticmethod(_fwd_backward)

@@ -56,6 +56,13 @@ void dispatch_dtype_width(int dtype, int width, Widths<Ws...>, F&& f) {
   });
 }
 
+// Calls f(std::true_type{}) or f(std::false_type{}) as `flag` is: a kernel's compile-time flag
+// (e.g. a fused residual) picked at run time, the launch written once.
+template <typename F>
+decltype(auto) dispatch_flag(bool flag, F&& f) {
+  return flag ? f(std::true_type{}) : f(std::false_type{});
+}
+
 // The launch() of a general path: every case the op accepts, widths 2-4 on the width-4 kernel and
 // 5-8 on the width-8 one, by Launch::run<T, kW>(p, stream) with T x's element type.
 template <typename Launch, typename Params>

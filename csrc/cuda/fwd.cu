@@ -285,11 +285,9 @@ struct FwdLaunch {
       const int64_t nwarps = ((wpr + spw - 1) / spw) * p.dim * p.batch;
       const int64_t blocks = (nwarps + kCfThreads / 32 - 1) / (kCfThreads / 32);
       const unsigned grid = static_cast<unsigned>(blocks);
-      if (p.res != nullptr) {
-        fwd_cf_kernel<T, kW, true><<<grid, kCfThreads, 0, stream>>>(p, wpr, spw, nwarps);
-      } else {
-        fwd_cf_kernel<T, kW, false><<<grid, kCfThreads, 0, stream>>>(p, wpr, spw, nwarps);
-      }
+      dispatch_flag(p.res != nullptr, [&](auto res) {
+        fwd_cf_kernel<T, kW, decltype(res)::value><<<grid, kCfThreads, 0, stream>>>(p, wpr, spw, nwarps);
+      });
       CC1D_CUDA_LAUNCH_CHECK();
     } else {
       const int64_t thr_needed = (p.dim + kClChannels - 1) / kClChannels;
@@ -300,11 +298,9 @@ struct FwdLaunch {
       while (tile > 16 && nblocks(tile) < 4LL * p.num_sms) tile /= 2;
       const int64_t ntiles = (p.seqlen + tile - 1) / tile;
       const unsigned grid = static_cast<unsigned>(nblocks(tile));
-      if (p.res != nullptr) {
-        fwd_cl_kernel<T, kW, true><<<grid, threads, 0, stream>>>(p, nchb, ntiles, tile);
-      } else {
-        fwd_cl_kernel<T, kW, false><<<grid, threads, 0, stream>>>(p, nchb, ntiles, tile);
-      }
+      dispatch_flag(p.res != nullptr, [&](auto res) {
+        fwd_cl_kernel<T, kW, decltype(res)::value><<<grid, threads, 0, stream>>>(p, nchb, ntiles, tile);
+      });
       CC1D_CUDA_LAUNCH_CHECK();
     }
   }

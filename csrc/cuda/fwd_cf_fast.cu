@@ -331,11 +331,9 @@ template <typename T, int kW, int kVecs>
 void launch_v(const ConvParams& p, cudaStream_t stream) {
   const Grid g = grid_for(p);
   const unsigned blocks = static_cast<unsigned>(grid_blocks(g));
-  if (p.res != nullptr) {
-    fwd_cf_fast_kernel<T, kW, kVecs, true><<<blocks, kThreads, 0, stream>>>(p, g);
-  } else {
-    fwd_cf_fast_kernel<T, kW, kVecs, false><<<blocks, kThreads, 0, stream>>>(p, g);
-  }
+  dispatch_flag(p.res != nullptr, [&](auto res) {
+    fwd_cf_fast_kernel<T, kW, kVecs, decltype(res)::value><<<blocks, kThreads, 0, stream>>>(p, g);
+  });
   CC1D_CUDA_LAUNCH_CHECK();
 }
 

@@ -427,15 +427,11 @@ void launch(const ConvParams& p, cudaStream_t stream) {
     using T = typename decltype(tag)::type;
     constexpr int kW = decltype(width)::value;
     const unsigned nb = static_cast<unsigned>(blocks);
-    if (p.cu_seqlens != nullptr && p.res != nullptr) {
-      fwd_cl_fast_kernel<T, kW, true, true><<<nb, kThreads, 0, stream>>>(p, g);
-    } else if (p.cu_seqlens != nullptr) {
-      fwd_cl_fast_kernel<T, kW, true, false><<<nb, kThreads, 0, stream>>>(p, g);
-    } else if (p.res != nullptr) {
-      fwd_cl_fast_kernel<T, kW, false, true><<<nb, kThreads, 0, stream>>>(p, g);
-    } else {
-      fwd_cl_fast_kernel<T, kW, false, false><<<nb, kThreads, 0, stream>>>(p, g);
-    }
+    dispatch_flag(p.cu_seqlens != nullptr, [&](auto seq) {
+      dispatch_flag(p.res != nullptr, [&](auto res) {
+        fwd_cl_fast_kernel<T, kW, decltype(seq)::value, decltype(res)::value><<<nb, kThreads, 0, stream>>>(p, g);
+      });
+    });
     CC1D_CUDA_LAUNCH_CHECK();
   });
 }

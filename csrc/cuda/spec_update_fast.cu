@@ -303,11 +303,9 @@ void launch(const SpecParams& p, cudaStream_t stream) {
     constexpr int kW = decltype(width)::value;
     if constexpr (kW == 4) {
       if (raw_eligible<T>(p)) {
-        if (p.silu) {
-          spec_raw_kernel<T, true><<<grid, kThreads, 0, stream>>>(p);
-        } else {
-          spec_raw_kernel<T, false><<<grid, kThreads, 0, stream>>>(p);
-        }
+        dispatch_flag(p.silu, [&](auto silu) {
+          spec_raw_kernel<T, decltype(silu)::value><<<grid, kThreads, 0, stream>>>(p);
+        });
         CC1D_CUDA_LAUNCH_CHECK();
         return;
       }

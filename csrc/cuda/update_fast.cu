@@ -324,21 +324,18 @@ void launch_s(const UpdateParams& p, cudaStream_t stream) {
     const int threads = lf_threads(vecs, p.batch, p.num_sms);
     if (threads != 0 && lf_ok<T, kW>(p)) {
       const dim3 grid((vecs + threads - 1) / threads, p.batch);
-      if (p.st_cs == 1) {
-        update_fast_lf_kernel<T, kW, kS, true><<<grid, threads, 0, stream>>>(p, vecs);
-      } else {
-        update_fast_lf_kernel<T, kW, kS, false><<<grid, threads, 0, stream>>>(p, vecs);
-      }
+      dispatch_flag(p.st_cs == 1, [&](auto bsd) {
+        update_fast_lf_kernel<T, kW, kS, decltype(bsd)::value><<<grid, threads, 0, stream>>>(p, vecs);
+      });
       CC1D_CUDA_LAUNCH_CHECK();
       return;
     }
   }
   const dim3 grid((vecs + kThreads - 1) / kThreads, p.batch);
-  if (p.st_cs == 1) {  // (B, S, D)-strided state (for S == 1 both forms read the same)
-    update_fast_kernel<T, kW, kS, true><<<grid, kThreads, 0, stream>>>(p, vecs);
-  } else {
-    update_fast_kernel<T, kW, kS, false><<<grid, kThreads, 0, stream>>>(p, vecs);
-  }
+  // kBSD: the (B, S, D)-strided state (for S == 1 both forms read the same)
+  dispatch_flag(p.st_cs == 1, [&](auto bsd) {
+    update_fast_kernel<T, kW, kS, decltype(bsd)::value><<<grid, kThreads, 0, stream>>>(p, vecs);
+  });
   CC1D_CUDA_LAUNCH_CHECK();
 }
 

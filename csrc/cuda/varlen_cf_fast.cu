@@ -376,18 +376,12 @@ void launch(const VarlenParams& p, cudaStream_t stream) {
       constexpr int64_t kSpan = 32 * kVecs * kC;
       const int spans = static_cast<int>((p.total + kC - 1 + kSpan - 1) / kSpan);  // a row's first vector may be partial
       const dim3 grid(static_cast<unsigned>((spans + kWarps - 1) / kWarps), static_cast<unsigned>(p.dim));
-      const bool res = p.res != nullptr;
-      if (p.silu) {
-        if (res) {
-          varlen_cf_body_kernel<T, kW, kVecs, true, true><<<grid, kThreads, 0, stream>>>(p, spans);
-        } else {
-          varlen_cf_body_kernel<T, kW, kVecs, true, false><<<grid, kThreads, 0, stream>>>(p, spans);
-        }
-      } else if (res) {
-        varlen_cf_body_kernel<T, kW, kVecs, false, true><<<grid, kThreads, 0, stream>>>(p, spans);
-      } else {
-        varlen_cf_body_kernel<T, kW, kVecs, false, false><<<grid, kThreads, 0, stream>>>(p, spans);
-      }
+      dispatch_flag(p.silu, [&](auto silu) {
+        dispatch_flag(p.res != nullptr, [&](auto res) {
+          varlen_cf_body_kernel<T, kW, kVecs, decltype(silu)::value, decltype(res)::value>
+              <<<grid, kThreads, 0, stream>>>(p, spans);
+        });
+      });
     };
     body(std::integral_constant<int, 4>{});
     CC1D_CUDA_LAUNCH_CHECK();

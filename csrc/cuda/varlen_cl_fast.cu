@@ -99,17 +99,12 @@ void launch_typed(const VarlenParams& p, cudaStream_t stream) {
                          vec_aligned<T>(p.states, p.st_ls);
   const dim3 grid(static_cast<unsigned>((groups + kThreads - 1) / kThreads),
                   static_cast<unsigned>((p.total + chunk - 1) / chunk));
-  auto run = [&](auto act, auto res) {
-    varlen_cl_fast_kernel<T, kW, decltype(act)::value, decltype(res)::value><<<grid, kThreads, 0, stream>>>(
-        p, chunk, state_vec);
-  };
-  using No = std::false_type;
-  using Yes = std::true_type;
-  if (p.silu) {
-    p.res != nullptr ? run(std::integral_constant<int, 1>{}, Yes{}) : run(std::integral_constant<int, 1>{}, No{});
-  } else {
-    p.res != nullptr ? run(std::integral_constant<int, 0>{}, Yes{}) : run(std::integral_constant<int, 0>{}, No{});
-  }
+  dispatch_flag(p.silu, [&](auto silu) {
+    dispatch_flag(p.res != nullptr, [&](auto res) {
+      constexpr int kAct = decltype(silu)::value ? 1 : 0;
+      varlen_cl_fast_kernel<T, kW, kAct, decltype(res)::value><<<grid, kThreads, 0, stream>>>(p, chunk, state_vec);
+    });
+  });
   CC1D_CUDA_LAUNCH_CHECK();
 }
 

@@ -68,11 +68,9 @@ struct VarlenLaunch {
                     static_cast<unsigned>((p.total + chunk - 1) / chunk));
     dispatch_dtype(p.st_dtype, [&](auto st) {
       using St = typename decltype(st)::type;
-      if (p.res != nullptr) {
-        varlen_general_kernel<T, St, kW, true><<<grid, kThreads, 0, stream>>>(p, chunk);
-      } else {
-        varlen_general_kernel<T, St, kW, false><<<grid, kThreads, 0, stream>>>(p, chunk);
-      }
+      dispatch_flag(p.res != nullptr, [&](auto res) {
+        varlen_general_kernel<T, St, kW, decltype(res)::value><<<grid, kThreads, 0, stream>>>(p, chunk);
+      });
     });
     CC1D_CUDA_LAUNCH_CHECK();
   }

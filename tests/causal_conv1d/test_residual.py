@@ -198,17 +198,7 @@ def _grads(x, w, b, init, res, seq, cu, silu: bool, dout, dfinal, ours: bool) ->
     rfs = dfinal is not None
     act = "silu" if silu else None
     if ours:
-        got = causal_conv1d_fn(
-            xl,
-            wl,
-            bl,
-            seq_idx=seq,
-            initial_states=il,
-            return_final_states=rfs,
-            activation=act,
-            cu_seqlens=cu,
-            residual=rl,
-        )
+        got = causal_conv1d_fn(xl, wl, bl, seq, il, rfs, activation=act, cu_seqlens=cu, residual=rl)
         out, final = got if rfs else (got, None)
     elif cu is not None:
         out, final = packed_fwd_ref(xl, wl, bl, cu, il, silu=silu, residual=rl)
